@@ -1,0 +1,169 @@
+//! The format tree and its text form.
+
+use crate::algebra::{ScalarType, Value};
+
+/// The kind of a non-leaf level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LevelKind {
+    /// Every index stored (`Dense`).
+    Dense,
+    /// Sorted list of stored indices (`SparseList`): CSR/CSC/DCSR.
+    SparseList,
+    /// `N` coordinate lists in one level spanning `N` modes (`SparseCOO{N}`).
+    SparseCoo(usize),
+    /// At most one stored index per fiber (`SparsePoint`).
+    SparsePoint,
+    /// One run of stored indices per fiber (`SparseInterval`).
+    SparseInterval,
+    /// One contiguous block per fiber (`SparseBand`).
+    SparseBand,
+    /// Variable-length blocks (`SparseBlockList`, VBL).
+    SparseBlockList,
+    /// Runs of equal subfibers covering the dimension (`RunList`).
+    RunList,
+    /// Sparse runs of equal subfibers (`SparseRunList`).
+    SparseRunList,
+    /// Hash map from index to child (`SparseHash`).
+    SparseHash,
+    /// Dense bytemap plus a list of set indices (`SparseByteMap`).
+    SparseByteMap,
+}
+
+impl LevelKind {
+    /// Every kind with one mode (COO is parameterized and not listed).
+    pub const ONE_MODE: [LevelKind; 10] = [
+        LevelKind::Dense,
+        LevelKind::SparseList,
+        LevelKind::SparsePoint,
+        LevelKind::SparseInterval,
+        LevelKind::SparseBand,
+        LevelKind::SparseBlockList,
+        LevelKind::RunList,
+        LevelKind::SparseRunList,
+        LevelKind::SparseHash,
+        LevelKind::SparseByteMap,
+    ];
+
+    /// The level's name as written in format strings (without COO's `{N}`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LevelKind::Dense => "Dense",
+            LevelKind::SparseList => "SparseList",
+            LevelKind::SparseCoo(_) => "SparseCOO",
+            LevelKind::SparsePoint => "SparsePoint",
+            LevelKind::SparseInterval => "SparseInterval",
+            LevelKind::SparseBand => "SparseBand",
+            LevelKind::SparseBlockList => "SparseBlockList",
+            LevelKind::RunList => "RunList",
+            LevelKind::SparseRunList => "SparseRunList",
+            LevelKind::SparseHash => "SparseHash",
+            LevelKind::SparseByteMap => "SparseByteMap",
+        }
+    }
+
+    /// How many tensor modes the level spans.
+    pub fn modes(self) -> usize {
+        match self {
+            LevelKind::SparseCoo(n) => n,
+            _ => 1,
+        }
+    }
+}
+
+/// A level format tree: inner levels down to one leaf.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LevelFormat {
+    /// An inner level with its child.
+    Inner {
+        /// Which level.
+        kind: LevelKind,
+        /// The child level (the next mode inward).
+        child: Box<LevelFormat>,
+    },
+    /// A leaf storing one value per position; the value is the fill (and fixes the
+    /// element type): `Element(0.0)`.
+    Element(Value),
+    /// A leaf storing nothing: stored positions read `true`, others `false`.
+    Pattern,
+}
+
+/// The kind of a 0-dimensional tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScalarKind {
+    /// `Scalar(fill)`.
+    Scalar,
+    /// `SparseScalar(fill)`: remembers whether it was written.
+    SparseScalar,
+    /// `ShortCircuitScalar(fill)`: a reduction into it stops once it reaches an annihilator.
+    ShortCircuitScalar,
+}
+
+impl ScalarKind {
+    /// The name as written in format strings.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScalarKind::Scalar => "Scalar",
+            ScalarKind::SparseScalar => "SparseScalar",
+            ScalarKind::ShortCircuitScalar => "ShortCircuitScalar",
+        }
+    }
+}
+
+/// A tensor's format: a scalar kind, or a tree of levels.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Format {
+    /// A 0-d tensor with its fill (initial) value.
+    Scalar(ScalarKind, Value),
+    /// A tensor of one or more modes.
+    Levels(LevelFormat),
+}
+
+impl LevelFormat {
+    /// The leaf's fill value (`false` for `Pattern`).
+    pub fn fill_value(&self) -> Value {
+        match self {
+            LevelFormat::Inner { child, .. } => child.fill_value(),
+            LevelFormat::Element(v) => *v,
+            LevelFormat::Pattern => Value::Bool(false),
+        }
+    }
+
+    /// The element type (`bool` for `Pattern`).
+    pub fn element_type(&self) -> ScalarType {
+        self.fill_value().scalar_type().unwrap_or(ScalarType::F64)
+    }
+
+    /// The number of tensor modes (sum of the levels' modes).
+    pub fn ndims(&self) -> usize {
+        match self {
+            LevelFormat::Inner { kind, child } => kind.modes() + child.ndims(),
+            _ => 0,
+        }
+    }
+}
+
+impl Format {
+    /// The fill value.
+    pub fn fill_value(&self) -> Value {
+        match self {
+            Format::Scalar(_, v) => *v,
+            Format::Levels(l) => l.fill_value(),
+        }
+    }
+
+    /// The element type.
+    pub fn element_type(&self) -> ScalarType {
+        match self {
+            Format::Scalar(_, v) => v.scalar_type().unwrap_or(ScalarType::F64),
+            Format::Levels(l) => l.element_type(),
+        }
+    }
+
+    /// The number of modes (0 for scalars).
+    pub fn ndims(&self) -> usize {
+        match self {
+            Format::Scalar(..) => 0,
+            Format::Levels(l) => l.ndims(),
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! Tensor formats: the tree of level formats written as in the Finch paper
+//! (`Dense(SparseList(Element(0.0)))`), its string form, and (one file per level) the
+//! run-time storage of each level with its `validate` invariants.
+//!
+//! The root level of a format is the tensor's **last** mode (Finch is column-major):
+//! `Dense(SparseList(Element(0.0)))` stores `A[i, j]` with `j` in the Dense level and `i`
+//! in the SparseList level, i.e. CSC.
+
+mod format;
+
+pub use format::{Format, LevelFormat, LevelKind, ScalarKind};

@@ -1,0 +1,1 @@
+//! Reading and writing tensors: Matrix Market (`.mtx`) and FROSTT (`.tns`).
