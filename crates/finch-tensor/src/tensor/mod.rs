@@ -1,5 +1,7 @@
 //! Tensors: a format tree plus the buffers of each level.
 
+mod coo;
 mod dense_array;
 
+pub use coo::Coo;
 pub use dense_array::{checked_len, DenseArray};
