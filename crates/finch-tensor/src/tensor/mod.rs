@@ -3,5 +3,5 @@
 mod coo;
 mod dense_array;
 
-pub use coo::Coo;
+pub use coo::{fmt_shape, Coo};
 pub use dense_array::{checked_len, DenseArray};
