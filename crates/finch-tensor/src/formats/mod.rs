@@ -7,5 +7,6 @@
 //! in the SparseList level, i.e. CSC.
 
 mod format;
+mod format_text;
 
 pub use format::{Format, LevelFormat, LevelKind, ScalarKind};
