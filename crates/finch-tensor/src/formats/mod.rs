@@ -6,7 +6,21 @@
 //! `Dense(SparseList(Element(0.0)))` stores `A[i, j]` with `j` in the Dense level and `i`
 //! in the SparseList level, i.e. CSC.
 
+mod dense;
+mod element;
 mod format;
 mod format_text;
+mod level;
+mod pattern;
+mod scalar;
+mod sparse_coo;
+mod sparse_list;
 
+pub use dense::DenseStorage;
+pub use element::ElementStorage;
 pub use format::{Format, LevelFormat, LevelKind, ScalarKind};
+pub use level::LevelStorage;
+pub use pattern::PatternStorage;
+pub use scalar::ScalarStorage;
+pub use sparse_coo::SparseCooStorage;
+pub use sparse_list::SparseListStorage;

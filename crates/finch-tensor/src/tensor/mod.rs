@@ -1,7 +1,15 @@
-//! Tensors: a format tree plus the buffers of each level.
+//! Tensors: a format tree plus the buffers of each level, with constructors, reads,
+//! `validate` and the fiber-tree printer.
 
+mod buffer;
+mod build;
 mod coo;
 mod dense_array;
+mod storage;
+mod tree;
 
+pub use buffer::Buffer;
 pub use coo::{fmt_shape, Coo};
 pub use dense_array::{checked_len, DenseArray};
+pub use storage::{Tensor, TensorStorage};
+pub use tree::MAX_CHILDREN;

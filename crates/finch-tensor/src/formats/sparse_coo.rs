@@ -1,0 +1,108 @@
+//! `SparseCOO{N}(child)`: one level spanning `N` modes, storing coordinate tuples.
+//!
+//! Buffers: `ptr` (length `P + 1`) and `tbl[0..N]`, where `tbl[k][q]` is the coordinate
+//! of the level's `k`-th mode counted **innermost first**, so `tbl[N-1]` is the outermost
+//! (most significant) mode. Fiber `p` holds tuples `q in ptr[p] .. ptr[p+1]`, child
+//! position `q`. Invariants:
+//! * **I1**–**I4** as SparseList (`ptr` over the tuples)
+//! * **I5** `len(tbl) == N` and every `tbl[k]` has `ptr[P]` entries
+//! * **I6** `tbl[k][q] < shape[k]`
+//! * **I7** tuples strictly increasing within a fiber, `tbl[N-1]` most significant
+//!
+//! Properties: ordered, unique, compact. Protocols (compiler): read walk; update extrude.
+
+use super::level::LevelStorage;
+use super::sparse_list::validate_ptr;
+use crate::error::{Error, Result};
+
+/// Storage of a SparseCOO{N} level.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SparseCooStorage {
+    /// Sizes of the level's modes, innermost first.
+    pub shape: Vec<usize>,
+    /// Fiber boundaries into the tuples.
+    pub ptr: Vec<usize>,
+    /// Coordinates per mode, innermost first: `tbl[k][q]`.
+    pub tbl: Vec<Vec<usize>>,
+    /// The child level (one position per tuple).
+    pub child: Box<LevelStorage>,
+}
+
+impl SparseCooStorage {
+    /// Number of tuples stored.
+    pub fn len(&self) -> usize {
+        self.tbl.first().map_or(0, Vec::len)
+    }
+
+    /// True when no tuple is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The tuple at `q`, outermost mode first (the sort key).
+    pub fn key(&self, q: usize) -> Vec<usize> {
+        self.tbl.iter().rev().map(|t| t[q]).collect()
+    }
+
+    /// Checks the invariants for `parents` parent positions; returns the child count.
+    pub fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        let bad = |invariant: &'static str, detail: String| Error::Invalid {
+            depth,
+            level: "SparseCOO",
+            invariant,
+            detail,
+        };
+        let n = self.shape.len();
+        if self.tbl.len() != n || n == 0 {
+            return Err(bad(
+                "I5 one coordinate list per mode",
+                format!("{} coordinate lists for {n} modes", self.tbl.len()),
+            ));
+        }
+        let entries = self.len();
+        if let Some(k) = self.tbl.iter().position(|t| t.len() != entries) {
+            return Err(bad(
+                "I5 one coordinate list per mode",
+                format!("tbl[{k}] has {} entries, tbl[0] has {entries}", self.tbl[k].len()),
+            ));
+        }
+        validate_ptr(depth, "SparseCOO", &self.ptr, parents, entries)?;
+        for (k, t) in self.tbl.iter().enumerate() {
+            if let Some(q) = t.iter().position(|&i| i >= self.shape[k]) {
+                return Err(bad(
+                    "I6 coordinates < shape",
+                    format!("tbl[{k}][{q}] = {} with shape {}", t[q], self.shape[k]),
+                ));
+            }
+        }
+        for p in 0..parents {
+            for q in self.ptr[p]..self.ptr[p + 1].saturating_sub(1) {
+                if self.key(q) >= self.key(q + 1) {
+                    return Err(bad(
+                        "I7 tuples strictly increasing within a fiber",
+                        format!(
+                            "fiber {p}: tuple {q} {:?} then {:?} (outermost first)",
+                            self.key(q),
+                            self.key(q + 1)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(entries)
+    }
+
+    /// The child position of a tuple (outermost first) in fiber `p`, if stored.
+    pub fn locate(&self, p: usize, key: &[usize]) -> Option<usize> {
+        let (mut lo, mut hi) = (self.ptr[p], self.ptr[p + 1]);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.key(mid).as_slice().cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
+    }
+}

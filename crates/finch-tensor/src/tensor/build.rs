@@ -1,0 +1,396 @@
+//! Building tensors: from dense arrays, from coordinate lists (duplicates combined), and
+//! from CSC/CSR buffers handed in by a caller.
+//!
+//! `from_dense` and `from_coo` sort the entries column-major (the last mode most
+//! significant, the order of every level's fibers) and build the levels top-down from
+//! groups of entries per parent position, so the result is valid by construction.
+
+use crate::algebra::{Op, Value};
+use crate::error::{Error, Result};
+use crate::formats::{
+    DenseStorage, ElementStorage, Format, LevelFormat, LevelKind, LevelStorage, PatternStorage,
+    ScalarStorage, SparseCooStorage, SparseListStorage,
+};
+use crate::tensor::storage::TensorStorage;
+use crate::tensor::{checked_len, fmt_shape, Buffer, Coo, DenseArray, Tensor};
+
+/// Sorted, duplicate-free entries: `keys[k*n .. (k+1)*n]` is entry `k`'s coordinate,
+/// outermost mode first.
+struct Entries {
+    n: usize,
+    keys: Vec<usize>,
+    vals: Vec<Value>,
+}
+
+impl Entries {
+    fn key(&self, k: usize, m: usize) -> usize {
+        self.keys[k * self.n + m]
+    }
+}
+
+impl Tensor {
+    /// Stores a dense array in a format. Entries equal to the format's fill are not stored
+    /// by sparse levels. The array's element type must be the format's.
+    pub fn from_dense(format: &Format, a: &DenseArray) -> Result<Tensor> {
+        check_type(format, a.ty)?;
+        let fill = format.fill_value();
+        let n = a.shape.len();
+        // Column-major linear order is sorted by (i_{N-1}, ..., i_0).
+        let mut keys = Vec::new();
+        let mut vals = Vec::new();
+        let mut idx = vec![0usize; n];
+        for (pos, v) in a.data.iter().enumerate() {
+            if pos > 0 {
+                // Advance the column-major multi-index.
+                for m in 0..n {
+                    idx[m] += 1;
+                    if idx[m] < a.shape[m] {
+                        break;
+                    }
+                    idx[m] = 0;
+                }
+            }
+            if !v.same(&fill) || n == 0 {
+                keys.extend(idx.iter().rev());
+                vals.push(*v);
+            }
+        }
+        build(format, &a.shape, Entries { n, keys, vals })
+    }
+
+    /// Stores coordinate data in a format; duplicate coordinates are combined with `+`.
+    /// Explicitly listed fill values are stored (a file's explicit zeros stay), except
+    /// under a `Pattern()` leaf, which can only store `true`.
+    pub fn from_coo(format: &Format, coo: &Coo) -> Result<Tensor> {
+        Tensor::from_coo_with(format, coo, Op::Add)
+    }
+
+    /// Like [`Tensor::from_coo`], combining duplicates with `combine` (e.g. `Op::Max`,
+    /// `Op::Overwrite` to keep the last).
+    pub fn from_coo_with(format: &Format, coo: &Coo, combine: Op) -> Result<Tensor> {
+        coo.check()?;
+        check_type(format, coo.ty)?;
+        let n = coo.shape.len();
+        let mut order: Vec<usize> = (0..coo.len()).collect();
+        let key = |k: usize| coo.coords.iter().rev().map(move |c| c[k]);
+        order.sort_by(|&a, &b| key(a).cmp(key(b)));
+        let mut keys: Vec<usize> = Vec::with_capacity(coo.len() * n);
+        let mut vals: Vec<Value> = Vec::with_capacity(coo.len());
+        let mut prev: Option<usize> = None;
+        for &k in &order {
+            let v = coo.vals[k];
+            if let Some(p) = prev {
+                if key(p).eq(key(k)) {
+                    let last = vals.len() - 1;
+                    vals[last] = combine.eval(&[vals[last], v])?.convert_exact(coo.ty).ok_or_else(
+                        || {
+                            Error::Program(format!(
+                                "combining duplicates with `{combine}` does not give a {}",
+                                coo.ty
+                            ))
+                        },
+                    )?;
+                    continue;
+                }
+            }
+            keys.extend(key(k));
+            vals.push(v);
+            prev = Some(k);
+        }
+        if is_pattern(format) {
+            // A Pattern leaf stores `true` only.
+            let mut kk = Vec::with_capacity(keys.len());
+            let mut vv = Vec::with_capacity(vals.len());
+            for (k, v) in vals.iter().enumerate() {
+                if v.as_bool() == Some(true) {
+                    kk.extend_from_slice(&keys[k * n..(k + 1) * n]);
+                    vv.push(*v);
+                }
+            }
+            keys = kk;
+            vals = vv;
+        }
+        build(format, &coo.shape, Entries { n, keys, vals })
+    }
+
+    /// A CSC matrix (`nrows × ncols`, column pointers, row indices, values) as
+    /// `Dense(SparseList(Element(0)))` of shape `[nrows, ncols]`. The buffers are moved in
+    /// without copying and validated (they come from outside).
+    pub fn from_csc(
+        nrows: usize,
+        ncols: usize,
+        colptr: Vec<usize>,
+        rowidx: Vec<usize>,
+        data: Buffer,
+    ) -> Result<Tensor> {
+        let ty = data.scalar_type();
+        let fill = Value::zero_of(ty);
+        let storage = LevelStorage::Dense(DenseStorage {
+            shape: ncols,
+            child: Box::new(LevelStorage::SparseList(SparseListStorage {
+                shape: nrows,
+                ptr: colptr,
+                idx: rowidx,
+                child: Box::new(LevelStorage::Element(ElementStorage { fill, val: data })),
+            })),
+        });
+        Tensor::from_parts(csx_format(fill), vec![nrows, ncols], TensorStorage::Levels(storage))
+    }
+
+    /// A CSR matrix handed in as row pointers, column indices and values, *without
+    /// copying*: the result is the transpose `Aᵀ` (shape `[ncols, nrows]`) in
+    /// `Dense(SparseList(Element(0)))`, because CSR of `A` is exactly CSC of `Aᵀ`. Index
+    /// it as `AT[j, i]`. Validated.
+    pub fn from_csr_transposed(
+        nrows: usize,
+        ncols: usize,
+        rowptr: Vec<usize>,
+        colidx: Vec<usize>,
+        data: Buffer,
+    ) -> Result<Tensor> {
+        Tensor::from_csc(ncols, nrows, rowptr, colidx, data)
+    }
+
+    /// A CSR matrix as the matrix itself (shape `[nrows, ncols]`) in
+    /// `Dense(SparseList(Element(0)))`. Needs a transposing copy (counting sort, O(nnz));
+    /// use [`Tensor::from_csr_transposed`] to avoid it. Validated.
+    pub fn from_csr(
+        nrows: usize,
+        ncols: usize,
+        rowptr: Vec<usize>,
+        colidx: Vec<usize>,
+        data: Buffer,
+    ) -> Result<Tensor> {
+        let at = Tensor::from_csr_transposed(nrows, ncols, rowptr, colidx, data)?;
+        let ty = at.element_type();
+        let (rowptr, colidx, data) = match at.storage {
+            TensorStorage::Levels(LevelStorage::Dense(d)) => match *d.child {
+                LevelStorage::SparseList(s) => match *s.child {
+                    LevelStorage::Element(e) => (s.ptr, s.idx, e.val),
+                    _ => return Err(Error::Program("internal: CSR leaf".into())),
+                },
+                _ => return Err(Error::Program("internal: CSR level".into())),
+            },
+            _ => return Err(Error::Program("internal: CSR root".into())),
+        };
+        // Counting sort by column.
+        let nnz = colidx.len();
+        let mut colptr = vec![0usize; ncols + 1];
+        for &j in &colidx {
+            colptr[j + 1] += 1;
+        }
+        for j in 0..ncols {
+            colptr[j + 1] += colptr[j];
+        }
+        let mut next = colptr.clone();
+        let mut rowidx = vec![0usize; nnz];
+        let mut perm = vec![0usize; nnz];
+        for i in 0..nrows {
+            for q in rowptr[i]..rowptr[i + 1] {
+                let j = colidx[q];
+                rowidx[next[j]] = i;
+                perm[next[j]] = q;
+                next[j] += 1;
+            }
+        }
+        let mut vals = Buffer::new(ty);
+        vals.reserve(nnz);
+        for &q in &perm {
+            if let Some(v) = data.get(q) {
+                vals.push(v)?;
+            }
+        }
+        Tensor::from_csc(nrows, ncols, colptr, rowidx, vals)
+    }
+}
+
+fn csx_format(fill: Value) -> Format {
+    Format::Levels(LevelFormat::Inner {
+        kind: LevelKind::Dense,
+        child: Box::new(LevelFormat::Inner {
+            kind: LevelKind::SparseList,
+            child: Box::new(LevelFormat::Element(fill)),
+        }),
+    })
+}
+
+fn is_pattern(format: &Format) -> bool {
+    let mut l = match format {
+        Format::Levels(l) => l,
+        Format::Scalar(..) => return false,
+    };
+    loop {
+        match l {
+            LevelFormat::Inner { child, .. } => l = child,
+            LevelFormat::Pattern => return true,
+            LevelFormat::Element(_) => return false,
+        }
+    }
+}
+
+fn check_type(format: &Format, ty: crate::algebra::ScalarType) -> Result<()> {
+    if format.element_type() != ty {
+        return Err(Error::Program(format!(
+            "the format {format} holds {} but the data is {ty}",
+            format.element_type()
+        )));
+    }
+    Ok(())
+}
+
+/// Builds a tensor from sorted, duplicate-free entries.
+fn build(format: &Format, shape: &[usize], e: Entries) -> Result<Tensor> {
+    if format.ndims() != shape.len() {
+        return Err(Error::Program(format!(
+            "the format {format} has {} modes but the data has shape {}",
+            format.ndims(),
+            fmt_shape(shape)
+        )));
+    }
+    checked_len(shape)?;
+    let storage = match format {
+        Format::Scalar(kind, fill) => {
+            let val = e.vals.first().copied().unwrap_or(*fill);
+            TensorStorage::Scalar(ScalarStorage {
+                kind: *kind,
+                fill: *fill,
+                val,
+                dirty: false,
+            })
+        }
+        Format::Levels(lf) => {
+            let outer_first: Vec<usize> = shape.iter().rev().copied().collect();
+            let groups = vec![(0, e.vals.len())];
+            TensorStorage::Levels(build_level(lf, &outer_first, 0, &e, &groups)?)
+        }
+    };
+    Ok(Tensor {
+        format: format.clone(),
+        shape: shape.to_vec(),
+        storage,
+    })
+}
+
+/// Builds one level. `dims` are the sizes of the remaining modes, outermost first; `m` is
+/// the key position of this level's (outermost) mode; `groups[p]` is the range of entries
+/// below parent position `p` (sorted, all sharing the outer key prefix).
+fn build_level(
+    format: &LevelFormat,
+    dims: &[usize],
+    m: usize,
+    e: &Entries,
+    groups: &[(usize, usize)],
+) -> Result<LevelStorage> {
+    match format {
+        LevelFormat::Element(fill) => {
+            let ty = fill.scalar_type().ok_or_else(|| {
+                Error::Program("an Element fill cannot be `missing`".into())
+            })?;
+            let mut val = Buffer::new(ty);
+            val.reserve(groups.len());
+            for &(lo, hi) in groups {
+                val.push(if lo < hi { e.vals[lo] } else { *fill })?;
+            }
+            Ok(LevelStorage::Element(ElementStorage { fill: *fill, val }))
+        }
+        LevelFormat::Pattern => {
+            if let Some(p) = groups.iter().position(|&(lo, hi)| lo == hi) {
+                return Err(Error::Program(format!(
+                    "a Pattern() leaf reads `true` at every stored position, but position {p} \
+                     holds `false` (a Dense level above it stores every index); use \
+                     Element(false) instead"
+                )));
+            }
+            Ok(LevelStorage::Pattern(PatternStorage))
+        }
+        LevelFormat::Inner { kind, child } => {
+            let size = dims[0];
+            let mut child_groups = Vec::new();
+            let storage = match kind {
+                LevelKind::Dense => {
+                    let total = groups.len().checked_mul(size).ok_or_else(|| {
+                        Error::Program(format!("{} × {size} positions overflow", groups.len()))
+                    })?;
+                    child_groups.reserve(total);
+                    for &(lo, hi) in groups {
+                        let mut k = lo;
+                        for i in 0..size {
+                            let start = k;
+                            while k < hi && e.key(k, m) == i {
+                                k += 1;
+                            }
+                            child_groups.push((start, k));
+                        }
+                    }
+                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+                    LevelStorage::Dense(DenseStorage {
+                        shape: size,
+                        child: Box::new(c),
+                    })
+                }
+                LevelKind::SparseList => {
+                    let mut ptr = Vec::with_capacity(groups.len() + 1);
+                    let mut idx = Vec::new();
+                    ptr.push(0);
+                    for &(lo, hi) in groups {
+                        let mut k = lo;
+                        while k < hi {
+                            let i = e.key(k, m);
+                            let start = k;
+                            while k < hi && e.key(k, m) == i {
+                                k += 1;
+                            }
+                            idx.push(i);
+                            child_groups.push((start, k));
+                        }
+                        ptr.push(idx.len());
+                    }
+                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+                    LevelStorage::SparseList(SparseListStorage {
+                        shape: size,
+                        ptr,
+                        idx,
+                        child: Box::new(c),
+                    })
+                }
+                LevelKind::SparseCoo(n) => {
+                    let n = *n;
+                    let mut ptr = Vec::with_capacity(groups.len() + 1);
+                    let mut tbl = vec![Vec::new(); n];
+                    ptr.push(0);
+                    let same = |a: usize, b: usize| (m..m + n).all(|r| e.key(a, r) == e.key(b, r));
+                    for &(lo, hi) in groups {
+                        let mut k = lo;
+                        while k < hi {
+                            let start = k;
+                            while k < hi && same(start, k) {
+                                k += 1;
+                            }
+                            // tbl is innermost first; the key is outermost first.
+                            for (r, t) in tbl.iter_mut().enumerate() {
+                                t.push(e.key(start, m + n - 1 - r));
+                            }
+                            child_groups.push((start, k));
+                        }
+                        ptr.push(tbl[0].len());
+                    }
+                    let c = build_level(child, &dims[n..], m + n, e, &child_groups)?;
+                    LevelStorage::SparseCoo(SparseCooStorage {
+                        shape: dims[..n].iter().rev().copied().collect(),
+                        ptr,
+                        tbl,
+                        child: Box::new(c),
+                    })
+                }
+                other => {
+                    return Err(Error::Unsupported(format!(
+                        "{} storage (level formats beyond Dense, SparseList and SparseCOO \
+                         arrive with issue #4)",
+                        other.name()
+                    )))
+                }
+            };
+            Ok(storage)
+        }
+    }
+}
