@@ -12,10 +12,12 @@ pub mod algebra;
 pub mod error;
 pub mod formats;
 pub mod io;
+mod program;
 pub mod notation;
 pub mod reference;
 pub mod tensor;
 
 pub use algebra::{Op, ScalarType, Value};
 pub use error::{Error, Result};
+pub use program::{Program, TensorDecl};
 pub use tensor::DenseArray;
