@@ -1,1 +1,244 @@
-fn main() {}
+//! `finch`: run, parse and inspect Finch programs and tensor files.
+//!
+//! ```text
+//! finch run PROGRAM.fin --input A=a.mtx --input x=x.mtx [--output y=y.mtx] [--shape y=5]
+//! finch parse PROGRAM.fin
+//! finch info FILE.mtx|FILE.tns
+//! ```
+
+mod files;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use finch::notation::DeclKind;
+use finch::reference::{Bindings, RunOptions};
+use finch::tensor::Tensor;
+use finch::Program;
+
+/// Finch: a sparse and structured tensor compiler.
+#[derive(Parser)]
+#[command(name = "finch", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a program on tensors read from files; print or write its outputs.
+    Run {
+        /// The program (`.fin`).
+        program: PathBuf,
+        /// Bind an input: `NAME=FILE` (`.mtx` or `.tns`), or `NAME=VALUE` for a scalar.
+        #[arg(long = "input", short = 'i', value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// Write an output to a file: `NAME=FILE` (`.mtx` or `.tns`). Outputs without a
+        /// file are printed.
+        #[arg(long = "output", short = 'o', value_name = "NAME=FILE")]
+        outputs: Vec<String>,
+        /// Give an output or temporary its dimensions where no write determines them:
+        /// `NAME=16` or `NAME=3,5`.
+        #[arg(long = "shape", value_name = "NAME=DIMS")]
+        shapes: Vec<String>,
+        /// Which engine runs the program.
+        #[arg(long, value_enum, default_value_t = Engine::Reference)]
+        engine: Engine,
+    },
+    /// Parse a program and print it back in canonical form.
+    Parse {
+        /// The program (`.fin`).
+        program: PathBuf,
+    },
+    /// Print the shape, stored entries, symmetry and structure of a tensor file.
+    Info {
+        /// A Matrix Market (`.mtx`) or FROSTT (`.tns`) file.
+        file: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Engine {
+    /// The dense reference interpreter (the test oracle).
+    Reference,
+    /// Generated C, compiled and cached (not available yet: issue #3).
+    C,
+    /// The kernel-IR interpreter (not available yet: issue #3).
+    Interp,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run {
+            program,
+            inputs,
+            outputs,
+            shapes,
+            engine,
+        } => run(&program, &inputs, &outputs, &shapes, engine),
+        Command::Parse { program } => parse(&program),
+        Command::Info { file } => info(&file),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_program(path: &Path) -> Result<Program> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read program {}", path.display()))?;
+    Program::parse(&text).with_context(|| format!("in program {}", path.display()))
+}
+
+/// Splits `NAME=VALUE`.
+fn split_binding<'a>(arg: &'a str, flag: &str) -> Result<(&'a str, &'a str)> {
+    match arg.split_once('=') {
+        Some((name, value)) if !name.is_empty() && !value.is_empty() => Ok((name, value)),
+        _ => bail!("--{flag} expects NAME=VALUE, got `{arg}`"),
+    }
+}
+
+fn parse_dims(text: &str) -> Result<Vec<usize>> {
+    text.split(',')
+        .map(|d| {
+            d.trim()
+                .parse::<usize>()
+                .map_err(|_| anyhow!("`{d}` is not a dimension (expected e.g. 16 or 3,5)"))
+        })
+        .collect()
+}
+
+fn run(
+    program_path: &Path,
+    inputs: &[String],
+    outputs: &[String],
+    shapes: &[String],
+    engine: Engine,
+) -> Result<()> {
+    if engine != Engine::Reference {
+        bail!(
+            "engine `{}` is not available yet (the compiler arrives with issue #3); use --engine reference",
+            format!("{engine:?}").to_lowercase()
+        );
+    }
+    let program = load_program(program_path)?;
+
+    let mut bindings = Bindings::new();
+    for arg in inputs {
+        let (name, source) = split_binding(arg, "input")?;
+        let decl = program.decl(name).ok_or_else(|| {
+            anyhow!(
+                "--input {name}: the program declares no tensor `{name}` (it declares: {})",
+                declared_names(&program)
+            )
+        })?;
+        if decl.kind != DeclKind::Input {
+            bail!(
+                "--input {name}: `{name}` is declared `{}`, not `input`",
+                decl.kind.keyword()
+            );
+        }
+        if bindings.get(name).is_some() {
+            bail!("--input {name} is given twice");
+        }
+        let tensor = files::load_tensor(source, &decl.format)
+            .with_context(|| format!("--input {name}={source}"))?;
+        bindings.insert(name, tensor.to_dense());
+    }
+    let missing: Vec<&str> = program
+        .decls()
+        .iter()
+        .filter(|d| d.kind == DeclKind::Input && bindings.get(&d.name).is_none())
+        .map(|d| d.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "missing input{}: {} (bind with --input NAME=FILE)",
+            if missing.len() == 1 { "" } else { "s" },
+            missing.join(", ")
+        );
+    }
+
+    let mut opts = RunOptions::default();
+    for arg in shapes {
+        let (name, dims) = split_binding(arg, "shape")?;
+        let decl = program
+            .decl(name)
+            .ok_or_else(|| anyhow!("--shape {name}: the program declares no tensor `{name}`"))?;
+        let dims = parse_dims(dims).with_context(|| format!("--shape {arg}"))?;
+        if dims.len() != decl.format.ndims() {
+            bail!(
+                "--shape {arg}: `{name}` has {} modes but {} dimensions were given",
+                decl.format.ndims(),
+                dims.len()
+            );
+        }
+        opts.shapes.insert(name.to_string(), dims);
+    }
+
+    let mut targets: HashMap<&str, &str> = HashMap::new();
+    for arg in outputs {
+        let (name, path) = split_binding(arg, "output")?;
+        match program.decl(name) {
+            Some(d) if d.kind != DeclKind::Temp => {}
+            Some(_) => bail!("--output {name}: `{name}` is a temporary, not an output"),
+            None => bail!(
+                "--output {name}: the program declares no tensor `{name}` (it declares: {})",
+                declared_names(&program)
+            ),
+        }
+        targets.insert(name, path);
+    }
+
+    program
+        .run_reference(&mut bindings, &opts)
+        .with_context(|| format!("running {}", program_path.display()))?;
+
+    for decl in program.decls() {
+        let written = decl.kind == DeclKind::Output || targets.contains_key(decl.name.as_str());
+        if !written {
+            continue;
+        }
+        let array = bindings
+            .get(&decl.name)
+            .ok_or_else(|| anyhow!("the program did not produce `{}`", decl.name))?;
+        let tensor = Tensor::from_dense(&decl.format, array)
+            .with_context(|| format!("storing `{}` as {}", decl.name, decl.format))?;
+        match targets.get(decl.name.as_str()) {
+            Some(path) => {
+                files::save_tensor(&tensor, Path::new(path))
+                    .with_context(|| format!("--output {}={path}", decl.name))?;
+                eprintln!("wrote {} to {path}", decl.name);
+            }
+            None => println!("{} = {}", decl.name, tensor),
+        }
+    }
+    Ok(())
+}
+
+fn declared_names(program: &Program) -> String {
+    program
+        .decls()
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn parse(path: &Path) -> Result<()> {
+    let program = load_program(path)?;
+    print!("{program}");
+    Ok(())
+}
+
+fn info(path: &Path) -> Result<()> {
+    files::print_info(path)
+}

@@ -1,19 +1,19 @@
-//! # Finch-RS
+#![doc = include_str!("../../../README.md")]
 //!
-//! A sparse and structured tensor compiler. A Finch program (loops, `if`, `let`,
-//! reductions) runs over tensors stored as fiber trees of level formats.
+//! ## Pipeline
 //!
-//! Pipeline (see `ARCHITECTURE.md`): text → [`notation`] AST → normalization → lowering
-//! through looplets → kernel IR → backend. The [`reference`] interpreter runs any program
-//! on dense copies of its inputs and is the oracle every compiled kernel is tested against.
+//! text → [`notation`] (parse) → [`Program`] (formats checked) → [`reference`] interpreter
+//! (the dense oracle). Files come in through [`io`] as a [`tensor::Coo`] and are stored in
+//! a format as a [`tensor::Tensor`]. The compiler (looplets, lowering, kernel IR, C and
+//! interpreter backends) is the next milestone; see `ARCHITECTURE.md`.
 #![deny(missing_docs)]
 
 pub mod algebra;
 pub mod error;
 pub mod formats;
 pub mod io;
-mod program;
 pub mod notation;
+mod program;
 pub mod reference;
 pub mod tensor;
 

@@ -117,7 +117,9 @@ fn check_access(a: &Access, ndims: &HashMap<&str, usize>) -> Result<()> {
             )));
         }
     }
-    a.indices.iter().try_for_each(|e| check_arity_expr(e, ndims))
+    a.indices
+        .iter()
+        .try_for_each(|e| check_arity_expr(e, ndims))
 }
 
 fn check_arity_expr(e: &Expr, ndims: &HashMap<&str, usize>) -> Result<()> {

@@ -19,7 +19,10 @@ fn data_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!("note: {} not found; skipping data-driven I/O tests", dir.display());
+        eprintln!(
+            "note: {} not found; skipping data-driven I/O tests",
+            dir.display()
+        );
         None
     }
 }
@@ -37,24 +40,32 @@ fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
 /// `%%GraphBLAS` type convention (or its no-duplicates rule), per the MANIFEST notes. We do
 /// not honour `%%GraphBLAS` lines and we sum duplicates, so we read them.
 const VALID_FOR_US: [&str; 5] = [
-    "lagraph_int8_overflow.mtx",  // integer values outside int8: fine as i64
+    "lagraph_int8_overflow.mtx",   // integer values outside int8: fine as i64
     "lagraph_uint32_overflow.mtx", // 4294967296 outside uint32: fine as i64
-    "lagraph_bool_values.mtx",    // values 0/1/2 with a declared bool type: integers
-    "lagraph_skew_unsigned.mtx",  // skew-symmetric with a declared unsigned type: i64 negates
-    "lagraph_mangled14.mtx",      // a duplicate (2,2): summed, as scipy does
+    "lagraph_bool_values.mtx",     // values 0/1/2 with a declared bool type: integers
+    "lagraph_skew_unsigned.mtx",   // skew-symmetric with a declared unsigned type: i64 negates
+    "lagraph_mangled14.mtx",       // a duplicate (2,2): summed, as scipy does
 ];
 
 #[test]
 fn malformed_matrices_are_rejected_with_a_line() {
     let Some(d) = data_dir() else { return };
     let all = files(&d.join("matrices/malformed"), "mtx");
-    assert!(all.len() >= 30, "expected the malformed set, found {}", all.len());
+    assert!(
+        all.len() >= 30,
+        "expected the malformed set, found {}",
+        all.len()
+    );
     for p in all {
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
         let r = io::read_matrix_market_file(&p);
         if VALID_FOR_US.contains(&name.as_str()) {
             let mm = r.unwrap_or_else(|e| panic!("{name}: {e}"));
-            let f = Format::parse(&format!("Dense(SparseList(Element({})))", Value::zero_of(mm.coo.ty))).unwrap();
+            let f = Format::parse(&format!(
+                "Dense(SparseList(Element({})))",
+                Value::zero_of(mm.coo.ty)
+            ))
+            .unwrap();
             Tensor::from_coo(&f, &mm.coo).unwrap_or_else(|e| panic!("{name}: {e}"));
             continue;
         }
@@ -73,9 +84,17 @@ fn edge_cases_read_correctly() {
     let Some(d) = data_dir() else { return };
     let e = d.join("matrices/edgecases");
     let read = |n: &str| io::read_matrix_market_file(&e.join(n));
-    for n in ["array_complex_general_3x3.mtx", "array_complex_symmetric_2x2.mtx", "complex_hermitian_3x3.mtx", "complex_Hermitian_capitalized_3x3.mtx"] {
+    for n in [
+        "array_complex_general_3x3.mtx",
+        "array_complex_symmetric_2x2.mtx",
+        "complex_hermitian_3x3.mtx",
+        "complex_Hermitian_capitalized_3x3.mtx",
+    ] {
         let msg = read(n).unwrap_err().to_string();
-        assert!(msg.contains("complex matrices are not supported"), "{n}: {msg}");
+        assert!(
+            msg.contains("complex matrices are not supported"),
+            "{n}: {msg}"
+        );
     }
     let shape_nnz = |n: &str| {
         let mm = read(n).unwrap_or_else(|err| panic!("{n}: {err}"));
@@ -94,11 +113,26 @@ fn edge_cases_read_correctly() {
     assert_eq!(shape_nnz("west0067_jumbled.mtx"), (vec![67, 67], 294));
     assert_eq!(shape_nnz("west0067_with_nan.mtx"), (vec![67, 67], 295));
     assert_eq!(shape_nnz("LFAT5_hypersparse.mtx").0, vec![2000, 2000]);
-    assert_eq!(shape_nnz("indented_comments_blank_line.mtx"), (vec![32, 32], 3));
+    assert_eq!(
+        shape_nnz("indented_comments_blank_line.mtx"),
+        (vec![32, 32], 3)
+    );
     // Skew-symmetric: the mirror is negated and the diagonal is empty.
-    for n in ["skew_integer_3x3.mtx", "skew_integer_6x6.mtx", "skew_real_6x6.mtx"] {
+    for n in [
+        "skew_integer_3x3.mtx",
+        "skew_integer_6x6.mtx",
+        "skew_real_6x6.mtx",
+    ] {
         let coo = read(n).unwrap().coo;
-        let t = Tensor::from_coo(&Format::parse(&format!("Dense(Dense(Element({})))", Value::zero_of(coo.ty))).unwrap(), &coo).unwrap();
+        let t = Tensor::from_coo(
+            &Format::parse(&format!(
+                "Dense(Dense(Element({})))",
+                Value::zero_of(coo.ty)
+            ))
+            .unwrap(),
+            &coo,
+        )
+        .unwrap();
         let a = t.to_dense();
         let m = a.shape[0];
         for i in 0..m {
@@ -112,7 +146,9 @@ fn edge_cases_read_correctly() {
     }
     // Symmetric array: lower triangle column by column, mirrored.
     let coo = read("array_real_symmetric_4x4.mtx").unwrap().coo;
-    let a = Tensor::from_coo(&Format::parse("Dense(Dense(Element(0.0)))").unwrap(), &coo).unwrap().to_dense();
+    let a = Tensor::from_coo(&Format::parse("Dense(Dense(Element(0.0)))").unwrap(), &coo)
+        .unwrap()
+        .to_dense();
     for i in 0..4 {
         for j in 0..4 {
             assert_eq!(a.get(&[i, j]), a.get(&[j, i]));
@@ -123,7 +159,9 @@ fn edge_cases_read_correctly() {
 }
 
 fn sorted(c: &Coo) -> Vec<(Vec<usize>, String)> {
-    let mut v: Vec<(Vec<usize>, String)> = (0..c.len()).map(|k| (c.coord(k), format!("{:?}", c.vals[k].as_f64()))).collect();
+    let mut v: Vec<(Vec<usize>, String)> = (0..c.len())
+        .map(|k| (c.coord(k), format!("{:?}", c.vals[k].as_f64())))
+        .collect();
     v.sort_by(|a, b| a.0.iter().rev().cmp(b.0.iter().rev()));
     v
 }
@@ -141,9 +179,14 @@ fn matrices_under_one_megabyte_round_trip() {
             Err(e) if e.to_string().contains("complex") => continue,
             Err(e) => panic!("{}: {e}", p.display()),
         };
-        let opts = MtxWriteOptions { symmetry: mm.header.symmetry, ..Default::default() };
-        let text = io::write_matrix_market(&mm.coo, &opts).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        let back = io::read_matrix_market(&text, "written").unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let opts = MtxWriteOptions {
+            symmetry: mm.header.symmetry,
+            ..Default::default()
+        };
+        let text = io::write_matrix_market(&mm.coo, &opts)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let back = io::read_matrix_market(&text, "written")
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         assert_eq!(back.coo.shape, mm.coo.shape, "{}", p.display());
         assert_eq!(back.coo.ty, mm.coo.ty, "{}", p.display());
         assert_eq!(sorted(&back.coo), sorted(&mm.coo), "{}", p.display());
@@ -163,7 +206,8 @@ fn tensors_round_trip() {
             continue;
         }
         let coo = io::read_tns_file(&p, None).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        let back = io::read_tns(&io::write_tns(&coo).unwrap(), "written", Some(&coo.shape)).unwrap();
+        let back =
+            io::read_tns(&io::write_tns(&coo).unwrap(), "written", Some(&coo.shape)).unwrap();
         assert_eq!(back, coo, "{}", p.display());
         count += 1;
     }

@@ -43,11 +43,22 @@ fn spmv_parses_with_declarations_and_nested_loops() {
     assert_eq!(p.decls[0].format, "Dense(SparseList(Element(0.0)))");
     assert_eq!(p.decls[3].kind, DeclKind::Temp);
     let Stmt::Block(v) = &p.body else { panic!() };
-    let Stmt::Loop { index, extent, body } = &v[1] else { panic!() };
+    let Stmt::Loop {
+        index,
+        extent,
+        body,
+    } = &v[1]
+    else {
+        panic!()
+    };
     assert_eq!((index.as_str(), extent), ("j", &Extent::Auto));
-    let Stmt::Loop { index, body, .. } = &**body else { panic!() };
+    let Stmt::Loop { index, body, .. } = &**body else {
+        panic!()
+    };
     assert_eq!(index, "i");
-    let Stmt::Assign { lhs, op, rhs } = &**body else { panic!() };
+    let Stmt::Assign { lhs, op, rhs } = &**body else {
+        panic!()
+    };
     assert_eq!(lhs.tensor, "y");
     assert_eq!(op, &AssignOp::Reduce(Op::Add));
     assert!(matches!(rhs, Expr::Call { op: Op::Mul, .. }));
@@ -116,7 +127,8 @@ fn precedence_and_negative_literals() {
         ("-128i8", "-128i8"),
     ];
     for (text, printed) in cases {
-        let e = parse_expr(text, &[], &[], &["a", "b", "c"]).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let e =
+            parse_expr(text, &[], &[], &["a", "b", "c"]).unwrap_or_else(|e| panic!("{text}: {e}"));
         assert_eq!(print_expr(&e), printed, "{text}");
         let again = parse_expr(&print_expr(&e), &[], &[], &["a", "b", "c"]).unwrap();
         assert_eq!(again, e, "{text}");
@@ -134,20 +146,75 @@ fn precedence_and_negative_literals() {
 #[test]
 fn errors_point_at_the_problem() {
     let cases: [(&str, usize, usize, &str); 14] = [
-        ("output s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += \nend\n", 4, 10, "expected an expression, found end of line"),
-        ("output s :: Scalar(0.0)\nfor i = _\n  s[] += 1\n", 4, 1, "expected `end` to close `for` at 2:1"),
-        ("output s :: Scalar(0.0)\ns[] += q\n", 2, 8, "unknown name `q`"),
-        ("output s :: Scalar(0.0)\nB[1] = 1\n", 2, 1, "cannot assign to `B`"),
+        (
+            "output s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += \nend\n",
+            4,
+            10,
+            "expected an expression, found end of line",
+        ),
+        (
+            "output s :: Scalar(0.0)\nfor i = _\n  s[] += 1\n",
+            4,
+            1,
+            "expected `end` to close `for` at 2:1",
+        ),
+        (
+            "output s :: Scalar(0.0)\ns[] += q\n",
+            2,
+            8,
+            "unknown name `q`",
+        ),
+        (
+            "output s :: Scalar(0.0)\nB[1] = 1\n",
+            2,
+            1,
+            "cannot assign to `B`",
+        ),
         ("output s :: Scalar(0.0)\ns = 1\n", 2, 3, "`[` or `.=`"),
-        ("output s :: Scalar(0.0)\ns[] += s\n", 2, 8, "must be read with brackets"),
-        ("input A :: Dense(Element(0.0))\ninput A :: Dense(Element(0.0))\n", 2, 1, "declared twice"),
+        (
+            "output s :: Scalar(0.0)\ns[] += s\n",
+            2,
+            8,
+            "must be read with brackets",
+        ),
+        (
+            "input A :: Dense(Element(0.0))\ninput A :: Dense(Element(0.0))\n",
+            2,
+            1,
+            "declared twice",
+        ),
         ("input A :: \ns .= 0\n", 1, 12, "missing format"),
-        ("output s :: Scalar(0.0)\ns[] <<foo>>= 1\n", 2, 7, "not a binary operator"),
-        ("output s :: Scalar(0.0)\nfor i = _\n  s[] += ~i\nend\n", 3, 10, "only allowed inside"),
-        ("output s :: Scalar(0.0)\ns[] += frob(1)\n", 2, 8, "unknown function `frob`"),
-        ("output s :: Scalar(0.0)\ns[] += 300u8\n", 2, 8, "not a valid literal"),
+        (
+            "output s :: Scalar(0.0)\ns[] <<foo>>= 1\n",
+            2,
+            7,
+            "not a binary operator",
+        ),
+        (
+            "output s :: Scalar(0.0)\nfor i = _\n  s[] += ~i\nend\n",
+            3,
+            10,
+            "only allowed inside",
+        ),
+        (
+            "output s :: Scalar(0.0)\ns[] += frob(1)\n",
+            2,
+            8,
+            "unknown function `frob`",
+        ),
+        (
+            "output s :: Scalar(0.0)\ns[] += 300u8\n",
+            2,
+            8,
+            "not a valid literal",
+        ),
         ("output s :: Scalar(0.0)\nend\n", 2, 1, "without a matching"),
-        ("output s :: Scalar(0.0)\nfor s = _\nend\n", 2, 5, "is a tensor"),
+        (
+            "output s :: Scalar(0.0)\nfor s = _\nend\n",
+            2,
+            5,
+            "is a tensor",
+        ),
     ];
     for (text, line, col, msg) in cases {
         let (l, c, m) = err(text);
@@ -155,7 +222,9 @@ fn errors_point_at_the_problem() {
         assert_eq!((l, c), (line, col), "{text:?}: {m}");
     }
     // The rendered error shows the offending source line and a caret.
-    let e = parse_program("output s :: Scalar(0.0)\ns[] += q\n").unwrap_err().to_string();
+    let e = parse_program("output s :: Scalar(0.0)\ns[] += q\n")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("2 | s[] += q") && e.contains("^"), "{e}");
 }
 
@@ -181,48 +250,120 @@ const TENSORS: [&str; 3] = ["A", "B", "s"];
 fn expr_in(indices: Vec<String>, vars: Vec<String>, in_index: bool) -> BoxedStrategy<Expr> {
     let mut leaves: Vec<BoxedStrategy<Expr>> = vec![literal().prop_map(Expr::Literal).boxed()];
     if !indices.is_empty() {
-        leaves.push(prop::sample::select(indices.clone()).prop_map(Expr::Index).boxed());
+        leaves.push(
+            prop::sample::select(indices.clone())
+                .prop_map(Expr::Index)
+                .boxed(),
+        );
     }
     if !vars.is_empty() {
-        leaves.push(prop::sample::select(vars.clone()).prop_map(Expr::Variable).boxed());
+        leaves.push(
+            prop::sample::select(vars.clone())
+                .prop_map(Expr::Variable)
+                .boxed(),
+        );
     }
     let leaf = prop::strategy::Union::new(leaves).boxed();
     let indices2 = indices.clone();
     leaf.prop_recursive(3, 16, 3, move |inner| {
         let binary: Vec<Op> = vec![
-            Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Rem, Op::Pow, Op::BitAnd, Op::BitOr,
-            Op::Shl, Op::Shr, Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge, Op::And, Op::Or,
-            Op::Min, Op::Max, Op::Xor, Op::IntDiv, Op::RemFn, Op::Mod, Op::Fld, Op::Coalesce,
-            Op::Overwrite, Op::Choose(Value::I64(0)), Op::Choose(Value::F64(-1.5)),
+            Op::Add,
+            Op::Sub,
+            Op::Mul,
+            Op::Div,
+            Op::Rem,
+            Op::Pow,
+            Op::BitAnd,
+            Op::BitOr,
+            Op::Shl,
+            Op::Shr,
+            Op::Eq,
+            Op::Ne,
+            Op::Lt,
+            Op::Le,
+            Op::Gt,
+            Op::Ge,
+            Op::And,
+            Op::Or,
+            Op::Min,
+            Op::Max,
+            Op::Xor,
+            Op::IntDiv,
+            Op::RemFn,
+            Op::Mod,
+            Op::Fld,
+            Op::Coalesce,
+            Op::Overwrite,
+            Op::Choose(Value::I64(0)),
+            Op::Choose(Value::F64(-1.5)),
         ];
         let unary: Vec<Op> = vec![
-            Op::Neg, Op::Not, Op::Abs, Op::Sqrt, Op::Exp, Op::Log, Op::Sin, Op::Cos,
-            Op::Cast(ScalarType::U8), Op::Cast(ScalarType::F32),
+            Op::Neg,
+            Op::Not,
+            Op::Abs,
+            Op::Sqrt,
+            Op::Exp,
+            Op::Log,
+            Op::Sin,
+            Op::Cos,
+            Op::Cast(ScalarType::U8),
+            Op::Cast(ScalarType::F32),
         ];
         let mut options: Vec<BoxedStrategy<Expr>> = vec![
             (prop::sample::select(binary), inner.clone(), inner.clone())
-                .prop_map(|(op, a, b)| Expr::Call { op, args: vec![a, b] })
+                .prop_map(|(op, a, b)| Expr::Call {
+                    op,
+                    args: vec![a, b],
+                })
                 .boxed(),
             (prop::sample::select(unary), inner.clone())
                 .prop_map(|(op, a)| Expr::Call { op, args: vec![a] })
                 .boxed(),
-            inner.clone().prop_map(|a| Expr::Call { op: Op::Add, args: vec![a] }).boxed(),
-            (prop::sample::select(vec![Op::Add, Op::Mul, Op::Max, Op::Coalesce]), prop::collection::vec(inner.clone(), 3))
+            inner
+                .clone()
+                .prop_map(|a| Expr::Call {
+                    op: Op::Add,
+                    args: vec![a],
+                })
+                .boxed(),
+            (
+                prop::sample::select(vec![Op::Add, Op::Mul, Op::Max, Op::Coalesce]),
+                prop::collection::vec(inner.clone(), 3),
+            )
                 .prop_map(|(op, args)| Expr::Call { op, args })
                 .boxed(),
             (inner.clone(), inner.clone(), inner.clone())
-                .prop_map(|(c, a, b)| Expr::Call { op: Op::IfElse, args: vec![c, a, b] })
+                .prop_map(|(c, a, b)| Expr::Call {
+                    op: Op::IfElse,
+                    args: vec![c, a, b],
+                })
                 .boxed(),
-            (prop::sample::select(TENSORS.to_vec()), prop::collection::vec(inner.clone(), 0..3))
-                .prop_map(|(t, indices)| Expr::Access(Access { tensor: t.to_string(), indices }))
+            (
+                prop::sample::select(TENSORS.to_vec()),
+                prop::collection::vec(inner.clone(), 0..3),
+            )
+                .prop_map(|(t, indices)| {
+                    Expr::Access(Access {
+                        tensor: t.to_string(),
+                        indices,
+                    })
+                })
                 .boxed(),
         ];
         if in_index {
-            options.push(inner.clone().prop_map(|e| Expr::Permissive(Box::new(e))).boxed());
+            options.push(
+                inner
+                    .clone()
+                    .prop_map(|e| Expr::Permissive(Box::new(e)))
+                    .boxed(),
+            );
         }
         if in_index && !indices2.is_empty() {
             options.push(
-                (prop::sample::select(Protocol::ALL.to_vec()), prop::sample::select(indices2.clone()))
+                (
+                    prop::sample::select(Protocol::ALL.to_vec()),
+                    prop::sample::select(indices2.clone()),
+                )
                     .prop_map(|(p, i)| Expr::Protocol(p, Box::new(Expr::Index(i))))
                     .boxed(),
             );
@@ -237,7 +378,10 @@ fn access_in(indices: Vec<String>, vars: Vec<String>) -> BoxedStrategy<Access> {
         prop::sample::select(TENSORS.to_vec()),
         prop::collection::vec(expr_in(indices, vars, true), 0..3),
     )
-        .prop_map(|(t, indices)| Access { tensor: t.to_string(), indices })
+        .prop_map(|(t, indices)| Access {
+            tensor: t.to_string(),
+            indices,
+        })
         .boxed()
 }
 
@@ -255,10 +399,20 @@ fn stmt_in(depth: u32, indices: Vec<String>, vars: Vec<String>) -> BoxedStrategy
         AssignOp::Reduce(Op::Lt),
     ];
     let simple = prop_oneof![
-        (access_in(indices.clone(), vars.clone()), prop::sample::select(reduce_ops), expr_in(indices.clone(), vars.clone(), false))
+        (
+            access_in(indices.clone(), vars.clone()),
+            prop::sample::select(reduce_ops),
+            expr_in(indices.clone(), vars.clone(), false)
+        )
             .prop_map(|(lhs, op, rhs)| Stmt::Assign { lhs, op, rhs }),
-        (prop::sample::select(TENSORS.to_vec()), expr_in(indices.clone(), vars.clone(), false))
-            .prop_map(|(t, init)| Stmt::Declare { tensor: t.to_string(), init }),
+        (
+            prop::sample::select(TENSORS.to_vec()),
+            expr_in(indices.clone(), vars.clone(), false)
+        )
+            .prop_map(|(t, init)| Stmt::Declare {
+                tensor: t.to_string(),
+                init
+            }),
         prop::sample::select(TENSORS.to_vec()).prop_map(|t| Stmt::Freeze(t.to_string())),
         prop::sample::select(TENSORS.to_vec()).prop_map(|t| Stmt::Thaw(t.to_string())),
     ]
@@ -299,18 +453,40 @@ fn stmt_in(depth: u32, indices: Vec<String>, vars: Vec<String>) -> BoxedStrategy
 fn program() -> impl Strategy<Value = Program> {
     (
         prop::collection::vec(stmt_in(3, vec![], vec![]), 0..4),
-        prop::option::of(prop::collection::vec(prop::sample::select(TENSORS.to_vec()), 1..3)),
+        prop::option::of(prop::collection::vec(
+            prop::sample::select(TENSORS.to_vec()),
+            1..3,
+        )),
     )
         .prop_map(|(mut stmts, ret)| {
             if let Some(r) = ret {
                 stmts.push(Stmt::Return(r.into_iter().map(String::from).collect()));
             }
-            let body = if stmts.len() == 1 { stmts.pop().unwrap() } else { Stmt::Block(stmts) };
+            let body = if stmts.len() == 1 {
+                stmts.pop().unwrap()
+            } else {
+                Stmt::Block(stmts)
+            };
             Program {
                 decls: vec![
-                    Decl { kind: DeclKind::Input, name: "A".into(), format: "Dense(SparseList(Element(0.0)))".into(), span: Span::default() },
-                    Decl { kind: DeclKind::Output, name: "B".into(), format: "SparseCOO{2}(Element(-1))".into(), span: Span::default() },
-                    Decl { kind: DeclKind::Temp, name: "s".into(), format: "Scalar(0.0f32)".into(), span: Span::default() },
+                    Decl {
+                        kind: DeclKind::Input,
+                        name: "A".into(),
+                        format: "Dense(SparseList(Element(0.0)))".into(),
+                        span: Span::default(),
+                    },
+                    Decl {
+                        kind: DeclKind::Output,
+                        name: "B".into(),
+                        format: "SparseCOO{2}(Element(-1))".into(),
+                        span: Span::default(),
+                    },
+                    Decl {
+                        kind: DeclKind::Temp,
+                        name: "s".into(),
+                        format: "Scalar(0.0f32)".into(),
+                        span: Span::default(),
+                    },
                 ],
                 body,
             }

@@ -29,9 +29,18 @@ fn missing_input() {
 
 #[test]
 fn wrong_element_type_names_both() {
-    let a = DenseArray::from_data(ScalarType::I64, &[2], vec![Value::I64(1), Value::I64(2)], Value::I64(0)).unwrap();
+    let a = DenseArray::from_data(
+        ScalarType::I64,
+        &[2],
+        vec![Value::I64(1), Value::I64(2)],
+        Value::I64(0),
+    )
+    .unwrap();
     let e = run_err(COPY, vec![("x", a)]);
-    assert!(e.contains("`x`") && e.contains("f64") && e.contains("i64"), "{e}");
+    assert!(
+        e.contains("`x`") && e.contains("f64") && e.contains("i64"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -50,8 +59,14 @@ fn loop_bound_must_equal_tensor_size() {
 #[test]
 fn two_tensors_of_different_sizes_on_one_index() {
     let text = "input x :: Dense(Element(0.0))\ninput z :: Dense(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i] * z[i]\nend\n";
-    let e = run_err(text, vec![("x", f(&[1.0, 2.0, 3.0])), ("z", f(&[1.0, 2.0]))]);
-    assert!(e.contains("1:3") && e.contains("1:2") && e.contains("`i`"), "{e}");
+    let e = run_err(
+        text,
+        vec![("x", f(&[1.0, 2.0, 3.0])), ("z", f(&[1.0, 2.0]))],
+    );
+    assert!(
+        e.contains("1:3") && e.contains("1:2") && e.contains("`i`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -64,7 +79,10 @@ fn out_of_bounds_read_is_an_error_but_permissive_reads_missing() {
     let mut b = Bindings::new();
     b.insert("x", f(&[1.0, 2.0, 3.0]));
     p.run_reference(&mut b, &RunOptions::default()).unwrap();
-    assert_eq!(b.get("s").unwrap().data, vec![Value::F64((1.0 + 2.0) + (2.0 + 3.0) + (3.0 + 10.0))]);
+    assert_eq!(
+        b.get("s").unwrap().data,
+        vec![Value::F64((1.0 + 2.0) + (2.0 + 3.0) + (3.0 + 10.0))]
+    );
 }
 
 #[test]
@@ -91,7 +109,8 @@ fn inexact_store() {
 #[test]
 fn division_by_zero() {
     let text = "input x :: Dense(Element(0))\noutput s :: Scalar(0)\ns .= 0\nfor i = _\n  s[] += div(10, x[i])\nend\n";
-    let a = DenseArray::from_data(ScalarType::I64, &[1], vec![Value::I64(0)], Value::I64(0)).unwrap();
+    let a =
+        DenseArray::from_data(ScalarType::I64, &[1], vec![Value::I64(0)], Value::I64(0)).unwrap();
     assert!(run_err(text, vec![("x", a)]).contains("division by zero"));
 }
 
@@ -100,7 +119,15 @@ fn access_arity_is_checked_at_parse_time() {
     let e = Program::parse("input x :: Dense(Element(0.0))\noutput s :: Scalar(0.0)\nfor i = _\n  s[] += x[i, i]\nend\n")
         .unwrap_err()
         .to_string();
-    assert!(e.contains("`x` has 1 mode but is accessed with 2 indices"), "{e}");
-    let e = Program::parse("input x :: Dense(Sparselist(Element(0.0)))\n").unwrap_err().to_string();
-    assert!(e.contains("1:1") && e.contains("did you mean `SparseList`"), "{e}");
+    assert!(
+        e.contains("`x` has 1 mode but is accessed with 2 indices"),
+        "{e}"
+    );
+    let e = Program::parse("input x :: Dense(Sparselist(Element(0.0)))\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("1:1") && e.contains("did you mean `SparseList`"),
+        "{e}"
+    );
 }

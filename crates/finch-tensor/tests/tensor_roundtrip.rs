@@ -3,8 +3,7 @@
 
 use finch::algebra::{ScalarType, Value};
 use finch::formats::{
-    DenseStorage, ElementStorage, Format, LevelFormat, LevelKind, LevelStorage,
-    SparseCooStorage, SparseListStorage,
+    DenseStorage, ElementStorage, Format, LevelFormat, LevelKind, LevelStorage, SparseCooStorage,
 };
 use finch::tensor::{Buffer, Coo, DenseArray, Tensor, TensorStorage};
 use finch::Error;
@@ -45,11 +44,17 @@ fn f64s(b: &Buffer) -> Vec<f64> {
 #[test]
 fn golden_sparse_list_is_csr_of_m() {
     let t = Tensor::from_dense(&fmt("Dense(SparseList(Element(0.0)))"), &m_transposed()).unwrap();
-    let TensorStorage::Levels(LevelStorage::Dense(d)) = t.storage() else { panic!() };
-    let LevelStorage::SparseList(s) = &*d.child else { panic!() };
+    let TensorStorage::Levels(LevelStorage::Dense(d)) = t.storage() else {
+        panic!()
+    };
+    let LevelStorage::SparseList(s) = &*d.child else {
+        panic!()
+    };
     assert_eq!(s.ptr, vec![0, 2, 2, 4, 5]);
     assert_eq!(s.idx, vec![1, 4, 0, 2, 3]);
-    let LevelStorage::Element(e) = &*s.child else { panic!() };
+    let LevelStorage::Element(e) = &*s.child else {
+        panic!()
+    };
     assert_eq!(f64s(&e.val), vec![1.0, 2.0, 3.0, 4.0, 5.0]);
     assert_eq!(t.countstored(), 5);
     t.validate().unwrap();
@@ -58,21 +63,35 @@ fn golden_sparse_list_is_csr_of_m() {
 #[test]
 fn golden_coo_row_major_has_rows_most_significant() {
     let t = Tensor::from_dense(&fmt("SparseCOO{2}(Element(0.0))"), &m_transposed()).unwrap();
-    let TensorStorage::Levels(LevelStorage::SparseCoo(c)) = t.storage() else { panic!() };
+    let TensorStorage::Levels(LevelStorage::SparseCoo(c)) = t.storage() else {
+        panic!()
+    };
     assert_eq!(c.ptr, vec![0, 5]);
     assert_eq!(c.tbl[0], vec![1, 4, 0, 2, 3], "tbl[0] = cols");
     assert_eq!(c.tbl[1], vec![0, 0, 2, 2, 3], "tbl[1] = rows");
-    let LevelStorage::Element(e) = &*c.child else { panic!() };
+    let LevelStorage::Element(e) = &*c.child else {
+        panic!()
+    };
     assert_eq!(f64s(&e.val), vec![1.0, 2.0, 3.0, 4.0, 5.0]);
 }
 
 #[test]
 fn golden_dcsr_of_m() {
-    let t = Tensor::from_dense(&fmt("SparseList(SparseList(Element(0.0)))"), &m_transposed())
-        .unwrap();
-    let TensorStorage::Levels(LevelStorage::SparseList(outer)) = t.storage() else { panic!() };
-    assert_eq!((outer.ptr.clone(), outer.idx.clone()), (vec![0, 3], vec![0, 2, 3]));
-    let LevelStorage::SparseList(inner) = &*outer.child else { panic!() };
+    let t = Tensor::from_dense(
+        &fmt("SparseList(SparseList(Element(0.0)))"),
+        &m_transposed(),
+    )
+    .unwrap();
+    let TensorStorage::Levels(LevelStorage::SparseList(outer)) = t.storage() else {
+        panic!()
+    };
+    assert_eq!(
+        (outer.ptr.clone(), outer.idx.clone()),
+        (vec![0, 3], vec![0, 2, 3])
+    );
+    let LevelStorage::SparseList(inner) = &*outer.child else {
+        panic!()
+    };
     assert_eq!(inner.ptr, vec![0, 2, 4, 5]);
     assert_eq!(inner.idx, vec![1, 4, 0, 2, 3]);
 }
@@ -84,6 +103,9 @@ fn csr_of_m() -> (Vec<usize>, Vec<usize>, Buffer) {
         Buffer::F64(vec![1.0, 2.0, 3.0, 4.0, 5.0]),
     )
 }
+
+/// A change that breaks the CSR buffers of M.
+type Mutation = Box<dyn Fn(&mut (Vec<usize>, Vec<usize>, Buffer))>;
 
 fn invariant_of(r: Result<Tensor, Error>) -> String {
     match r {
@@ -104,14 +126,26 @@ fn from_csr_and_csc_agree_with_dense() {
 
 #[test]
 fn validator_rejects_each_broken_invariant() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut (Vec<usize>, Vec<usize>, Buffer))>, &str)> = vec![
+    let cases: Vec<(&str, Mutation, &str)> = vec![
         ("pos[0]=1", Box::new(|c| c.0[0] = 1), "I2"),
-        ("pos not monotone", Box::new(|c| c.0 = vec![0, 2, 1, 4, 5]), "I3"),
+        (
+            "pos not monotone",
+            Box::new(|c| c.0 = vec![0, 2, 1, 4, 5]),
+            "I3",
+        ),
         ("pos[P]=4", Box::new(|c| c.0[4] = 4), "I4"),
-        ("unsorted row", Box::new(|c| c.1 = vec![4, 1, 0, 2, 3]), "I6"),
+        (
+            "unsorted row",
+            Box::new(|c| c.1 = vec![4, 1, 0, 2, 3]),
+            "I6",
+        ),
         ("duplicate", Box::new(|c| c.1 = vec![1, 1, 0, 2, 3]), "I6"),
         ("idx out of range", Box::new(|c| c.1[1] = 5), "I5"),
-        ("len(val)=4", Box::new(|c| c.2 = Buffer::F64(vec![1.0; 4])), "I1 len(val)"),
+        (
+            "len(val)=4",
+            Box::new(|c| c.2 = Buffer::F64(vec![1.0; 4])),
+            "I1 len(val)",
+        ),
         ("len(ptr)", Box::new(|c| c.0.push(5)), "I1 len(ptr)"),
     ];
     for (name, mutate, want) in cases {
@@ -153,7 +187,11 @@ fn validator_rejects_coo_out_of_order_and_mismatched_storage() {
             val: Buffer::F64(vec![1.0; 3]),
         })),
     });
-    let r = Tensor::from_parts(fmt("Dense(Element(0.0))"), vec![3], TensorStorage::Levels(dense));
+    let r = Tensor::from_parts(
+        fmt("Dense(Element(0.0))"),
+        vec![3],
+        TensorStorage::Levels(dense),
+    );
     assert!(matches!(r, Err(Error::Program(m)) if m.contains("fill")));
 }
 
@@ -165,12 +203,17 @@ fn from_coo_combines_duplicates_and_keeps_explicit_zeros() {
     }
     let t = Tensor::from_coo(&fmt("SparseList(Element(0))"), &c).unwrap();
     assert_eq!(t.to_coo().coords, vec![vec![0, 1, 2]]);
-    assert_eq!(t.to_coo().vals, vec![Value::I64(5), Value::I64(0), Value::I64(5)]);
+    assert_eq!(
+        t.to_coo().vals,
+        vec![Value::I64(5), Value::I64(0), Value::I64(5)]
+    );
     let t = Tensor::from_coo_with(&fmt("SparseList(Element(0))"), &c, finch::Op::Max).unwrap();
     assert_eq!(t.get(&[2]).unwrap(), Value::I64(4));
     assert!(t.get(&[3]).is_err());
     // Type mismatch names both types.
-    let e = Tensor::from_coo(&fmt("SparseList(Element(0.0))"), &c).unwrap_err().to_string();
+    let e = Tensor::from_coo(&fmt("SparseList(Element(0.0))"), &c)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("f64") && e.contains("i64"), "{e}");
 }
 
@@ -237,7 +280,11 @@ fn format_for(ndims: usize, kinds: Vec<LevelKind>, leaf: LevelFormat) -> Option<
         if left == 0 {
             break;
         }
-        let k = if k.modes() > left { LevelKind::SparseList } else { k };
+        let k = if k.modes() > left {
+            LevelKind::SparseList
+        } else {
+            k
+        };
         left -= k.modes();
         chosen.push(k);
     }
@@ -291,7 +338,12 @@ fn case() -> impl Strategy<Value = (Format, DenseArray)> {
                 LevelFormat::Element(Value::zero_of(ty))
             };
             let f = format_for(shape.len(), kinds, leaf).unwrap_or_else(|| {
-                format_for(shape.len(), vec![LevelKind::SparseList; 3], LevelFormat::Element(Value::zero_of(ty))).unwrap()
+                format_for(
+                    shape.len(),
+                    vec![LevelKind::SparseList; 3],
+                    LevelFormat::Element(Value::zero_of(ty)),
+                )
+                .unwrap()
             });
             (Just(f), Just(shape), values(ty, len, density))
         })

@@ -196,8 +196,12 @@ impl Op {
                 let t = math_type(ty_of(&args[0]));
                 let x = float(&args[0]);
                 let y = match self {
-                    Op::Sqrt if x < 0.0 => return err(format!("sqrt of negative number {}", args[0])),
-                    Op::Log if x < 0.0 => return err(format!("log of negative number {}", args[0])),
+                    Op::Sqrt if x < 0.0 => {
+                        return err(format!("sqrt of negative number {}", args[0]))
+                    }
+                    Op::Log if x < 0.0 => {
+                        return err(format!("log of negative number {}", args[0]))
+                    }
                     Op::Sqrt => x.sqrt(),
                     Op::Exp => x.exp(),
                     Op::Log => x.ln(),
@@ -296,7 +300,11 @@ impl Op {
                     ));
                 }
                 if matches!(self, Op::Shl | Op::Shr) {
-                    let t = if ta == ScalarType::Bool { ScalarType::I64 } else { ta };
+                    let t = if ta == ScalarType::Bool {
+                        ScalarType::I64
+                    } else {
+                        ta
+                    };
                     let x = int(&to(a, t));
                     let s = int(b);
                     let bits = t.bits() as i128;
@@ -522,7 +530,10 @@ mod tests {
         assert!(Op::And.eval(&[Bool(true), I64(1)]).is_err());
         assert_eq!(ev(Op::Min, &[F64(2.0), I64(1)]), F64(1.0));
         assert_eq!(ev(Op::Max, &[I64(2), I64(5), I64(3)]), I64(5));
-        assert!(ev(Op::Min, &[F64(f64::NAN), F64(1.0)]).as_f64().unwrap().is_nan());
+        assert!(ev(Op::Min, &[F64(f64::NAN), F64(1.0)])
+            .as_f64()
+            .unwrap()
+            .is_nan());
     }
 
     #[test]

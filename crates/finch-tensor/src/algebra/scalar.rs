@@ -387,10 +387,8 @@ impl Value {
             "NaN" => Some(f64::NAN),
             _ => None,
         };
-        let is_float_text = special.is_some()
-            || mag.contains('.')
-            || mag.contains('e')
-            || mag.contains('E');
+        let is_float_text =
+            special.is_some() || mag.contains('.') || mag.contains('e') || mag.contains('E');
         let ty = match suffix {
             Some(s) => ScalarType::from_name(s)?,
             None if is_float_text => ScalarType::F64,
@@ -406,9 +404,10 @@ impl Value {
             let x = match special {
                 Some(x) => x,
                 None => {
-                    if !mag.chars().all(|c| {
-                        c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '-' | '+')
-                    }) || !mag.starts_with(|c: char| c.is_ascii_digit())
+                    if !mag
+                        .chars()
+                        .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '-' | '+'))
+                        || !mag.starts_with(|c: char| c.is_ascii_digit())
                     {
                         return None;
                     }
@@ -446,8 +445,7 @@ fn split_suffix(text: &str) -> (&str, Option<&str>) {
         if ty != ScalarType::Bool && text.len() > name.len() && text.ends_with(name) {
             let body = &text[..text.len() - name.len()];
             // `1e32` is not `1` with suffix `e32`; a suffix follows a digit, `.`, `Inf` or `NaN`.
-            if body.ends_with(|c: char| c.is_ascii_digit() || c == '.' || c == 'f' || c == 'N')
-            {
+            if body.ends_with(|c: char| c.is_ascii_digit() || c == '.' || c == 'f' || c == 'N') {
                 return (body, Some(name));
             }
         }
@@ -543,10 +541,19 @@ mod tests {
 
     #[test]
     fn exact_conversion() {
-        assert_eq!(Value::F64(2.0).convert_exact(ScalarType::I64), Some(Value::I64(2)));
+        assert_eq!(
+            Value::F64(2.0).convert_exact(ScalarType::I64),
+            Some(Value::I64(2))
+        );
         assert_eq!(Value::F64(2.5).convert_exact(ScalarType::I64), None);
         assert_eq!(Value::I64(300).convert_exact(ScalarType::U8), None);
-        assert_eq!(Value::I64(300).convert_wrapping(ScalarType::U8), Some(Value::U8(44)));
-        assert_eq!(Value::Bool(true).convert_exact(ScalarType::F64), Some(Value::F64(1.0)));
+        assert_eq!(
+            Value::I64(300).convert_wrapping(ScalarType::U8),
+            Some(Value::U8(44))
+        );
+        assert_eq!(
+            Value::Bool(true).convert_exact(ScalarType::F64),
+            Some(Value::F64(1.0))
+        );
     }
 }

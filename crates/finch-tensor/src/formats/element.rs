@@ -25,7 +25,11 @@ impl ElementStorage {
                 depth,
                 level: "Element",
                 invariant: "I2 val has the fill's type",
-                detail: format!("fill {} but val holds {}", self.fill, self.val.scalar_type()),
+                detail: format!(
+                    "fill {} but val holds {}",
+                    self.fill,
+                    self.val.scalar_type()
+                ),
             });
         }
         if self.val.len() != parents {

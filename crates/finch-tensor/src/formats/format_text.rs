@@ -112,9 +112,7 @@ impl FormatParser<'_> {
         let start = self.at;
         let text = self.literal_text();
         if text.is_empty() {
-            return Err(self.error(format!(
-                "`{owner}` needs a fill value, e.g. `{owner}(0.0)`"
-            )));
+            return Err(self.error(format!("`{owner}` needs a fill value, e.g. `{owner}(0.0)`")));
         }
         match Value::parse_literal(&text) {
             Some(Value::Missing) => {
@@ -272,7 +270,11 @@ mod tests {
     #[test]
     fn format_errors_say_what_and_where() {
         let cases = [
-            ("Dense(Sparselist(Element(0.0)))", "did you mean `SparseList`", 7),
+            (
+                "Dense(Sparselist(Element(0.0)))",
+                "did you mean `SparseList`",
+                7,
+            ),
             ("SparseCOO(Element(0))", "mode count", 10),
             ("Dense(Element())", "needs a fill value", 15),
             ("Dense(Element(missing))", "missing", 15),
@@ -286,7 +288,9 @@ mod tests {
         ];
         for (text, msg, pos) in cases {
             match Format::parse(text) {
-                Err(Error::Format { pos: p, message, .. }) => {
+                Err(Error::Format {
+                    pos: p, message, ..
+                }) => {
                     assert!(message.contains(msg), "{text}: {message}");
                     assert_eq!(p, pos, "{text}: {message}");
                 }
@@ -298,10 +302,9 @@ mod tests {
     fn leaf() -> impl Strategy<Value = LevelFormat> {
         prop_oneof![
             Just(LevelFormat::Pattern),
-            (prop::sample::select(ScalarType::ALL.to_vec()), -5i64..5)
-                .prop_map(|(t, n)| LevelFormat::Element(
-                    crate::algebra::Value::I64(n).convert_wrapping(t).unwrap()
-                )),
+            (prop::sample::select(ScalarType::ALL.to_vec()), -5i64..5).prop_map(|(t, n)| {
+                LevelFormat::Element(crate::algebra::Value::I64(n).convert_wrapping(t).unwrap())
+            }),
         ]
     }
 
@@ -312,11 +315,9 @@ mod tests {
                 .copied()
                 .chain([LevelKind::SparseCoo(1), LevelKind::SparseCoo(3)])
                 .collect();
-            (prop::sample::select(kinds), inner).prop_map(|(kind, child)| {
-                LevelFormat::Inner {
-                    kind,
-                    child: Box::new(child),
-                }
+            (prop::sample::select(kinds), inner).prop_map(|(kind, child)| LevelFormat::Inner {
+                kind,
+                child: Box::new(child),
             })
         })
     }

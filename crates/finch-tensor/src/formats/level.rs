@@ -142,6 +142,7 @@ impl LevelStorage {
             LevelStorage::SparseCoo(l) => l.ptr.get(parents).copied().unwrap_or(0),
             LevelStorage::Element(_) | LevelStorage::Pattern(_) => return parents,
         };
-        self.child().map_or(children, |c| c.leaf_positions(children))
+        self.child()
+            .map_or(children, |c| c.leaf_positions(children))
     }
 }

@@ -63,7 +63,10 @@ impl SparseCooStorage {
         if let Some(k) = self.tbl.iter().position(|t| t.len() != entries) {
             return Err(bad(
                 "I5 one coordinate list per mode",
-                format!("tbl[{k}] has {} entries, tbl[0] has {entries}", self.tbl[k].len()),
+                format!(
+                    "tbl[{k}] has {} entries, tbl[0] has {entries}",
+                    self.tbl[k].len()
+                ),
             ));
         }
         validate_ptr(depth, "SparseCOO", &self.ptr, parents, entries)?;

@@ -61,7 +61,10 @@ pub(crate) fn validate_ptr(
     if ptr[parents] != entries {
         return Err(bad(
             "I4 ptr[P] == number of entries",
-            format!("ptr[{parents}] = {} but there are {entries} entries", ptr[parents]),
+            format!(
+                "ptr[{parents}] = {} but there are {entries} entries",
+                ptr[parents]
+            ),
         ));
     }
     Ok(entries)

@@ -29,7 +29,13 @@ pub fn read_tns(text: &str, path: &str, shape: Option<&[usize]>) -> Result<Coo> 
         }
         let toks: Vec<&str> = t.split_whitespace().collect();
         if toks.len() < 2 {
-            return Err(err(ln, format!("expected indices and a value, found {} number(s)", toks.len())));
+            return Err(err(
+                ln,
+                format!(
+                    "expected indices and a value, found {} number(s)",
+                    toks.len()
+                ),
+            ));
         }
         let d = toks.len() - 1;
         match ndims {
@@ -38,31 +44,56 @@ pub fn read_tns(text: &str, path: &str, shape: Option<&[usize]>) -> Result<Coo> 
                 coords = vec![Vec::new(); d];
                 if let Some(s) = shape {
                     if s.len() != d {
-                        return Err(err(ln, format!("the given shape has {} modes but the entries have {d}", s.len())));
+                        return Err(err(
+                            ln,
+                            format!(
+                                "the given shape has {} modes but the entries have {d}",
+                                s.len()
+                            ),
+                        ));
                     }
                 }
             }
             Some(n) if n != d => {
-                return Err(err(ln, format!("{d} indices on this line but {n} on the first entry line")))
+                return Err(err(
+                    ln,
+                    format!("{d} indices on this line but {n} on the first entry line"),
+                ))
             }
             _ => {}
         }
         for (m, tok) in toks[..d].iter().enumerate() {
-            let i: usize = tok
-                .parse()
-                .map_err(|_| err(ln, format!("index {} `{tok}` is not a positive integer", m + 1)))?;
+            let i: usize = tok.parse().map_err(|_| {
+                err(
+                    ln,
+                    format!("index {} `{tok}` is not a positive integer", m + 1),
+                )
+            })?;
             if i == 0 {
-                return Err(err(ln, format!("index {} is 0 (indices start at 1)", m + 1)));
+                return Err(err(
+                    ln,
+                    format!("index {} is 0 (indices start at 1)", m + 1),
+                ));
             }
             if let Some(s) = shape {
                 if i > s[m] {
-                    return Err(err(ln, format!("index {} is {i} but mode {} has size {}", m + 1, m + 1, s[m])));
+                    return Err(err(
+                        ln,
+                        format!(
+                            "index {} is {i} but mode {} has size {}",
+                            m + 1,
+                            m + 1,
+                            s[m]
+                        ),
+                    ));
                 }
             }
             coords[m].push(i - 1);
         }
         let v = toks[d];
-        let x: f64 = v.parse().map_err(|_| err(ln, format!("`{v}` is not a number")))?;
+        let x: f64 = v
+            .parse()
+            .map_err(|_| err(ln, format!("`{v}` is not a number")))?;
         if let Some(is) = ints.as_mut() {
             match v.parse::<i64>() {
                 Ok(n) => is.push(n),
@@ -77,13 +108,26 @@ pub fn read_tns(text: &str, path: &str, shape: Option<&[usize]>) -> Result<Coo> 
     }
     let shape: Vec<usize> = match shape {
         Some(s) => s.to_vec(),
-        None => coords.iter().map(|c| c.iter().max().map_or(0, |&m| m + 1)).collect(),
+        None => coords
+            .iter()
+            .map(|c| c.iter().max().map_or(0, |&m| m + 1))
+            .collect(),
     };
     let (ty, vals) = match ints {
-        Some(is) if !floats.is_empty() => (ScalarType::I64, is.into_iter().map(Value::I64).collect()),
-        _ => (ScalarType::F64, floats.into_iter().map(Value::F64).collect()),
+        Some(is) if !floats.is_empty() => {
+            (ScalarType::I64, is.into_iter().map(Value::I64).collect())
+        }
+        _ => (
+            ScalarType::F64,
+            floats.into_iter().map(Value::F64).collect(),
+        ),
     };
-    Ok(Coo { ty, shape, coords, vals })
+    Ok(Coo {
+        ty,
+        shape,
+        coords,
+        vals,
+    })
 }
 
 /// Reads a `.tns` file.
@@ -139,7 +183,9 @@ mod tests {
             ("5\n", 1, "expected indices"),
         ] {
             match read_tns(text, "t", None) {
-                Err(Error::Io { line: l, message, .. }) => {
+                Err(Error::Io {
+                    line: l, message, ..
+                }) => {
                     assert_eq!(l, line, "{text:?}");
                     assert!(message.contains(msg), "{message}");
                 }

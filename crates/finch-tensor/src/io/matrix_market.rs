@@ -169,14 +169,23 @@ impl<'a> Lines<'a> {
 }
 
 fn parse_index(tok: &str, line: usize, n: usize, what: &str, lines: &Lines) -> Result<usize> {
-    let i: usize = tok
-        .parse()
-        .map_err(|_| lines.err(line, format!("the {what} index `{tok}` is not a positive integer")))?;
+    let i: usize = tok.parse().map_err(|_| {
+        lines.err(
+            line,
+            format!("the {what} index `{tok}` is not a positive integer"),
+        )
+    })?;
     if i == 0 {
-        return Err(lines.err(line, format!("the {what} index is 0 (Matrix Market indices start at 1)")));
+        return Err(lines.err(
+            line,
+            format!("the {what} index is 0 (Matrix Market indices start at 1)"),
+        ));
     }
     if i > n {
-        return Err(lines.err(line, format!("the {what} index {i} is larger than the {n} {what}s")));
+        return Err(lines.err(
+            line,
+            format!("the {what} index {i} is larger than the {n} {what}s"),
+        ));
     }
     Ok(i - 1)
 }
@@ -184,7 +193,10 @@ fn parse_index(tok: &str, line: usize, n: usize, what: &str, lines: &Lines) -> R
 fn parse_value(tok: &str, field: MtxField, line: usize, lines: &Lines) -> Result<Value> {
     match field {
         MtxField::Integer => tok.parse::<i64>().map(Value::I64).map_err(|_| {
-            lines.err(line, format!("`{tok}` is not an integer (the banner says `integer`)"))
+            lines.err(
+                line,
+                format!("`{tok}` is not an integer (the banner says `integer`)"),
+            )
         }),
         _ => {
             let ok_chars = tok
@@ -213,9 +225,15 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
     let first = text.split('\n').next().unwrap_or("").trim_end_matches('\r');
     lines.iter.next();
     lines.last = 1;
-    let words: Vec<String> = first.split_whitespace().map(|w| w.to_ascii_lowercase()).collect();
+    let words: Vec<String> = first
+        .split_whitespace()
+        .map(|w| w.to_ascii_lowercase())
+        .collect();
     if words.first().map(String::as_str) != Some("%%matrixmarket") {
-        return Err(lines.err(1, "missing banner: the first line must start with `%%MatrixMarket`"));
+        return Err(lines.err(
+            1,
+            "missing banner: the first line must start with `%%MatrixMarket`",
+        ));
     }
     if words.len() != 5 {
         return Err(lines.err(1, format!(
@@ -224,34 +242,58 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
         )));
     }
     if words[1] != "matrix" {
-        return Err(lines.err(1, format!("unknown object `{}` (only `matrix` is supported)", words[1])));
+        return Err(lines.err(
+            1,
+            format!("unknown object `{}` (only `matrix` is supported)", words[1]),
+        ));
     }
     let layout = match words[2].as_str() {
         "coordinate" => MtxLayout::Coordinate,
         "array" => MtxLayout::Array,
-        w => return Err(lines.err(1, format!("unknown layout `{w}` (expected `coordinate` or `array`)"))),
+        w => {
+            return Err(lines.err(
+                1,
+                format!("unknown layout `{w}` (expected `coordinate` or `array`)"),
+            ))
+        }
     };
     let field = match words[3].as_str() {
         "real" | "double" => MtxField::Real,
         "integer" => MtxField::Integer,
         "pattern" => MtxField::Pattern,
         "complex" => MtxField::Complex,
-        w => return Err(lines.err(1, format!("unknown field `{w}` (expected real, integer, pattern or complex)"))),
+        w => {
+            return Err(lines.err(
+                1,
+                format!("unknown field `{w}` (expected real, integer, pattern or complex)"),
+            ))
+        }
     };
     let symmetry = match words[4].as_str() {
         "general" => MtxSymmetry::General,
         "symmetric" => MtxSymmetry::Symmetric,
         "skew-symmetric" => MtxSymmetry::SkewSymmetric,
         "hermitian" => MtxSymmetry::Hermitian,
-        w => return Err(lines.err(1, format!(
+        w => {
+            return Err(lines.err(
+                1,
+                format!(
             "unknown symmetry `{w}` (expected general, symmetric, skew-symmetric or hermitian)"
-        ))),
+        ),
+            ))
+        }
     };
     if field == MtxField::Complex {
         return Err(lines.err(1, "complex matrices are not supported"));
     }
     if symmetry == MtxSymmetry::Hermitian {
-        return Err(lines.err(1, format!("`{} hermitian` is invalid: hermitian needs complex values", field.name())));
+        return Err(lines.err(
+            1,
+            format!(
+                "`{} hermitian` is invalid: hermitian needs complex values",
+                field.name()
+            ),
+        ));
     }
     if layout == MtxLayout::Array && field == MtxField::Pattern {
         return Err(lines.err(1, "`array pattern` is invalid: an array lists values"));
@@ -261,23 +303,43 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
         return Err(lines.err(lines.last.max(1), "missing size line"));
     };
     let dims: Vec<&str> = size_text.split_whitespace().collect();
-    let want = if layout == MtxLayout::Coordinate { 3 } else { 2 };
+    let want = if layout == MtxLayout::Coordinate {
+        3
+    } else {
+        2
+    };
     if dims.len() != want {
-        return Err(lines.err(size_line, format!(
-            "the size line needs {want} numbers ({}), found {}",
-            if want == 3 { "rows columns entries" } else { "rows columns" },
-            dims.len()
-        )));
+        return Err(lines.err(
+            size_line,
+            format!(
+                "the size line needs {want} numbers ({}), found {}",
+                if want == 3 {
+                    "rows columns entries"
+                } else {
+                    "rows columns"
+                },
+                dims.len()
+            ),
+        ));
     }
     let mut nums = [0usize; 3];
     for (k, d) in dims.iter().enumerate() {
-        nums[k] = d
-            .parse()
-            .map_err(|_| lines.err(size_line, format!("`{d}` in the size line is not a non-negative integer")))?;
+        nums[k] = d.parse().map_err(|_| {
+            lines.err(
+                size_line,
+                format!("`{d}` in the size line is not a non-negative integer"),
+            )
+        })?;
     }
     let (m, n) = (nums[0], nums[1]);
     if symmetry != MtxSymmetry::General && m != n {
-        return Err(lines.err(size_line, format!("a {} matrix must be square, this one is {m}x{n}", symmetry.name())));
+        return Err(lines.err(
+            size_line,
+            format!(
+                "a {} matrix must be square, this one is {m}x{n}",
+                symmetry.name()
+            ),
+        ));
     }
     let ty = match field {
         MtxField::Integer => ScalarType::I64,
@@ -291,9 +353,16 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
         MtxLayout::Coordinate => {
             let nnz = nums[2];
             if m.checked_mul(n).is_some_and(|mn| nnz > mn) && symmetry == MtxSymmetry::General {
-                return Err(lines.err(size_line, format!("{nnz} entries cannot fit in a {m}x{n} matrix")));
+                return Err(lines.err(
+                    size_line,
+                    format!("{nnz} entries cannot fit in a {m}x{n} matrix"),
+                ));
             }
-            let expand = if symmetry == MtxSymmetry::General { 1 } else { 2 };
+            let expand = if symmetry == MtxSymmetry::General {
+                1
+            } else {
+                2
+            };
             coo.coords[0].reserve(cap(nnz * expand));
             coo.coords[1].reserve(cap(nnz * expand));
             coo.vals.reserve(cap(nnz * expand));
@@ -301,7 +370,10 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
             let mut count = 0usize;
             while let Some((ln, line)) = lines.next_data(None) {
                 if count == nnz {
-                    return Err(lines.err(ln, format!("more entries than the {nnz} the size line declares")));
+                    return Err(lines.err(
+                        ln,
+                        format!("more entries than the {nnz} the size line declares"),
+                    ));
                 }
                 let mut toks = line.split_whitespace();
                 let mut t = [""; 3];
@@ -315,11 +387,22 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
                     k += 1;
                 }
                 if k != ncols {
-                    return Err(lines.err(ln, format!(
-                        "expected {ncols} numbers ({}) on an entry line, found {}",
-                        if ncols == 2 { "row column; the banner says pattern" } else { "row column value" },
-                        if k > 3 { "more than 3".to_string() } else { k.to_string() }
-                    )));
+                    return Err(lines.err(
+                        ln,
+                        format!(
+                            "expected {ncols} numbers ({}) on an entry line, found {}",
+                            if ncols == 2 {
+                                "row column; the banner says pattern"
+                            } else {
+                                "row column value"
+                            },
+                            if k > 3 {
+                                "more than 3".to_string()
+                            } else {
+                                k.to_string()
+                            }
+                        ),
+                    ));
                 }
                 let i = parse_index(t[0], ln, m, "row", &lines)?;
                 let j = parse_index(t[1], ln, n, "column", &lines)?;
@@ -351,36 +434,54 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
                 if symmetry != MtxSymmetry::General && i != j {
                     coo.coords[0].push(j);
                     coo.coords[1].push(i);
-                    coo.vals.push(if symmetry == MtxSymmetry::SkewSymmetric { negate(v) } else { v });
+                    coo.vals.push(if symmetry == MtxSymmetry::SkewSymmetric {
+                        negate(v)
+                    } else {
+                        v
+                    });
                 }
                 count += 1;
             }
             if count < nnz {
-                return Err(lines.err(lines.last, format!(
-                    "the file ends after {count} entries but the size line declares {nnz}"
-                )));
+                return Err(lines.err(
+                    lines.last,
+                    format!("the file ends after {count} entries but the size line declares {nnz}"),
+                ));
             }
         }
         MtxLayout::Array => {
             // Positions in the order the file lists them.
             let positions: Box<dyn Iterator<Item = (usize, usize)>> = match symmetry {
-                MtxSymmetry::General => Box::new((0..n).flat_map(move |j| (0..m).map(move |i| (i, j)))),
-                MtxSymmetry::Symmetric => Box::new((0..n).flat_map(move |j| (j..m).map(move |i| (i, j)))),
+                MtxSymmetry::General => {
+                    Box::new((0..n).flat_map(move |j| (0..m).map(move |i| (i, j))))
+                }
+                MtxSymmetry::Symmetric => {
+                    Box::new((0..n).flat_map(move |j| (j..m).map(move |i| (i, j))))
+                }
                 _ => Box::new((0..n).flat_map(move |j| (j + 1..m).map(move |i| (i, j)))),
             };
             let mut expected = 0usize;
             for (i, j) in positions {
                 expected += 1;
                 let Some((ln, line)) = lines.next_data(None) else {
-                    return Err(lines.err(lines.last, format!(
-                        "the file ends after {} values; a {m}x{n} {} array needs more",
-                        expected - 1,
-                        symmetry.name()
-                    )));
+                    return Err(lines.err(
+                        lines.last,
+                        format!(
+                            "the file ends after {} values; a {m}x{n} {} array needs more",
+                            expected - 1,
+                            symmetry.name()
+                        ),
+                    ));
                 };
                 let toks: Vec<&str> = line.split_whitespace().collect();
                 if toks.len() != 1 {
-                    return Err(lines.err(ln, format!("expected one value per line in an array file, found {}", toks.len())));
+                    return Err(lines.err(
+                        ln,
+                        format!(
+                            "expected one value per line in an array file, found {}",
+                            toks.len()
+                        ),
+                    ));
                 }
                 let v = parse_value(toks[0], field, ln, &lines)?;
                 coo.coords[0].push(i);
@@ -389,7 +490,11 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
                 if symmetry != MtxSymmetry::General && i != j {
                     coo.coords[0].push(j);
                     coo.coords[1].push(i);
-                    coo.vals.push(if symmetry == MtxSymmetry::SkewSymmetric { negate(v) } else { v });
+                    coo.vals.push(if symmetry == MtxSymmetry::SkewSymmetric {
+                        negate(v)
+                    } else {
+                        v
+                    });
                 }
             }
             if symmetry == MtxSymmetry::SkewSymmetric {
@@ -401,7 +506,10 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
                 }
             }
             if let Some((ln, _)) = lines.next_data(None) {
-                return Err(lines.err(ln, format!("more values than a {m}x{n} {} array holds", symmetry.name())));
+                return Err(lines.err(
+                    ln,
+                    format!("more values than a {m}x{n} {} array holds", symmetry.name()),
+                ));
             }
         }
     }
@@ -484,12 +592,19 @@ pub fn write_matrix_market(coo: &Coo, opts: &MtxWriteOptions) -> Result<String> 
     }
     let (m, n) = (coo.shape[0], coo.shape[1]);
     let field = match coo.ty {
-        ScalarType::Bool if coo.vals.iter().all(|v| v.as_bool() == Some(true)) && opts.layout == MtxLayout::Coordinate => MtxField::Pattern,
+        ScalarType::Bool
+            if coo.vals.iter().all(|v| v.as_bool() == Some(true))
+                && opts.layout == MtxLayout::Coordinate =>
+        {
+            MtxField::Pattern
+        }
         t if t.is_float() => MtxField::Real,
         _ => MtxField::Integer,
     };
     if opts.symmetry == MtxSymmetry::Hermitian {
-        return Err(Error::Program("hermitian needs complex values, which are not supported".into()));
+        return Err(Error::Program(
+            "hermitian needs complex values, which are not supported".into(),
+        ));
     }
     // Sorted (column-major) entries with duplicates combined by the last value.
     let mut order: Vec<usize> = (0..coo.len()).collect();
@@ -504,7 +619,10 @@ pub fn write_matrix_market(coo: &Coo, opts: &MtxWriteOptions) -> Result<String> 
     }
     if opts.symmetry != MtxSymmetry::General {
         if m != n {
-            return Err(Error::Program(format!("a {m}x{n} matrix cannot be written as {}", opts.symmetry.name())));
+            return Err(Error::Program(format!(
+                "a {m}x{n} matrix cannot be written as {}",
+                opts.symmetry.name()
+            )));
         }
         let skew = opts.symmetry == MtxSymmetry::SkewSymmetric;
         let find = |i: usize, j: usize| {
@@ -517,7 +635,10 @@ pub fn write_matrix_market(coo: &Coo, opts: &MtxWriteOptions) -> Result<String> 
             let zero = Value::zero_of(coo.ty);
             let mirror = find(j, i).unwrap_or(zero);
             let ok = if skew {
-                crate::algebra::Op::Neg.eval(&[v]).is_ok_and(|w| w.num_eq(&mirror)) && (i != j || v.is_zero())
+                crate::algebra::Op::Neg
+                    .eval(&[v])
+                    .is_ok_and(|w| w.num_eq(&mirror))
+                    && (i != j || v.is_zero())
             } else {
                 v.same(&mirror)
             };
@@ -590,7 +711,10 @@ pub(crate) fn write_atomically(path: &Path, text: &str) -> Result<()> {
         path: path.display().to_string(),
         source,
     };
-    let file_name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let file_name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{file_name}.{}.tmp", std::process::id()));
     std::fs::write(&tmp, text).map_err(os)?;
     std::fs::rename(&tmp, path).map_err(|e| {
@@ -619,13 +743,29 @@ mod tests {
         assert_eq!(mm.coo.coords, vec![vec![0, 1], vec![0, 2]]);
         assert_eq!(mm.coo.vals, vec![Value::F64(1.5), Value::F64(-20.0)]);
         assert_eq!(mm.header.comments, vec![" c".to_string()]);
-        let s = read_matrix_market("%%MatrixMarket matrix coordinate integer symmetric\n2 2 2\n1 1 3\n2 1 4\n", "t").unwrap();
+        let s = read_matrix_market(
+            "%%MatrixMarket matrix coordinate integer symmetric\n2 2 2\n1 1 3\n2 1 4\n",
+            "t",
+        )
+        .unwrap();
         assert_eq!(s.coo.len(), 3);
-        let k = read_matrix_market("%%MatrixMarket Matrix Coordinate Integer Skew-Symmetric\n2 2 1\n2 1 4\n", "t").unwrap();
+        let k = read_matrix_market(
+            "%%MatrixMarket Matrix Coordinate Integer Skew-Symmetric\n2 2 1\n2 1 4\n",
+            "t",
+        )
+        .unwrap();
         assert_eq!(k.coo.vals, vec![Value::I64(4), Value::I64(-4)]);
-        let p = read_matrix_market("%%MatrixMarket matrix coordinate pattern general\n2 2 1\n2 1\n", "t").unwrap();
+        let p = read_matrix_market(
+            "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n2 1\n",
+            "t",
+        )
+        .unwrap();
         assert_eq!(p.coo.ty, ScalarType::Bool);
-        let a = read_matrix_market("%%MatrixMarket matrix array real symmetric\n2 2\n1\n2\n3\n", "t").unwrap();
+        let a = read_matrix_market(
+            "%%MatrixMarket matrix array real symmetric\n2 2\n1\n2\n3\n",
+            "t",
+        )
+        .unwrap();
         assert_eq!(a.coo.len(), 4);
     }
 
@@ -633,11 +773,31 @@ mod tests {
     fn each_error_names_its_line() {
         let cases: [(&str, usize, &str); 14] = [
             ("junk\n", 1, "missing banner"),
-            ("\n%%MatrixMarket matrix coordinate real general\n", 1, "missing banner"),
-            ("%%MatrixMarket matrix coordinate complex general\n1 1 0\n", 1, "complex"),
-            ("%%MatrixMarket matrix coordinate real hermitian\n", 1, "hermitian"),
-            ("%%MatrixMarket matrix array pattern general\n", 1, "array pattern"),
-            ("%%MatrixMarket matrix coordinate real foo\n", 1, "unknown symmetry"),
+            (
+                "\n%%MatrixMarket matrix coordinate real general\n",
+                1,
+                "missing banner",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate complex general\n1 1 0\n",
+                1,
+                "complex",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real hermitian\n",
+                1,
+                "hermitian",
+            ),
+            (
+                "%%MatrixMarket matrix array pattern general\n",
+                1,
+                "array pattern",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real foo\n",
+                1,
+                "unknown symmetry",
+            ),
             (H, 1, "missing size line"),
             (&format!("{H}3\n"), 2, "size line needs 3"),
             (&format!("{H}2 2 2\n1 1 1.0\n"), 3, "ends after 1 entries"),
@@ -645,7 +805,11 @@ mod tests {
             (&format!("{H}2 2 1\n0 1 1.0\n"), 3, "index is 0"),
             (&format!("{H}2 2 1\n1 3 1.0\n"), 3, "column index 3"),
             (&format!("{H}2 2 1\n1 1 pi\n"), 3, "not a number"),
-            ("%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 inf\n", 3, "not an integer"),
+            (
+                "%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 inf\n",
+                3,
+                "not an integer",
+            ),
         ];
         for (text, line, msg) in cases {
             let (l, m) = err(text);
@@ -670,12 +834,20 @@ mod tests {
         c.push(&[1, 2], Value::F64(0.1)).unwrap();
         for opts in [
             MtxWriteOptions::default(),
-            MtxWriteOptions { symmetry: MtxSymmetry::Symmetric, ..Default::default() },
-            MtxWriteOptions { layout: MtxLayout::Array, ..Default::default() },
+            MtxWriteOptions {
+                symmetry: MtxSymmetry::Symmetric,
+                ..Default::default()
+            },
+            MtxWriteOptions {
+                layout: MtxLayout::Array,
+                ..Default::default()
+            },
         ] {
             let text = write_matrix_market(&c, &opts).unwrap();
             let back = read_matrix_market(&text, "t").unwrap().coo;
-            let mut d = crate::tensor::DenseArray::filled(ScalarType::F64, &[3, 3], Value::F64(0.0)).unwrap();
+            let mut d =
+                crate::tensor::DenseArray::filled(ScalarType::F64, &[3, 3], Value::F64(0.0))
+                    .unwrap();
             for k in 0..back.len() {
                 d.set(&back.coord(k), back.vals[k]).unwrap();
             }
@@ -683,7 +855,10 @@ mod tests {
             assert_eq!(d.get(&[1, 2]), Some(Value::F64(0.1)), "{text}");
             assert_eq!(d.get(&[0, 0]), Some(Value::F64(1.0)), "{text}");
         }
-        let skew = MtxWriteOptions { symmetry: MtxSymmetry::SkewSymmetric, ..Default::default() };
+        let skew = MtxWriteOptions {
+            symmetry: MtxSymmetry::SkewSymmetric,
+            ..Default::default()
+        };
         assert!(write_matrix_market(&c, &skew).is_err());
     }
 }

@@ -46,7 +46,12 @@ pub struct MatrixStats {
 /// Computes the summary in O(nnz log nnz); duplicate coordinates count once (last wins).
 pub fn structure_summary(coo: &Coo) -> StructureSummary {
     let mut order: Vec<usize> = (0..coo.len()).collect();
-    order.sort_by(|&a, &b| coo.coords.iter().map(|c| c[a]).cmp(coo.coords.iter().map(|c| c[b])));
+    order.sort_by(|&a, &b| {
+        coo.coords
+            .iter()
+            .map(|c| c[a])
+            .cmp(coo.coords.iter().map(|c| c[b]))
+    });
     order.dedup_by(|a, b| coo.coords.iter().all(|c| c[*a] == c[*b]));
     let stored = order.len();
     let matrix = (coo.shape.len() == 2).then(|| {
@@ -66,10 +71,17 @@ pub fn structure_summary(coo: &Coo) -> StructureSummary {
             entries.push((i, j, coo.vals[k]));
         }
         let (symmetric, pattern_symmetric) = if m == n {
-            let mut t: Vec<(usize, usize, Value)> = entries.iter().map(|&(i, j, v)| (j, i, v)).collect();
+            let mut t: Vec<(usize, usize, Value)> =
+                entries.iter().map(|&(i, j, v)| (j, i, v)).collect();
             t.sort_by_key(|&(i, j, _)| (i, j));
-            let pattern = t.iter().zip(&entries).all(|(a, b)| a.0 == b.0 && a.1 == b.1);
-            (pattern && t.iter().zip(&entries).all(|(a, b)| a.2.same(&b.2)), pattern)
+            let pattern = t
+                .iter()
+                .zip(&entries)
+                .all(|(a, b)| a.0 == b.0 && a.1 == b.1);
+            (
+                pattern && t.iter().zip(&entries).all(|(a, b)| a.2.same(&b.2)),
+                pattern,
+            )
         } else {
             (false, false)
         };
@@ -80,7 +92,11 @@ pub fn structure_summary(coo: &Coo) -> StructureSummary {
             upper_bandwidth: up,
             max_per_row: rows.iter().copied().max().unwrap_or(0),
             max_per_col: cols.iter().copied().max().unwrap_or(0),
-            mean_per_row: if m == 0 { 0.0 } else { stored as f64 / m as f64 },
+            mean_per_row: if m == 0 {
+                0.0
+            } else {
+                stored as f64 / m as f64
+            },
             empty_rows: rows.iter().filter(|&&c| c == 0).count(),
             empty_cols: cols.iter().filter(|&&c| c == 0).count(),
             diagonals: diags.len(),
@@ -112,10 +128,22 @@ impl fmt::Display for StructureSummary {
                     "not symmetric"
                 }
             )?;
-            writeln!(f, "bandwidth: lower {}, upper {}", s.lower_bandwidth, s.upper_bandwidth)?;
-            writeln!(f, "entries per row: max {}, mean {:.2}", s.max_per_row, s.mean_per_row)?;
+            writeln!(
+                f,
+                "bandwidth: lower {}, upper {}",
+                s.lower_bandwidth, s.upper_bandwidth
+            )?;
+            writeln!(
+                f,
+                "entries per row: max {}, mean {:.2}",
+                s.max_per_row, s.mean_per_row
+            )?;
             writeln!(f, "entries per column: max {}", s.max_per_col)?;
-            writeln!(f, "empty rows: {}, empty columns: {}", s.empty_rows, s.empty_cols)?;
+            writeln!(
+                f,
+                "empty rows: {}, empty columns: {}",
+                s.empty_rows, s.empty_cols
+            )?;
             writeln!(f, "diagonals with entries: {}", s.diagonals)?;
         } else {
             writeln!(f, "shape: {}", fmt_shape(&self.shape))?;
@@ -138,7 +166,10 @@ mod tests {
         let s = structure_summary(&c);
         let m = s.matrix.clone().unwrap();
         assert!(m.symmetric);
-        assert_eq!((m.lower_bandwidth, m.upper_bandwidth, m.diagonals), (1, 1, 3));
+        assert_eq!(
+            (m.lower_bandwidth, m.upper_bandwidth, m.diagonals),
+            (1, 1, 3)
+        );
         assert_eq!((m.max_per_row, m.empty_rows, m.empty_cols), (2, 0, 0));
         c.vals[1] = Value::F64(5.0);
         let m = structure_summary(&c).matrix.unwrap();

@@ -39,8 +39,8 @@ pub struct Token {
 /// Symbols, longest first so that maximal munch picks `<<=`-free `<<`, `>>=`, `.=`, ...
 const SYMBOLS: [&str; 36] = [
     ">>=", "::", ".=", "+=", "-=", "*=", "|=", "&=", "==", "!=", "<=", ">=", "&&", "||", "<<",
-    ">>", "(", ")", "[", "]", "{", "}", ",", ";", ":", "=", "+", "-", "*", "/", "%", "^", "<",
-    ">", "!", "~",
+    ">>", "(", ")", "[", "]", "{", "}", ",", ";", ":", "=", "+", "-", "*", "/", "%", "^", "<", ">",
+    "!", "~",
 ];
 const MORE_SYMBOLS: [&str; 2] = ["&", "|"];
 
@@ -50,7 +50,11 @@ pub fn error_at(text: &str, line: usize, col: usize, message: impl Into<String>)
         line,
         col,
         message: message.into(),
-        source_line: text.lines().nth(line.saturating_sub(1)).unwrap_or("").to_string(),
+        source_line: text
+            .lines()
+            .nth(line.saturating_sub(1))
+            .unwrap_or("")
+            .to_string(),
     }))
 }
 
@@ -123,9 +127,9 @@ pub fn lex(text: &str, first_line: usize) -> Result<Vec<Token>> {
             }
             let word: String = chars[start..i].iter().collect();
             let is_literal = matches!(word.as_str(), "true" | "false" | "missing")
-                || ["Inf", "NaN"].iter().any(|s| {
-                    word == *s || word == format!("{s}f32") || word == format!("{s}f64")
-                });
+                || ["Inf", "NaN"]
+                    .iter()
+                    .any(|s| word == *s || word == format!("{s}f32") || word == format!("{s}f64"));
             if is_literal {
                 Tok::Literal(word)
             } else {
@@ -138,7 +142,9 @@ pub fn lex(text: &str, first_line: usize) -> Result<Vec<Token>> {
             }
             let name: String = chars[start + 1..i].iter().collect();
             if name.is_empty() {
-                return Err(here("expected a name after `@` (`@freeze` or `@thaw`)".into()));
+                return Err(here(
+                    "expected a name after `@` (`@freeze` or `@thaw`)".into(),
+                ));
             }
             Tok::Macro(name)
         } else {

@@ -14,9 +14,7 @@
 //! * `~` (permissive) and `walk/gallop/follow/extrude/laminate(...)` (protocols) are only
 //!   allowed inside `[...]`.
 
-use super::ast::{
-    Access, AssignOp, Decl, DeclKind, Expr, Extent, Program, Protocol, Span, Stmt,
-};
+use super::ast::{Access, AssignOp, Decl, DeclKind, Expr, Extent, Program, Protocol, Span, Stmt};
 use super::lexer::{error_at, lex, Tok, Token};
 use crate::algebra::{Fixity, Op, Value};
 use crate::error::{Error, Result};
@@ -40,11 +38,18 @@ pub fn parse_stmt(text: &str, tensors: &[&str]) -> Result<Stmt> {
 
 /// Parses one expression where `tensors` are tensor names, `indices` loop indices and
 /// `variables` `let` variables.
-pub fn parse_expr(text: &str, tensors: &[&str], indices: &[&str], variables: &[&str]) -> Result<Expr> {
+pub fn parse_expr(
+    text: &str,
+    tensors: &[&str],
+    indices: &[&str],
+    variables: &[&str],
+) -> Result<Expr> {
     let toks = lex(text, 1)?;
     let mut p = Parser::new(text, toks, tensors.iter().map(|s| s.to_string()).collect());
-    p.scopes.extend(indices.iter().map(|s| (s.to_string(), true)));
-    p.scopes.extend(variables.iter().map(|s| (s.to_string(), false)));
+    p.scopes
+        .extend(indices.iter().map(|s| (s.to_string(), true)));
+    p.scopes
+        .extend(variables.iter().map(|s| (s.to_string(), false)));
     p.skip_newlines();
     let e = p.expr(0)?;
     p.skip_newlines();
@@ -147,7 +152,10 @@ impl<'a> Parser<'a> {
     }
 
     fn unexpected(&self, expected: &str) -> Error {
-        self.err_here(format!("expected {expected}, found {}", describe(self.peek())))
+        self.err_here(format!(
+            "expected {expected}, found {}",
+            describe(self.peek())
+        ))
     }
 
     fn is_sym(&self, s: &str) -> bool {
@@ -205,7 +213,11 @@ impl<'a> Parser<'a> {
     }
 
     fn lookup(&self, name: &str) -> Option<bool> {
-        self.scopes.iter().rev().find(|(n, _)| n == name).map(|&(_, ix)| ix)
+        self.scopes
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|&(_, ix)| ix)
     }
 
     fn is_tensor(&self, name: &str) -> bool {
@@ -232,7 +244,14 @@ impl<'a> Parser<'a> {
                 self.text,
                 line,
                 col,
-                format!("`{name}` is a tensor; a {} cannot have its name", if is_index { "loop index" } else { "`let` variable" }),
+                format!(
+                    "`{name}` is a tensor; a {} cannot have its name",
+                    if is_index {
+                        "loop index"
+                    } else {
+                        "`let` variable"
+                    }
+                ),
             ));
         }
         self.scopes.push((name.to_string(), is_index));
@@ -255,20 +274,43 @@ impl<'a> Parser<'a> {
             self.bump();
             let (name, _) = self.ident("a tensor name after the declaration keyword")?;
             if decls.iter().any(|d| d.name == name) {
-                return Err(error_at(self.text, start.line, start.col, format!("`{name}` is declared twice")));
+                return Err(error_at(
+                    self.text,
+                    start.line,
+                    start.col,
+                    format!("`{name}` is declared twice"),
+                ));
             }
-            self.expect_sym("::", &format!("after `{name}` (e.g. `{} {name} :: Dense(Element(0.0))`)", kind.keyword()))?;
+            self.expect_sym(
+                "::",
+                &format!(
+                    "after `{name}` (e.g. `{} {name} :: Dense(Element(0.0))`)",
+                    kind.keyword()
+                ),
+            )?;
             let fmt_tok = self.token().clone();
             let mut format = String::new();
             while !matches!(self.peek(), Tok::Newline | Tok::Eof) && !self.is_sym(";") {
                 let t = self.bump();
-                if matches!(t, Tok::Macro(_)) || matches!(t, Tok::Sym(s) if !matches!(s, "(" | ")" | "{" | "}" | "," | "-")) {
-                    return Err(error_at(self.text, fmt_tok.line, fmt_tok.col, format!("unexpected {} in the format of `{name}`", describe(&t))));
+                if matches!(t, Tok::Macro(_))
+                    || matches!(t, Tok::Sym(s) if !matches!(s, "(" | ")" | "{" | "}" | "," | "-"))
+                {
+                    return Err(error_at(
+                        self.text,
+                        fmt_tok.line,
+                        fmt_tok.col,
+                        format!("unexpected {} in the format of `{name}`", describe(&t)),
+                    ));
                 }
                 format.push_str(&tok_text(&t));
             }
             if format.is_empty() {
-                return Err(error_at(self.text, fmt_tok.line, fmt_tok.col, format!("missing format for `{name}` after `::`")));
+                return Err(error_at(
+                    self.text,
+                    fmt_tok.line,
+                    fmt_tok.col,
+                    format!("missing format for `{name}` after `::`"),
+                ));
             }
             self.tensors.push(name.clone());
             decls.push(Decl {
@@ -292,7 +334,11 @@ impl<'a> Parser<'a> {
     /// single statement stands for itself, several form a `Block`.
     fn stmts(&mut self, terminators: &[&str]) -> Result<Stmt> {
         let mut v = self.stmt_list(terminators)?;
-        Ok(if v.len() == 1 { v.pop().unwrap_or(Stmt::Block(Vec::new())) } else { Stmt::Block(v) })
+        Ok(if v.len() == 1 {
+            v.pop().unwrap_or(Stmt::Block(Vec::new()))
+        } else {
+            Stmt::Block(v)
+        })
     }
 
     fn stmt_list(&mut self, terminators: &[&str]) -> Result<Vec<Stmt>> {
@@ -357,7 +403,11 @@ impl<'a> Parser<'a> {
                 let mut s = body;
                 for (index, extent) in headers.into_iter().rev() {
                     self.scopes.pop();
-                    s = Stmt::Loop { index, extent, body: Box::new(s) };
+                    s = Stmt::Loop {
+                        index,
+                        extent,
+                        body: Box::new(s),
+                    };
                 }
                 Ok(s)
             }
@@ -384,7 +434,11 @@ impl<'a> Parser<'a> {
                 let mut s = body;
                 for (var, value) in defs.into_iter().rev() {
                     self.scopes.pop();
-                    s = Stmt::Define { var, value, body: Box::new(s) };
+                    s = Stmt::Define {
+                        var,
+                        value,
+                        body: Box::new(s),
+                    };
                 }
                 Ok(s)
             }
@@ -407,17 +461,26 @@ impl<'a> Parser<'a> {
                 let which = match m.as_str() {
                     "freeze" | "thaw" => m.clone(),
                     other => {
-                        return Err(error_at(self.text, t.line, t.col, format!("unknown macro `@{other}` (expected `@freeze` or `@thaw`)")))
+                        return Err(error_at(
+                            self.text,
+                            t.line,
+                            t.col,
+                            format!("unknown macro `@{other}` (expected `@freeze` or `@thaw`)"),
+                        ))
                     }
                 };
                 self.expect_sym("(", &format!("after `@{which}`"))?;
                 let name = self.tensor_name(&format!("in `@{which}(...)`"))?;
                 self.expect_sym(")", &format!("to close `@{which}(`"))?;
-                Ok(if which == "freeze" { Stmt::Freeze(name) } else { Stmt::Thaw(name) })
+                Ok(if which == "freeze" {
+                    Stmt::Freeze(name)
+                } else {
+                    Stmt::Thaw(name)
+                })
             }
-            Tok::Ident(w) if matches!(w.as_str(), "end" | "else" | "elseif") => {
-                Err(self.err_here(format!("`{w}` without a matching `for`, `if`, `let` or `begin`")))
-            }
+            Tok::Ident(w) if matches!(w.as_str(), "end" | "else" | "elseif") => Err(self.err_here(
+                format!("`{w}` without a matching `for`, `if`, `let` or `begin`"),
+            )),
             Tok::Ident(name) => {
                 if !self.is_tensor(&name) {
                     let what = match self.lookup(&name) {
@@ -435,7 +498,9 @@ impl<'a> Parser<'a> {
                     return Ok(Stmt::Declare { tensor: name, init });
                 }
                 if !self.is_sym("[") {
-                    return Err(self.unexpected(&format!("`[` or `.=` after the tensor `{name}` (a scalar is written `{name}[]`)")));
+                    return Err(self.unexpected(&format!(
+                        "`[` or `.=` after the tensor `{name}` (a scalar is written `{name}[]`)"
+                    )));
                 }
                 let lhs = self.access_rest(name)?;
                 let op = self.assign_op()?;
@@ -463,7 +528,11 @@ impl<'a> Parser<'a> {
             self.close("if", line, col)?;
             None
         };
-        Ok(Stmt::Sieve { cond, then: Box::new(then), otherwise })
+        Ok(Stmt::Sieve {
+            cond,
+            then: Box::new(then),
+            otherwise,
+        })
     }
 
     fn assign_op(&mut self) -> Result<AssignOp> {
@@ -484,8 +553,22 @@ impl<'a> Parser<'a> {
                 self.bump();
                 return Ok(AssignOp::Reduce(op));
             }
-            Tok::Sym(".=") => return Err(self.err_here("`.=` declares a whole tensor: write `X .= v`, not `X[i] .= v`")),
-            _ => return Err(error_at(self.text, t.line, t.col, format!("expected an assignment (`=`, `+=`, `<<op>>=`, ...), found {}", describe(self.peek())))),
+            Tok::Sym(".=") => {
+                return Err(
+                    self.err_here("`.=` declares a whole tensor: write `X .= v`, not `X[i] .= v`")
+                )
+            }
+            _ => {
+                return Err(error_at(
+                    self.text,
+                    t.line,
+                    t.col,
+                    format!(
+                        "expected an assignment (`=`, `+=`, `<<op>>=`, ...), found {}",
+                        describe(self.peek())
+                    ),
+                ))
+            }
         };
         self.bump();
         Ok(op)
@@ -497,7 +580,12 @@ impl<'a> Parser<'a> {
         match self.bump() {
             Tok::Sym(s) => match Op::from_reduce_symbol(s) {
                 Some(op) => Ok(op),
-                None => Err(error_at(self.text, t.line, t.col, format!("`{s}` is not a binary operator"))),
+                None => Err(error_at(
+                    self.text,
+                    t.line,
+                    t.col,
+                    format!("`{s}` is not a binary operator"),
+                )),
             },
             Tok::Ident(name) if name == "choose" => {
                 self.expect_sym("(", "after `choose` (e.g. `<<choose(0)>>=`)")?;
@@ -505,11 +593,26 @@ impl<'a> Parser<'a> {
                 self.expect_sym(")", "to close `choose(`")?;
                 Ok(Op::Choose(z))
             }
-            Tok::Ident(name) => match Op::from_call_name(&name).or_else(|| Op::from_reduce_symbol(&name)) {
-                Some(op) if op.arity() != Some(1) => Ok(op),
-                _ => Err(error_at(self.text, t.line, t.col, format!("`{name}` is not a binary operator or function"))),
-            },
-            other => Err(error_at(self.text, t.line, t.col, format!("expected an operator after `<<`, found {}", describe(&other)))),
+            Tok::Ident(name) => {
+                match Op::from_call_name(&name).or_else(|| Op::from_reduce_symbol(&name)) {
+                    Some(op) if op.arity() != Some(1) => Ok(op),
+                    _ => Err(error_at(
+                        self.text,
+                        t.line,
+                        t.col,
+                        format!("`{name}` is not a binary operator or function"),
+                    )),
+                }
+            }
+            other => Err(error_at(
+                self.text,
+                t.line,
+                t.col,
+                format!(
+                    "expected an operator after `<<`, found {}",
+                    describe(&other)
+                ),
+            )),
         }
     }
 
@@ -520,9 +623,21 @@ impl<'a> Parser<'a> {
         match self.bump() {
             Tok::Literal(s) => {
                 let text = if neg { format!("-{s}") } else { s.clone() };
-                Value::parse_literal(&text).ok_or_else(|| error_at(self.text, t.line, t.col, format!("`{text}` is not a valid literal (out of range for its type?)")))
+                Value::parse_literal(&text).ok_or_else(|| {
+                    error_at(
+                        self.text,
+                        t.line,
+                        t.col,
+                        format!("`{text}` is not a valid literal (out of range for its type?)"),
+                    )
+                })
             }
-            other => Err(error_at(self.text, t.line, t.col, format!("expected a literal, found {}", describe(&other)))),
+            other => Err(error_at(
+                self.text,
+                t.line,
+                t.col,
+                format!("expected a literal, found {}", describe(&other)),
+            )),
         }
     }
 
@@ -550,22 +665,23 @@ impl<'a> Parser<'a> {
     /// `min_bp`.
     fn expr(&mut self, min_bp: u8) -> Result<Expr> {
         let mut lhs = self.prefix()?;
-        loop {
-            let op = match self.peek() {
-                Tok::Sym(s) => match sym_op(s) {
-                    Some(op) => op,
-                    None => break,
-                },
-                _ => break,
+        while let Some(op) = match self.peek() {
+            Tok::Sym(s) => sym_op(s),
+            _ => None,
+        } {
+            let Fixity::Infix(bp) = op.fixity() else {
+                break;
             };
-            let Fixity::Infix(bp) = op.fixity() else { break };
             if bp <= min_bp {
                 break;
             }
             self.bump();
             // `^` is right-associative: its right operand may contain `^` again.
             let rhs = self.expr(if op == Op::Pow { bp - 1 } else { bp })?;
-            lhs = Expr::Call { op, args: vec![lhs, rhs] };
+            lhs = Expr::Call {
+                op,
+                args: vec![lhs, rhs],
+            };
         }
         Ok(lhs)
     }
@@ -586,12 +702,20 @@ impl<'a> Parser<'a> {
             Tok::Sym("~") => {
                 self.bump();
                 if self.in_index == 0 {
-                    return Err(error_at(self.text, t.line, t.col, "`~` marks a permissive index and is only allowed inside `[...]`"));
+                    return Err(error_at(
+                        self.text,
+                        t.line,
+                        t.col,
+                        "`~` marks a permissive index and is only allowed inside `[...]`",
+                    ));
                 }
                 let e = self.expr(PREFIX_BP)?;
                 Ok(Expr::Permissive(Box::new(e)))
             }
-            Tok::Sym(s) if matches!(s, "-" | "+" | "!") || (sym_op(s).is_some() && matches!(self.peek_at(1), Tok::Sym("("))) => {
+            Tok::Sym(s)
+                if matches!(s, "-" | "+" | "!")
+                    || (sym_op(s).is_some() && matches!(self.peek_at(1), Tok::Sym("("))) =>
+            {
                 self.bump();
                 // `+(a, b, c)`: an infix operator called with two or more arguments.
                 if let (Some(op), Tok::Sym("(")) = (sym_op(s), self.peek()) {
@@ -599,13 +723,22 @@ impl<'a> Parser<'a> {
                         return Ok(Expr::Call { op, args });
                     }
                     if !matches!(s, "-" | "+" | "!") {
-                        return Err(error_at(self.text, t.line, t.col, format!("`{s}(...)` needs two or more arguments")));
+                        return Err(error_at(
+                            self.text,
+                            t.line,
+                            t.col,
+                            format!("`{s}(...)` needs two or more arguments"),
+                        ));
                     }
                 }
                 if s == "-" {
                     if let Tok::Literal(lit) = self.peek().clone() {
                         let lt = self.token().clone();
-                        if !matches!(self.peek_at(1), Tok::Sym("^")) && lit != "true" && lit != "false" && lit != "missing" {
+                        if !matches!(self.peek_at(1), Tok::Sym("^"))
+                            && lit != "true"
+                            && lit != "false"
+                            && lit != "missing"
+                        {
                             self.bump();
                             let text = format!("-{lit}");
                             return Value::parse_literal(&text).map(Expr::Literal).ok_or_else(|| error_at(self.text, lt.line, lt.col, format!("`{text}` is not a valid literal (out of range for its type?)")));
@@ -618,7 +751,10 @@ impl<'a> Parser<'a> {
                     "!" => Op::Not,
                     _ => Op::Add,
                 };
-                Ok(Expr::Call { op, args: vec![operand] })
+                Ok(Expr::Call {
+                    op,
+                    args: vec![operand],
+                })
             }
             Tok::Ident(name) => {
                 self.bump();
@@ -666,7 +802,10 @@ impl<'a> Parser<'a> {
     fn name_expr(&mut self, name: String, line: usize, col: usize) -> Result<Expr> {
         let here = |p: &Self, m: String| error_at(p.text, line, col, m);
         if is_keyword(&name) {
-            return Err(here(self, format!("unexpected keyword `{name}` in an expression")));
+            return Err(here(
+                self,
+                format!("unexpected keyword `{name}` in an expression"),
+            ));
         }
         if self.is_sym("[") {
             if !self.is_tensor(&name) {
@@ -676,9 +815,19 @@ impl<'a> Parser<'a> {
         }
         if let Some(is_index) = self.lookup(&name) {
             if self.is_sym("(") {
-                return Err(here(self, format!("`{name}` is a {} and cannot be called", if is_index { "loop index" } else { "variable" })));
+                return Err(here(
+                    self,
+                    format!(
+                        "`{name}` is a {} and cannot be called",
+                        if is_index { "loop index" } else { "variable" }
+                    ),
+                ));
             }
-            return Ok(if is_index { Expr::Index(name) } else { Expr::Variable(name) });
+            return Ok(if is_index {
+                Expr::Index(name)
+            } else {
+                Expr::Variable(name)
+            });
         }
         if self.is_tensor(&name) {
             return Err(here(self, format!("the tensor `{name}` must be read with brackets: `{name}[...]` (`{name}[]` for a scalar)")));
@@ -686,7 +835,10 @@ impl<'a> Parser<'a> {
         if self.is_sym("(") {
             if let Some(p) = Protocol::from_name(&name) {
                 if self.in_index == 0 {
-                    return Err(here(self, format!("the protocol `{name}(...)` is only allowed inside `[...]`")));
+                    return Err(here(
+                        self,
+                        format!("the protocol `{name}(...)` is only allowed inside `[...]`"),
+                    ));
                 }
                 let mut args = self.call_args(&name)?;
                 if args.len() != 1 {
@@ -699,7 +851,10 @@ impl<'a> Parser<'a> {
                 let z = self.literal_value()?;
                 self.expect_sym(")", "to close `choose(`")?;
                 let args = self.call_args("choose(z)")?;
-                return Ok(Expr::Call { op: Op::Choose(z), args });
+                return Ok(Expr::Call {
+                    op: Op::Choose(z),
+                    args,
+                });
             }
             let Some(op) = Op::from_call_name(&name) else {
                 return Err(here(self, format!("unknown function `{name}`")));
@@ -710,14 +865,39 @@ impl<'a> Parser<'a> {
                 None => !args.is_empty(),
             };
             if !ok {
-                return Err(here(self, format!("`{name}` takes {} argument(s), got {}", op.arity().map_or("one or more".to_string(), |k| k.to_string()), args.len())));
+                return Err(here(
+                    self,
+                    format!(
+                        "`{name}` takes {} argument(s), got {}",
+                        op.arity()
+                            .map_or("one or more".to_string(), |k| k.to_string()),
+                        args.len()
+                    ),
+                ));
             }
             return Ok(Expr::Call { op, args });
         }
-        Err(here(self, format!("unknown name `{name}`: not a loop index, `let` variable or tensor")))
+        Err(here(
+            self,
+            format!("unknown name `{name}`: not a loop index, `let` variable or tensor"),
+        ))
     }
 }
 
 fn is_keyword(s: &str) -> bool {
-    matches!(s, "for" | "if" | "elseif" | "else" | "end" | "let" | "begin" | "return" | "_" | "input" | "output" | "temp")
+    matches!(
+        s,
+        "for"
+            | "if"
+            | "elseif"
+            | "else"
+            | "end"
+            | "let"
+            | "begin"
+            | "return"
+            | "_"
+            | "input"
+            | "output"
+            | "temp"
+    )
 }

@@ -10,7 +10,12 @@ use crate::algebra::{Fixity, Op, Value};
 pub fn print_program(p: &Program) -> String {
     let mut out = String::new();
     for d in &p.decls {
-        out.push_str(&format!("{} {} :: {}\n", d.kind.keyword(), d.name, d.format));
+        out.push_str(&format!(
+            "{} {} :: {}\n",
+            d.kind.keyword(),
+            d.name,
+            d.format
+        ));
     }
     if !p.decls.is_empty() {
         out.push('\n');
@@ -66,7 +71,11 @@ fn stmt(out: &mut String, s: &Stmt, level: usize) {
             };
             out.push_str(&format!("{} {op} {}\n", access(lhs), expr(rhs, 0)));
         }
-        Stmt::Loop { index, extent, body: b } => {
+        Stmt::Loop {
+            index,
+            extent,
+            body: b,
+        } => {
             let ext = match extent {
                 Extent::Auto => "_".to_string(),
                 Extent::Range(a, b) => format!("{}:{}", expr(a, 0), expr(b, 0)),
@@ -81,7 +90,11 @@ fn stmt(out: &mut String, s: &Stmt, level: usize) {
             indent(out, level);
             out.push_str("end\n");
         }
-        Stmt::Define { var, value, body: b } => {
+        Stmt::Define {
+            var,
+            value,
+            body: b,
+        } => {
             out.push_str(&format!("let {var} = {}\n", expr(value, 0)));
             body(out, b, level + 1);
             indent(out, level);
@@ -103,7 +116,12 @@ fn stmt(out: &mut String, s: &Stmt, level: usize) {
 
 /// `if`/`elseif` chain without the final `end` (the caller has indented the first line).
 fn sieve(out: &mut String, s: &Stmt, level: usize, keyword: &str) {
-    let Stmt::Sieve { cond, then, otherwise } = s else {
+    let Stmt::Sieve {
+        cond,
+        then,
+        otherwise,
+    } = s
+    else {
         return;
     };
     out.push_str(&format!("{keyword} {}\n", expr(cond, 0)));
@@ -176,13 +194,24 @@ fn expr(e: &Expr, min: u8) -> String {
 }
 
 fn call(op: Op, args: &[Expr]) -> String {
-    let list = |args: &[Expr]| args.iter().map(|a| expr(a, 0)).collect::<Vec<_>>().join(", ");
+    let list = |args: &[Expr]| {
+        args.iter()
+            .map(|a| expr(a, 0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     match (op.fixity(), args) {
         (Fixity::Infix(bp), [a, b]) => {
-            let (lmin, rmin) = if op == Op::Pow { (bp + 1, bp) } else { (bp, bp + 1) };
+            let (lmin, rmin) = if op == Op::Pow {
+                (bp + 1, bp)
+            } else {
+                (bp, bp + 1)
+            };
             format!("{} {} {}", expr(a, lmin), op.symbol(), expr(b, rmin))
         }
-        (Fixity::Prefix, [x]) | (Fixity::Infix(_), [x]) if matches!(op, Op::Neg | Op::Not | Op::Add) => {
+        (Fixity::Prefix, [x]) | (Fixity::Infix(_), [x])
+            if matches!(op, Op::Neg | Op::Not | Op::Add) =>
+        {
             let sym = if op == Op::Add { "+" } else { op.symbol() };
             let inner = expr(x, 9);
             // `-(2)` keeps a negation of a literal from reading back as a negative literal;

@@ -44,11 +44,13 @@ fn offset_index(e: &Expr) -> Option<(&str, i64)> {
         return Some((i, 0));
     }
     match e {
-        Expr::Call { op: Op::Add, args } if args.len() == 2 => match (bare_index(&args[0]), bare_index(&args[1])) {
-            (Some(i), None) => lit(&args[1]).map(|c| (i, c)),
-            (None, Some(i)) => lit(&args[0]).map(|c| (i, c)),
-            _ => None,
-        },
+        Expr::Call { op: Op::Add, args } if args.len() == 2 => {
+            match (bare_index(&args[0]), bare_index(&args[1])) {
+                (Some(i), None) => lit(&args[1]).map(|c| (i, c)),
+                (None, Some(i)) => lit(&args[0]).map(|c| (i, c)),
+                _ => None,
+            }
+        }
         Expr::Call { op: Op::Sub, args } if args.len() == 2 => {
             let i = bare_index(&args[0])?;
             lit(&args[1]).and_then(|c| c.checked_neg()).map(|c| (i, c))
@@ -117,7 +119,12 @@ fn each_access<'p>(
 impl Interp<'_> {
     /// The extent `(lo, hi)` of a loop about to run, checked against the tensors it
     /// indexes.
-    pub(super) fn loop_extent(&mut self, index: &str, extent: &Extent, body: &Stmt) -> Result<(i64, i64)> {
+    pub(super) fn loop_extent(
+        &mut self,
+        index: &str,
+        extent: &Extent,
+        body: &Stmt,
+    ) -> Result<(i64, i64)> {
         let sizes = self.index_sizes(index, body, &mut HashSet::new())?;
         let (lo, hi) = match extent {
             Extent::Range(a, b) => {
@@ -152,9 +159,9 @@ impl Interp<'_> {
             crate::algebra::Value::F32(_)
             | crate::algebra::Value::F64(_)
             | crate::algebra::Value::Bool(_)
-            | crate::algebra::Value::Missing => {
-                err(format!("the bound {v} of the loop over `{index}` is not an integer"))
-            }
+            | crate::algebra::Value::Missing => err(format!(
+                "the bound {v} of the loop over `{index}` is not an integer"
+            )),
             v => v
                 .as_i128()
                 .and_then(|n| i64::try_from(n).ok())
@@ -186,7 +193,11 @@ impl Interp<'_> {
             if let Some(shape) = self.tensor_shape(&t, visiting)? {
                 if let Some(Some(n)) = shape.get(m) {
                     let n = i64::try_from(*n).unwrap_or(i64::MAX);
-                    let shift = if c == 0 { String::new() } else { format!(", shifted by {}", -c) };
+                    let shift = if c == 0 {
+                        String::new()
+                    } else {
+                        format!(", shifted by {}", -c)
+                    };
                     ranges.push((
                         1i64.saturating_sub(c),
                         n.saturating_sub(c),
@@ -208,7 +219,11 @@ impl Interp<'_> {
 
     /// The shape of a tensor, known or inferred from its writes (`None` per mode that
     /// cannot be inferred).
-    fn tensor_shape(&self, t: &str, visiting: &mut HashSet<String>) -> Result<Option<Vec<Option<usize>>>> {
+    fn tensor_shape(
+        &self,
+        t: &str,
+        visiting: &mut HashSet<String>,
+    ) -> Result<Option<Vec<Option<usize>>>> {
         if let Some(s) = self.opts.shapes.get(t) {
             return Ok(Some(s.iter().map(|&n| Some(n)).collect()));
         }
@@ -246,16 +261,25 @@ impl Interp<'_> {
                 };
                 shape[m] = match extent {
                     Extent::Range(lo, hi) => match (lo, hi) {
-                        (Expr::Literal(lo), Expr::Literal(hi)) => match (lo.as_i128(), hi.as_i128()) {
-                            (Some(1), Some(h)) if h >= 0 => usize::try_from(h).ok(),
-                            _ => None,
-                        },
+                        (Expr::Literal(lo), Expr::Literal(hi)) => {
+                            match (lo.as_i128(), hi.as_i128()) {
+                                (Some(1), Some(h)) if h >= 0 => usize::try_from(h).ok(),
+                                _ => None,
+                            }
+                        }
                         _ => None,
                     },
-                    Extent::Auto => self
-                        .index_sizes(i, body, visiting)?
-                        .first()
-                        .and_then(|&(lo, hi, _)| if lo == 1 { usize::try_from(hi).ok() } else { None }),
+                    Extent::Auto => {
+                        self.index_sizes(i, body, visiting)?
+                            .first()
+                            .and_then(|&(lo, hi, _)| {
+                                if lo == 1 {
+                                    usize::try_from(hi).ok()
+                                } else {
+                                    None
+                                }
+                            })
+                    }
                 };
             }
         }
@@ -265,7 +289,9 @@ impl Interp<'_> {
 
     /// The shape a tensor gets at its declaration `t .= v`.
     pub(super) fn declared_shape(&self, t: &str) -> Result<Vec<usize>> {
-        let shape = self.tensor_shape(t, &mut HashSet::new())?.unwrap_or_default();
+        let shape = self
+            .tensor_shape(t, &mut HashSet::new())?
+            .unwrap_or_default();
         let ndims = self.tensors.get(t).map_or(0, |s| s.format.ndims());
         let mut out = Vec::with_capacity(ndims);
         for m in 0..ndims {

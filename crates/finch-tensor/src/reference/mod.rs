@@ -123,10 +123,17 @@ pub fn run(program: &Program, bindings: &mut Bindings, opts: &RunOptions) -> Res
             let missing: Vec<&str> = program
                 .decls
                 .iter()
-                .filter(|e| e.kind == DeclKind::Input && bindings.get(&e.name).is_none() && !tensors.contains_key(&e.name))
+                .filter(|e| {
+                    e.kind == DeclKind::Input
+                        && bindings.get(&e.name).is_none()
+                        && !tensors.contains_key(&e.name)
+                })
                 .map(|e| e.name.as_str())
                 .collect();
-            return Err(Error::Program(format!("missing input: {}", missing.join(", "))));
+            return Err(Error::Program(format!(
+                "missing input: {}",
+                missing.join(", ")
+            )));
         }
         tensors.insert(
             d.name.clone(),
@@ -187,7 +194,11 @@ fn err<T>(msg: String) -> Result<T> {
 
 /// Is `s` a statement list whose only effects are reductions into the given
 /// short-circuit scalars? Collects (scalar, operator) pairs.
-fn short_circuit_targets(s: &Stmt, tensors: &HashMap<String, Slot>, out: &mut Vec<(String, Op)>) -> bool {
+fn short_circuit_targets(
+    s: &Stmt,
+    tensors: &HashMap<String, Slot>,
+    out: &mut Vec<(String, Op)>,
+) -> bool {
     match s {
         Stmt::Assign {
             lhs,
@@ -327,9 +338,9 @@ impl Interp<'_> {
             .get_mut(tensor)
             .ok_or_else(|| Error::Eval(format!("`{tensor}` is not declared")))?;
         let ty = slot.ty();
-        let init = v.convert_exact(ty).ok_or_else(|| {
-            Error::Eval(format!("cannot initialize `{tensor}` ({ty}) with {v}"))
-        })?;
+        let init = v
+            .convert_exact(ty)
+            .ok_or_else(|| Error::Eval(format!("cannot initialize `{tensor}` ({ty}) with {v}")))?;
         let mut a = DenseArray::filled(ty, &shape, slot.format.fill_value())?;
         a.data.iter_mut().for_each(|x| *x = init);
         slot.array = Some(a);
@@ -354,9 +365,10 @@ impl Interp<'_> {
             idx.push(v);
             permissive.push(perm);
         }
-        let slot = self.tensors.get(&a.tensor).ok_or_else(|| {
-            Error::Eval(format!("`{}` is not declared", a.tensor))
-        })?;
+        let slot = self
+            .tensors
+            .get(&a.tensor)
+            .ok_or_else(|| Error::Eval(format!("`{}` is not declared", a.tensor)))?;
         let Some(arr) = &slot.array else {
             return err(format!(
                 "`{}` is used before it is declared (`{} .= ...`)",
@@ -393,7 +405,10 @@ impl Interp<'_> {
                 return err(format!(
                     "`{}[{}]` is out of bounds: index {} is {i} but the size is {n}",
                     a.tensor,
-                    idx.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", "),
+                    idx.iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     m + 1
                 ));
             }
@@ -459,7 +474,10 @@ impl Interp<'_> {
                 Ok(acc)
             }
             Expr::Call { op, args } => {
-                let vals = args.iter().map(|a| self.expr(a)).collect::<Result<Vec<_>>>()?;
+                let vals = args
+                    .iter()
+                    .map(|a| self.expr(a))
+                    .collect::<Result<Vec<_>>>()?;
                 op.eval(&vals)
             }
             Expr::Permissive(_) | Expr::Protocol(..) => err(format!(

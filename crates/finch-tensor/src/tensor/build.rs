@@ -42,12 +42,12 @@ impl Tensor {
         for (pos, v) in a.data.iter().enumerate() {
             if pos > 0 {
                 // Advance the column-major multi-index.
-                for m in 0..n {
-                    idx[m] += 1;
-                    if idx[m] < a.shape[m] {
+                for (i, &size) in idx.iter_mut().zip(&a.shape) {
+                    *i += 1;
+                    if *i < size {
                         break;
                     }
-                    idx[m] = 0;
+                    *i = 0;
                 }
             }
             if !v.same(&fill) || n == 0 {
@@ -82,14 +82,15 @@ impl Tensor {
             if let Some(p) = prev {
                 if key(p).eq(key(k)) {
                     let last = vals.len() - 1;
-                    vals[last] = combine.eval(&[vals[last], v])?.convert_exact(coo.ty).ok_or_else(
-                        || {
+                    vals[last] = combine
+                        .eval(&[vals[last], v])?
+                        .convert_exact(coo.ty)
+                        .ok_or_else(|| {
                             Error::Program(format!(
                                 "combining duplicates with `{combine}` does not give a {}",
                                 coo.ty
                             ))
-                        },
-                    )?;
+                        })?;
                     continue;
                 }
             }
@@ -134,7 +135,11 @@ impl Tensor {
                 child: Box::new(LevelStorage::Element(ElementStorage { fill, val: data })),
             })),
         });
-        Tensor::from_parts(csx_format(fill), vec![nrows, ncols], TensorStorage::Levels(storage))
+        Tensor::from_parts(
+            csx_format(fill),
+            vec![nrows, ncols],
+            TensorStorage::Levels(storage),
+        )
     }
 
     /// A CSR matrix handed in as row pointers, column indices and values, *without
@@ -186,8 +191,12 @@ impl Tensor {
         let mut rowidx = vec![0usize; nnz];
         let mut perm = vec![0usize; nnz];
         for i in 0..nrows {
-            for q in rowptr[i]..rowptr[i + 1] {
-                let j = colidx[q];
+            for (q, &j) in colidx
+                .iter()
+                .enumerate()
+                .take(rowptr[i + 1])
+                .skip(rowptr[i])
+            {
                 rowidx[next[j]] = i;
                 perm[next[j]] = q;
                 next[j] += 1;
@@ -283,9 +292,9 @@ fn build_level(
 ) -> Result<LevelStorage> {
     match format {
         LevelFormat::Element(fill) => {
-            let ty = fill.scalar_type().ok_or_else(|| {
-                Error::Program("an Element fill cannot be `missing`".into())
-            })?;
+            let ty = fill
+                .scalar_type()
+                .ok_or_else(|| Error::Program("an Element fill cannot be `missing`".into()))?;
             let mut val = Buffer::new(ty);
             val.reserve(groups.len());
             for &(lo, hi) in groups {

@@ -109,7 +109,9 @@ impl Coo {
     /// `target` (e.g. a Matrix Market `n×1` column read as a vector of length `n`). Errors
     /// when the sizes other than 1 differ.
     pub fn reshape_unit_modes(&self, target: &[usize]) -> Result<Coo> {
-        let keep: Vec<usize> = (0..self.shape.len()).filter(|&m| self.shape[m] != 1).collect();
+        let keep: Vec<usize> = (0..self.shape.len())
+            .filter(|&m| self.shape[m] != 1)
+            .collect();
         let kept: Vec<usize> = keep.iter().map(|&m| self.shape[m]).collect();
         let wanted: Vec<usize> = target.iter().copied().filter(|&n| n != 1).collect();
         if kept != wanted {
@@ -215,7 +217,9 @@ mod tests {
         let back = v.reshape_unit_modes(&[1, 3]).unwrap();
         assert_eq!(back.coords, vec![vec![0], vec![2]]);
         assert!(c.reshape_unit_modes(&[4]).is_err());
-        let s = Coo::new(ScalarType::F64, &[1, 1]).reshape_unit_modes(&[]).unwrap();
+        let s = Coo::new(ScalarType::F64, &[1, 1])
+            .reshape_unit_modes(&[])
+            .unwrap();
         assert!(s.shape.is_empty());
     }
 

@@ -53,7 +53,11 @@ impl DenseArray {
                 shape
             )));
         }
-        if let Some(bad) = data.iter().chain([&fill]).find(|v| v.scalar_type() != Some(ty)) {
+        if let Some(bad) = data
+            .iter()
+            .chain([&fill])
+            .find(|v| v.scalar_type() != Some(ty))
+        {
             return Err(Error::Program(format!(
                 "value {bad} does not have the element type {ty}"
             )));

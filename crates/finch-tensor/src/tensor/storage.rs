@@ -168,7 +168,9 @@ impl Tensor {
     pub fn validate(&self) -> Result<()> {
         let fill = self.fill_value();
         if fill.is_missing() {
-            return Err(Error::Program("a tensor's fill value cannot be `missing`".into()));
+            return Err(Error::Program(
+                "a tensor's fill value cannot be `missing`".into(),
+            ));
         }
         if self.format.ndims() != self.shape.len() {
             return Err(Error::Program(format!(
@@ -239,7 +241,11 @@ fn check_matches(
                     | (LevelKind::SparseCoo(_), LevelStorage::SparseCoo(_))
             );
             if !same_kind {
-                return mismatch(format!("a {} level holds {} storage", kind.name(), s.name()));
+                return mismatch(format!(
+                    "a {} level holds {} storage",
+                    kind.name(),
+                    s.name()
+                ));
             }
             let n = kind.modes();
             if shape.len() < n {

@@ -78,7 +78,11 @@ struct Printer<'a> {
 
 impl Printer<'_> {
     fn line(&mut self, prefix: &str, last: bool, text: &str) -> fmt::Result {
-        writeln!(self.out, "{prefix}{}{text}", if last { "└─ " } else { "├─ " })
+        writeln!(
+            self.out,
+            "{prefix}{}{text}",
+            if last { "└─ " } else { "├─ " }
+        )
     }
 
     /// Prints the fiber at position `p` of `level`, whose outer coordinates are `outer`.
@@ -99,9 +103,7 @@ impl Printer<'_> {
             LevelStorage::SparseList(l) => (l.ptr[p]..l.ptr[p + 1])
                 .map(|q| (vec![l.idx[q]], q))
                 .collect(),
-            LevelStorage::SparseCoo(l) => {
-                (l.ptr[p]..l.ptr[p + 1]).map(|q| (l.key(q), q)).collect()
-            }
+            LevelStorage::SparseCoo(l) => (l.ptr[p]..l.ptr[p + 1]).map(|q| (l.key(q), q)).collect(),
             LevelStorage::Element(_) | LevelStorage::Pattern(_) => Vec::new(),
         };
         let Some(child) = level.child() else {
@@ -116,10 +118,18 @@ impl Printer<'_> {
             match child {
                 LevelStorage::Element(e) => {
                     let v = e.val.get(*q).map_or("?".to_string(), |v| v.to_string());
-                    self.line(&inner_prefix, is_last, &format!("{}: {v}", coord_label(n, outer)))?;
+                    self.line(
+                        &inner_prefix,
+                        is_last,
+                        &format!("{}: {v}", coord_label(n, outer)),
+                    )?;
                 }
                 LevelStorage::Pattern(_) => {
-                    self.line(&inner_prefix, is_last, &format!("{}: true", coord_label(n, outer)))?;
+                    self.line(
+                        &inner_prefix,
+                        is_last,
+                        &format!("{}: true", coord_label(n, outer)),
+                    )?;
                 }
                 inner => {
                     let label = format!(

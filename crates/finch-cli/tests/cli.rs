@@ -1,0 +1,253 @@
+//! End-to-end tests of the `finch` binary: the README demo, output files, and the errors a
+//! user meets (unknown name, missing input, shape mismatch, malformed file).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn finch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_finch"))
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .expect("the finch binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("finch-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(name)
+}
+
+/// Reads the values of a Matrix Market coordinate n×1 vector with an independent minimal
+/// parser (not the library's reader), as a dense vector.
+fn read_vector_independently(path: &Path) -> Vec<f64> {
+    let text = std::fs::read_to_string(path).expect("output file exists");
+    let mut lines = text
+        .lines()
+        .filter(|l| !l.starts_with('%') && !l.trim().is_empty());
+    let size: Vec<usize> = lines
+        .next()
+        .expect("size line")
+        .split_whitespace()
+        .map(|t| t.parse().expect("size"))
+        .collect();
+    let mut y = vec![0.0; size[0]];
+    for line in lines {
+        let t: Vec<&str> = line.split_whitespace().collect();
+        let i: usize = t[0].parse().expect("row");
+        let j: usize = t[1].parse().expect("col");
+        assert_eq!(j, 1, "a vector is written as an n×1 matrix");
+        y[i - 1] = t[2].parse().expect("value");
+    }
+    y
+}
+
+#[test]
+fn readme_demo_spmv_writes_the_right_y() {
+    let out = temp_path("y.mtx");
+    let o = finch(&[
+        "run",
+        "examples/spmv.fin",
+        "--input",
+        "A=examples/data/A.mtx",
+        "--input",
+        "x=examples/data/x.mtx",
+        "--output",
+        &format!("y={}", out.display()),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Computed by hand from examples/data/A.mtx and x = [1, 2, 3, 4, 5].
+    assert_eq!(
+        read_vector_independently(&out),
+        vec![7.0, 6.0, 19.0, 31.0, 7.0]
+    );
+}
+
+#[test]
+fn readme_demo_prints_y_without_output_flag() {
+    let o = finch(&[
+        "run",
+        "examples/spmv.fin",
+        "--input",
+        "A=examples/data/A.mtx",
+        "--input",
+        "x=examples/data/x.mtx",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.starts_with("y = "), "{stdout}");
+    for v in ["7.0", "6.0", "19.0", "31.0"] {
+        assert!(stdout.contains(v), "missing {v} in {stdout}");
+    }
+}
+
+#[test]
+fn spmv_on_a_real_matrix_matches_an_independent_product() {
+    let data = repo_root().join("../shared/data/matrices/west0067.mtx");
+    if !data.exists() {
+        eprintln!("note: {} not found; skipping", data.display());
+        return;
+    }
+    // Independent dense product from the raw triples (west0067 is `real general`).
+    let text = std::fs::read_to_string(&data).expect("read");
+    let mut lines = text
+        .lines()
+        .filter(|l| !l.starts_with('%') && !l.trim().is_empty());
+    let size: Vec<usize> = lines
+        .next()
+        .expect("size")
+        .split_whitespace()
+        .map(|t| t.parse().expect("int"))
+        .collect();
+    let (m, n) = (size[0], size[1]);
+    let x: Vec<f64> = (0..n).map(|j| (j % 7) as f64 - 2.5).collect();
+    let mut y = vec![0.0; m];
+    for line in lines {
+        let t: Vec<&str> = line.split_whitespace().collect();
+        let i: usize = t[0].parse().expect("row");
+        let j: usize = t[1].parse().expect("col");
+        let v: f64 = t[2].parse().expect("val");
+        y[i - 1] += v * x[j - 1];
+    }
+    let xfile = temp_path("x_west.mtx");
+    let mut xt = format!("%%MatrixMarket matrix array real general\n{n} 1\n");
+    for v in &x {
+        xt.push_str(&format!("{v:?}\n"));
+    }
+    std::fs::write(&xfile, xt).expect("write x");
+    let yfile = temp_path("y_west.mtx");
+    let o = finch(&[
+        "run",
+        "examples/spmv.fin",
+        "--input",
+        &format!("A={}", data.display()),
+        "--input",
+        &format!("x={}", xfile.display()),
+        "--output",
+        &format!("y={}", yfile.display()),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = read_vector_independently(&yfile);
+    assert_eq!(got.len(), m);
+    for (k, (a, b)) in got.iter().zip(&y).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+            "y[{k}]: {a} vs {b}"
+        );
+    }
+}
+
+#[test]
+fn unknown_input_name_is_a_clear_error() {
+    let o = finch(&[
+        "run",
+        "examples/spmv.fin",
+        "--input",
+        "B=examples/data/A.mtx",
+        "--input",
+        "x=examples/data/x.mtx",
+    ]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("no tensor `B`"), "{e}");
+}
+
+#[test]
+fn missing_input_is_a_clear_error() {
+    let o = finch(&[
+        "run",
+        "examples/spmv.fin",
+        "--input",
+        "A=examples/data/A.mtx",
+    ]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("missing input: x"), "{e}");
+}
+
+#[test]
+fn shape_mismatch_is_a_clear_error() {
+    let xfile = temp_path("x_short.mtx");
+    std::fs::write(
+        &xfile,
+        "%%MatrixMarket matrix array real general\n4 1\n1.0\n2.0\n3.0\n4.0\n",
+    )
+    .expect("write");
+    let o = finch(&[
+        "run",
+        "examples/spmv.fin",
+        "--input",
+        "A=examples/data/A.mtx",
+        "--input",
+        &format!("x={}", xfile.display()),
+    ]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains('5') && e.contains('4'),
+        "names both extents: {e}"
+    );
+}
+
+#[test]
+fn malformed_file_reports_its_line() {
+    let bad = temp_path("bad.mtx");
+    std::fs::write(
+        &bad,
+        "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\n3 1 2.0\n",
+    )
+    .expect("write");
+    let o = finch(&[
+        "run",
+        "examples/spmv.fin",
+        "--input",
+        &format!("A={}", bad.display()),
+        "--input",
+        "x=examples/data/x.mtx",
+    ]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains(":4:"), "names line 4: {e}");
+}
+
+#[test]
+fn parse_prints_the_program_back() {
+    let o = finch(&["parse", "examples/spmv.fin"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        s.contains("input A :: Dense(SparseList(Element(0.0)))"),
+        "{s}"
+    );
+    assert!(s.contains("y[i] += A[i, j] * x[j]"), "{s}");
+}
+
+#[test]
+fn parse_error_shows_line_and_column() {
+    let bad = temp_path("bad.fin");
+    std::fs::write(
+        &bad,
+        "output s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += \nend\n",
+    )
+    .expect("write");
+    let o = finch(&["parse", bad.to_str().expect("utf8 path")]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("4:") || e.contains("5:"), "{e}");
+}
+
+#[test]
+fn info_summarizes_a_matrix() {
+    let o = finch(&["info", "examples/data/A.mtx"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains('5') && s.contains("10"), "{s}");
+}
