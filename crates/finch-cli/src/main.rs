@@ -151,7 +151,10 @@ fn run(
         }
         let tensor = files::load_tensor(source, &decl.format)
             .with_context(|| format!("--input {name}={source}"))?;
-        bindings.insert(name, tensor.to_dense());
+        let dense = tensor
+            .to_dense()
+            .with_context(|| format!("--input {name}={source}"))?;
+        bindings.insert(name, dense);
     }
     let missing: Vec<&str> = program
         .decls()

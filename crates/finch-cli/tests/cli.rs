@@ -251,3 +251,24 @@ fn info_summarizes_a_matrix() {
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains('5') && s.contains("10"), "{s}");
 }
+
+#[test]
+fn a_huge_sparse_input_is_refused_not_allocated() {
+    let big = temp_path("big.mtx");
+    std::fs::write(
+        &big,
+        "%%MatrixMarket matrix coordinate real general\n1000000 1000000 1\n1 1 1.0\n",
+    )
+    .expect("write");
+    let o = finch(&[
+        "run",
+        "examples/spmv.fin",
+        "--input",
+        &format!("A={}", big.display()),
+        "--input",
+        "x=examples/data/x.mtx",
+    ]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("dense copy") && e.contains("limit"), "{e}");
+}

@@ -29,7 +29,7 @@ impl DenseArray {
                 "fill value {fill} does not have the element type {ty}"
             )));
         }
-        let len = checked_len(shape)?;
+        let len = dense_len(shape)?;
         Ok(DenseArray {
             ty,
             shape: shape.to_vec(),
@@ -156,10 +156,29 @@ impl DenseArray {
     }
 }
 
+/// The most entries a `DenseArray` may hold (2^27 values, 2 GiB): dense copies exist for
+/// the reference interpreter and tests, and a larger one means a sparse tensor was asked
+/// to become dense by mistake.
+pub const MAX_DENSE_ENTRIES: usize = 1 << 27;
+
 /// `product(shape)` with overflow checked.
 pub fn checked_len(shape: &[usize]) -> Result<usize> {
     shape
         .iter()
         .try_fold(1usize, |acc, &n| acc.checked_mul(n))
         .ok_or_else(|| Error::Program(format!("shape {shape:?} is too large")))
+}
+
+/// `product(shape)`, which must not exceed [`MAX_DENSE_ENTRIES`].
+pub fn dense_len(shape: &[usize]) -> Result<usize> {
+    let len = checked_len(shape).ok();
+    match len {
+        Some(n) if n <= MAX_DENSE_ENTRIES => Ok(n),
+        _ => Err(Error::Program(format!(
+            "a dense copy of shape {} would hold {} entries, more than the limit of {MAX_DENSE_ENTRIES} \
+             (the reference engine works on dense copies; use a smaller input)",
+            crate::tensor::fmt_shape(shape),
+            len.map_or("too many".to_string(), |n| n.to_string())
+        ))),
+    }
 }

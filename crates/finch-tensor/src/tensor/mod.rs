@@ -10,6 +10,6 @@ mod tree;
 
 pub use buffer::Buffer;
 pub use coo::{fmt_shape, Coo};
-pub use dense_array::{checked_len, DenseArray};
+pub use dense_array::{checked_len, dense_len, DenseArray, MAX_DENSE_ENTRIES};
 pub use storage::{Tensor, TensorStorage};
 pub use tree::MAX_CHILDREN;

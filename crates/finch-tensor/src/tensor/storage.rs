@@ -138,11 +138,12 @@ impl Tensor {
         coo
     }
 
-    /// A dense copy (fill = the format's fill).
-    pub fn to_dense(&self) -> DenseArray {
+    /// A dense copy (fill = the format's fill). Errors when it would exceed
+    /// [`MAX_DENSE_ENTRIES`](crate::tensor::MAX_DENSE_ENTRIES).
+    pub fn to_dense(&self) -> Result<DenseArray> {
         let ty = self.element_type();
         let fill = self.fill_value();
-        let len = self.shape.iter().product::<usize>();
+        let len = crate::tensor::dense_len(&self.shape)?;
         let mut data = vec![fill; len];
         let shape = &self.shape;
         self.for_each_stored(|c, v| {
@@ -154,12 +155,12 @@ impl Tensor {
             }
             data[pos] = v;
         });
-        DenseArray {
+        Ok(DenseArray {
             ty,
             shape: self.shape.clone(),
             data,
             fill,
-        }
+        })
     }
 
     /// Checks that the storage matches the format and shape, and every invariant of every
