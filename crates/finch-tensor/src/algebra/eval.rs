@@ -79,21 +79,10 @@ fn to(v: &Value, ty: ScalarType) -> Value {
     v.convert_wrapping(ty).unwrap_or(Value::Missing)
 }
 
-/// Applies an integer operation on `i128` and wraps the result into `ty`.
+/// An `i128` result wrapped into `ty` (operands of bitwise `bool` operations are 0 or 1,
+/// so `n != 0` is the right `bool`).
 fn wrap(n: i128, ty: ScalarType) -> Value {
-    match ty {
-        ScalarType::Bool => Value::Bool(n & 1 != 0),
-        ScalarType::U8 => Value::U8(n as u8),
-        ScalarType::U16 => Value::U16(n as u16),
-        ScalarType::U32 => Value::U32(n as u32),
-        ScalarType::U64 => Value::U64(n as u64),
-        ScalarType::I8 => Value::I8(n as i8),
-        ScalarType::I16 => Value::I16(n as i16),
-        ScalarType::I32 => Value::I32(n as i32),
-        ScalarType::I64 => Value::I64(n as i64),
-        ScalarType::F32 => Value::F32(n as f32),
-        ScalarType::F64 => Value::F64(n as f64),
-    }
+    Value::from_i128_wrapping(n, ty)
 }
 
 fn float(v: &Value) -> f64 {

@@ -326,7 +326,12 @@ impl Value {
             Value::F64(x) => x as i128,
             _ => self.as_i128()?,
         };
-        Some(match ty {
+        Some(Value::from_i128_wrapping(n, ty))
+    }
+
+    /// `n` as type `ty` with C-like wrapping (`bool` is `n != 0`).
+    pub fn from_i128_wrapping(n: i128, ty: ScalarType) -> Value {
+        match ty {
             ScalarType::Bool => Value::Bool(n != 0),
             ScalarType::U8 => Value::U8(n as u8),
             ScalarType::U16 => Value::U16(n as u16),
@@ -338,7 +343,7 @@ impl Value {
             ScalarType::I64 => Value::I64(n as i64),
             ScalarType::F32 => Value::F32(n as f32),
             ScalarType::F64 => Value::F64(n as f64),
-        })
+        }
     }
 
     /// An integer of type `ty` if `n` fits in it (`bool` accepts only 0 and 1).
