@@ -9,9 +9,11 @@
 #![deny(missing_docs)]
 
 pub mod algebra;
+pub mod backend;
 pub mod error;
 pub mod formats;
 pub mod io;
+pub mod kernel;
 pub mod notation;
 mod program;
 pub mod reference;

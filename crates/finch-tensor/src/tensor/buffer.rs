@@ -105,6 +105,11 @@ impl Buffer {
         self.len() == 0
     }
 
+    /// Shortens the buffer to `n` values (no effect if it is shorter).
+    pub fn truncate(&mut self, n: usize) {
+        each!(self, v => v.truncate(n))
+    }
+
     /// Reserves room for `n` more values.
     pub fn reserve(&mut self, n: usize) {
         each!(self, v => v.reserve(n))
@@ -176,6 +181,16 @@ impl Buffer {
             (b, x) => return Err(b.type_error(x)),
         }
         Ok(())
+    }
+
+    /// A pointer to the first element, for compiled kernels.
+    pub(crate) fn as_mut_c_ptr(&mut self) -> *mut std::ffi::c_void {
+        each!(self, v => v.as_mut_ptr() as *mut std::ffi::c_void)
+    }
+
+    /// A pointer to the first element, for compiled kernels that only read.
+    pub(crate) fn as_c_ptr(&self) -> *const std::ffi::c_void {
+        each!(self, v => v.as_ptr() as *const std::ffi::c_void)
     }
 
     /// The values as `f64`s if this is an `f64` buffer (for kernels and fast paths).

@@ -1,0 +1,133 @@
+//! Compiling C to a shared library with the system compiler, with a disk cache.
+//!
+//! Compiler: `$CC`, else `cc`. Flags: `$FINCH_CFLAGS` (split on whitespace), else
+//! `-O3 -march=native`-free portable `-O3`, plus `-fPIC -shared -lm` always. Cache key: the
+//! SHA-256 of (C source, compiler path and `--version` output, flags, crate version).
+//! Cache directory: `$FINCH_CACHE_DIR`, else the user cache dir + `finch-rs`. Libraries
+//! are written to a temporary file and renamed into place, so a concurrent reader never
+//! sees a partial library.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// The C compiler to use and what identifies it.
+#[derive(Clone, Debug)]
+pub struct Compiler {
+    /// Program name or path.
+    pub program: String,
+    /// Its `--version` output (part of the cache key).
+    pub version: String,
+    /// Optimization and target flags.
+    pub flags: Vec<String>,
+}
+
+/// The system C compiler, or `None` when none runs (then the interpreter is used).
+pub fn compiler() -> Option<&'static Compiler> {
+    static CC: OnceLock<Option<Compiler>> = OnceLock::new();
+    CC.get_or_init(|| {
+        let program = std::env::var("CC")
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| "cc".to_string());
+        let out = Command::new(&program).arg("--version").output().ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        let flags = match std::env::var("FINCH_CFLAGS") {
+            Ok(f) if !f.trim().is_empty() => f.split_whitespace().map(String::from).collect(),
+            _ => vec!["-O3".to_string()],
+        };
+        Some(Compiler {
+            program,
+            version: String::from_utf8_lossy(&out.stdout).into_owned(),
+            flags,
+        })
+    })
+    .as_ref()
+}
+
+/// The cache directory (created on demand).
+pub fn cache_dir() -> PathBuf {
+    match std::env::var_os("FINCH_CACHE_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => dirs::cache_dir()
+            .unwrap_or_else(std::env::temp_dir)
+            .join("finch-rs"),
+    }
+}
+
+/// The cache key of a source under a compiler.
+pub fn cache_key(source: &str, cc: &Compiler) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        source,
+        &cc.program,
+        &cc.version,
+        &cc.flags.join(" "),
+        env!("CARGO_PKG_VERSION"),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0u8]);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Returns the path of the compiled library for `source`, compiling it if the disk cache
+/// does not have it. `fresh` reports whether a compile happened.
+pub fn compile(source: &str, cc: &Compiler) -> Result<(PathBuf, bool)> {
+    let dir = cache_dir();
+    std::fs::create_dir_all(&dir).map_err(|source| Error::Os {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let key = cache_key(source, cc);
+    let lib = dir.join(format!("finch-{key}.so"));
+    if lib.exists() {
+        return Ok((lib, false));
+    }
+    let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id())
+        .replace(|c: char| !c.is_ascii_alphanumeric(), "");
+    let src_path = dir.join(format!("finch-{key}-{tag}.c"));
+    let tmp_lib = dir.join(format!(".finch-{key}-{tag}.so.tmp"));
+    std::fs::write(&src_path, source).map_err(|source| Error::Os {
+        path: src_path.display().to_string(),
+        source,
+    })?;
+    let out = Command::new(&cc.program)
+        .args(&cc.flags)
+        .args(["-std=c99", "-fPIC", "-shared", "-o"])
+        .arg(&tmp_lib)
+        .arg(&src_path)
+        .arg("-lm")
+        .output()
+        .map_err(|source| Error::Os {
+            path: cc.program.clone(),
+            source,
+        })?;
+    let _ = std::fs::remove_file(&src_path);
+    if !out.status.success() {
+        let _ = std::fs::remove_file(&tmp_lib);
+        return Err(Error::Program(format!(
+            "the C compiler `{}` failed on a generated kernel (a bug in Finch-RS; please report it):\n{}",
+            cc.program,
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    rename_into_place(&tmp_lib, &lib)?;
+    Ok((lib, true))
+}
+
+fn rename_into_place(tmp: &Path, dst: &Path) -> Result<()> {
+    std::fs::rename(tmp, dst).map_err(|source| {
+        let _ = std::fs::remove_file(tmp);
+        Error::Os {
+            path: dst.display().to_string(),
+            source,
+        }
+    })
+}

@@ -1,0 +1,638 @@
+//! Kernel IR to C99. The generated function has the ABI
+//!
+//! ```text
+//! int NAME(finch_buf *bufs, void **scalars, void *ctx, finch_resize_fn resize);
+//! ```
+//!
+//! `bufs[k]` holds buffer `k`'s data pointer and length; `scalars` points at the kernel's
+//! inputs then outputs (8-byte slots); `resize(ctx, k, n)` grows or shrinks buffer `k` and
+//! updates `bufs[k]`. The return value is 0 or an error code (`ErrorCode`).
+//!
+//! Every operator is emitted with the semantics of `Op::eval` for equal argument types:
+//! integers wrap (arithmetic is done in `uint64_t`), shifts past the width are defined,
+//! integer division by zero and negative integer powers return an error code instead of
+//! invoking undefined behaviour, `min`/`max` propagate NaN, float-to-integer casts
+//! truncate and wrap like `Value::convert_wrapping`. In `Checked` mode every load, store
+//! and search range is bounds-checked against the buffer's current length.
+
+use std::fmt::Write;
+
+use crate::algebra::{Op, ScalarType, Value};
+use crate::error::{Error, Result};
+use crate::kernel::{op_type, BufId, KExpr, KStmt, Kernel};
+
+/// Whether generated code checks buffer bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CheckMode {
+    /// Every access is checked; a violation returns `ErrorCode::OutOfBounds`. Makes any
+    /// verified kernel safe to run on any buffers.
+    Checked,
+    /// No checks: only for kernels whose accesses the compiler derived from validated
+    /// tensors.
+    Trusted,
+}
+
+/// Error codes returned by generated kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum ErrorCode {
+    /// Integer division (or remainder) by zero.
+    DivideByZero = 1,
+    /// An integer raised to a negative power.
+    NegativePower = 2,
+    /// `sqrt` or `log` of a negative number.
+    Domain = 3,
+    /// A buffer could not be resized.
+    Resize = 4,
+    /// A load, store or search outside a buffer (checked mode).
+    OutOfBounds = 5,
+}
+
+impl ErrorCode {
+    /// The error a code stands for.
+    pub fn to_error(code: i32, kernel: &str) -> Error {
+        let what = match code {
+            1 => "integer division by zero",
+            2 => "integer power with a negative exponent",
+            3 => "sqrt or log of a negative number",
+            4 => "a buffer could not be resized",
+            5 => "a buffer access out of bounds",
+            _ => "an unknown failure",
+        };
+        Error::Eval(format!("kernel `{kernel}`: {what} (code {code})"))
+    }
+}
+
+/// The C type of a scalar type.
+pub fn c_type(t: ScalarType) -> &'static str {
+    match t {
+        ScalarType::F64 => "double",
+        ScalarType::F32 => "float",
+        ScalarType::I64 => "int64_t",
+        ScalarType::I32 => "int32_t",
+        ScalarType::I16 => "int16_t",
+        ScalarType::I8 => "int8_t",
+        ScalarType::U64 => "uint64_t",
+        ScalarType::U32 => "uint32_t",
+        ScalarType::U16 => "uint16_t",
+        ScalarType::U8 => "uint8_t",
+        ScalarType::Bool => "bool",
+    }
+}
+
+const PRELUDE: &str = r#"#include <stdint.h>
+#include <stdbool.h>
+#include <math.h>
+typedef struct { void *data; int64_t len; } finch_buf;
+typedef int (*finch_resize_fn)(void *ctx, int32_t buf, int64_t len);
+static inline uint64_t finch_shl_u(uint64_t x, int64_t s, int bits);
+static inline uint64_t finch_shr_u(uint64_t x, int64_t s, int bits) {
+  if (s < 0) return finch_shl_u(x, s < -127 ? 128 : -s, bits);
+  return s >= bits ? 0 : x >> s;
+}
+static inline uint64_t finch_shl_u(uint64_t x, int64_t s, int bits) {
+  if (s < 0) return finch_shr_u(x, s < -127 ? 128 : -s, bits);
+  return s >= bits ? 0 : x << s;
+}
+static inline int64_t finch_shl_s(int64_t x, int64_t s, int bits);
+static inline int64_t finch_shr_s(int64_t x, int64_t s, int bits) {
+  if (s < 0) return finch_shl_s(x, s < -127 ? 128 : -s, bits);
+  return s >= bits ? (x < 0 ? -1 : 0) : x >> s;
+}
+static inline int64_t finch_shl_s(int64_t x, int64_t s, int bits) {
+  if (s < 0) return finch_shr_s(x, s < -127 ? 128 : -s, bits);
+  return s >= bits ? 0 : (int64_t)((uint64_t)x << s);
+}
+static inline int64_t finch_sdiv(int64_t a, int64_t b, int kind, int *err) {
+  /* kind: 0 div (trunc), 1 rem, 2 fld (floor), 3 mod (floored remainder) */
+  if (b == 0) { *err = 1; return 0; }
+  int64_t q, r;
+  if (b == -1) { q = (int64_t)(0 - (uint64_t)a); r = 0; } else { q = a / b; r = a % b; }
+  switch (kind) {
+    case 0: return q;
+    case 1: return r;
+    case 2: return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+    default: return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  }
+}
+static inline uint64_t finch_udiv(uint64_t a, uint64_t b, int kind, int *err) {
+  if (b == 0) { *err = 1; return 0; }
+  return (kind == 0 || kind == 2) ? a / b : a % b;
+}
+static inline uint64_t finch_pow(uint64_t base, uint64_t e, int e_negative, int is_signed, int *err) {
+  /* e is the exponent's magnitude when e_negative is set (only its parity matters then). */
+  if (e_negative) {
+    if (base == 1) return 1;
+    if (is_signed && base == (uint64_t)-1) return (e % 2 == 0) ? 1 : (uint64_t)-1;
+    *err = 2; return 0;
+  }
+  uint64_t r = 1;
+  while (e > 0) { if (e & 1) r *= base; base *= base; e >>= 1; }
+  return r;
+}
+static inline double finch_check_domain(double x, int *err) {
+  if (x < 0) *err = 3;
+  return x;
+}
+static inline double finch_fmod_floor(double x, double y) {
+  double r = fmod(x, y);
+  return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+}
+static inline bool finch_f2b(double x) { return x == x && trunc(x) != 0; }
+static inline double finch_min_f(double a, double b) { return a != a ? a : (b != b ? b : (a <= b ? a : b)); }
+static inline double finch_max_f(double a, double b) { return a != a ? a : (b != b ? b : (a >= b ? a : b)); }
+static inline uint64_t finch_f2u(double x) {
+  /* Value::convert_wrapping: truncate toward zero, saturate at the i128 range, wrap to 64 bits. */
+  if (x != x) return 0;
+  double t = trunc(x);
+  if (t >= 1.7014118346046923e38) return UINT64_MAX;
+  if (t <= -1.7014118346046923e38) return 0;
+  /* fmod is exact; reduce the magnitude, then negate in unsigned (mod 2^64) arithmetic. */
+  double m = fmod(fabs(t), 18446744073709551616.0);
+  uint64_t u = (uint64_t)m;
+  return t < 0 ? 0 - u : u;
+}
+"#;
+
+struct Emitter<'k> {
+    k: &'k Kernel,
+    mode: CheckMode,
+    out: String,
+}
+
+/// Emits the C source of a kernel (`name` is the exported symbol).
+pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
+    crate::kernel::verify(k)?;
+    let mut e = Emitter {
+        k,
+        mode,
+        out: String::new(),
+    };
+    e.out.push_str(PRELUDE);
+    e.searches()?;
+    let _ = writeln!(
+        e.out,
+        "int {name}(finch_buf *bufs, void **scalars, void *ctx, finch_resize_fn resize) {{\n  int err = 0;\n  (void)ctx; (void)resize; (void)scalars;"
+    );
+    for (n, l) in k.locals.iter().enumerate() {
+        let _ = writeln!(e.out, "  {} v{n} = 0; /* {} */", c_type(l.ty), l.name);
+    }
+    for (slot, l) in k.inputs.iter().enumerate() {
+        let t = c_type(k.locals[l.0 as usize].ty);
+        let _ = writeln!(e.out, "  v{} = *({t} *)scalars[{slot}];", l.0);
+    }
+    e.block(&k.body, 1)?;
+    let _ = writeln!(e.out, "finish:");
+    for (slot, l) in k.outputs.iter().enumerate() {
+        let t = c_type(k.locals[l.0 as usize].ty);
+        let _ = writeln!(
+            e.out,
+            "  *({t} *)scalars[{}] = v{};",
+            k.inputs.len() + slot,
+            l.0
+        );
+    }
+    e.out.push_str("  return err;\n}\n");
+    Ok(e.out)
+}
+
+fn lit(v: &Value) -> String {
+    match *v {
+        Value::F64(x) if x.is_nan() => "((double)NAN)".into(),
+        Value::F64(x) if x.is_infinite() => {
+            if x > 0.0 {
+                "((double)INFINITY)".into()
+            } else {
+                "(-(double)INFINITY)".into()
+            }
+        }
+        Value::F64(x) => format!("{x:?}"),
+        Value::F32(x) if x.is_nan() => "((float)NAN)".into(),
+        Value::F32(x) if x.is_infinite() => {
+            if x > 0.0 {
+                "((float)INFINITY)".into()
+            } else {
+                "(-(float)INFINITY)".into()
+            }
+        }
+        Value::F32(x) => format!("{x:?}f"),
+        Value::Bool(b) => b.to_string(),
+        Value::I64(i64::MIN) => "INT64_MIN".into(),
+        Value::I64(n) => format!("INT64_C({n})"),
+        Value::U64(n) => format!("UINT64_C({n})"),
+        v => {
+            let t = v.scalar_type().map_or("int64_t", c_type);
+            format!("(({t}){})", v.as_i128().unwrap_or(0))
+        }
+    }
+}
+
+impl Emitter<'_> {
+    fn elem(&self, b: BufId) -> ScalarType {
+        self.k.bufs[b.0 as usize].elem
+    }
+
+    /// The C pointer expression for a buffer.
+    fn ptr(&self, b: BufId) -> String {
+        format!("(({} *)bufs[{}].data)", c_type(self.elem(b)), b.0)
+    }
+
+    fn searches(&mut self) -> Result<()> {
+        let mut seen = std::collections::BTreeSet::new();
+        fn collect(e: &KExpr, out: &mut std::collections::BTreeSet<BufId>) {
+            match e {
+                KExpr::Search { buf, value, lo, hi } => {
+                    out.insert(*buf);
+                    collect(value, out);
+                    collect(lo, out);
+                    collect(hi, out);
+                }
+                KExpr::Load(_, i) => collect(i, out),
+                KExpr::Op(_, args) => args.iter().for_each(|a| collect(a, out)),
+                KExpr::Lit(_) | KExpr::Local(_) | KExpr::Len(_) => {}
+            }
+        }
+        fn walk(s: &[KStmt], out: &mut std::collections::BTreeSet<BufId>) {
+            for s in s {
+                match s {
+                    KStmt::Assign(_, e) => collect(e, out),
+                    KStmt::Store { index, value, .. } => {
+                        collect(index, out);
+                        collect(value, out);
+                    }
+                    KStmt::Resize { len, .. } => collect(len, out),
+                    KStmt::For { lo, hi, body, .. } => {
+                        collect(lo, out);
+                        collect(hi, out);
+                        walk(body, out);
+                    }
+                    KStmt::While { cond, body } => {
+                        collect(cond, out);
+                        walk(body, out);
+                    }
+                    KStmt::If {
+                        cond,
+                        then,
+                        otherwise,
+                    } => {
+                        collect(cond, out);
+                        walk(then, out);
+                        walk(otherwise, out);
+                    }
+                    KStmt::Break => {}
+                }
+            }
+        }
+        walk(&self.k.body, &mut seen);
+        for b in seen {
+            let t = c_type(self.elem(b));
+            let _ = writeln!(
+                self.out,
+                "static inline int64_t finch_search_b{}(const {t} *p, {t} v, int64_t lo, int64_t hi) {{\n  while (lo < hi) {{ int64_t mid = lo + (hi - lo) / 2; if (p[mid] < v) lo = mid + 1; else hi = mid; }}\n  return lo;\n}}",
+                b.0
+            );
+        }
+        Ok(())
+    }
+
+    fn ty(&self, e: &KExpr) -> ScalarType {
+        match e {
+            KExpr::Lit(v) => v.scalar_type().unwrap_or(ScalarType::I64),
+            KExpr::Local(l) => self.k.locals[l.0 as usize].ty,
+            KExpr::Load(b, _) => self.elem(*b),
+            KExpr::Len(_) | KExpr::Search { .. } => ScalarType::I64,
+            KExpr::Op(op, args) => {
+                let tys: Vec<ScalarType> = args.iter().map(|a| self.ty(a)).collect();
+                op_type(*op, &tys).unwrap_or(ScalarType::I64)
+            }
+        }
+    }
+
+    /// Does evaluating `e` possibly set `err`?
+    fn fallible(&self, e: &KExpr) -> bool {
+        match e {
+            KExpr::Lit(_) | KExpr::Local(_) | KExpr::Len(_) => false,
+            KExpr::Load(_, i) => self.mode == CheckMode::Checked || self.fallible(i),
+            KExpr::Search { .. } => true,
+            KExpr::Op(op, args) => {
+                let int_args = args.first().is_some_and(|a| !self.ty(a).is_float());
+                let risky = match op {
+                    Op::IntDiv | Op::RemFn | Op::Rem | Op::Mod | Op::Fld | Op::Pow => int_args,
+                    Op::Sqrt | Op::Log => true,
+                    _ => false,
+                };
+                risky || args.iter().any(|a| self.fallible(a))
+            }
+        }
+    }
+
+    fn expr(&self, e: &KExpr) -> String {
+        match e {
+            KExpr::Lit(v) => lit(v),
+            KExpr::Local(l) => format!("v{}", l.0),
+            KExpr::Len(b) => format!("bufs[{}].len", b.0),
+            KExpr::Load(b, i) => {
+                let i = self.expr(i);
+                match self.mode {
+                    CheckMode::Trusted => format!("{}[{i}]", self.ptr(*b)),
+                    CheckMode::Checked => {
+                        // Out of bounds: no access, `err` is set and the statement's
+                        // `if (err) goto finish` leaves before the dummy value is used.
+                        format!(
+                            "(((uint64_t)({i}) < (uint64_t)bufs[{b}].len) ? {p}[{i}] : (err = 5, ({t})0))",
+                            b = b.0,
+                            p = self.ptr(*b),
+                            t = c_type(self.elem(*b))
+                        )
+                    }
+                }
+            }
+            KExpr::Search { buf, value, lo, hi } => {
+                let (lo, hi) = (self.expr(lo), self.expr(hi));
+                format!(
+                    "((0 <= ({lo}) && ({lo}) <= ({hi}) && ({hi}) <= bufs[{b}].len) ? finch_search_b{b}({p}, {v}, {lo}, {hi}) : (err = 5, (int64_t)0))",
+                    b = buf.0,
+                    p = self.ptr(*buf),
+                    v = self.expr(value)
+                )
+            }
+            KExpr::Op(op, args) => self.op(*op, args),
+        }
+    }
+
+    fn op(&self, op: Op, args: &[KExpr]) -> String {
+        let tys: Vec<ScalarType> = args.iter().map(|a| self.ty(a)).collect();
+        let r = op_type(op, &tys).unwrap_or(ScalarType::I64);
+        let rt = c_type(r);
+        let a: Vec<String> = args.iter().map(|x| self.expr(x)).collect();
+        let t0 = tys.first().copied().unwrap_or(ScalarType::I64);
+        let fold = |f: &dyn Fn(&str, &str) -> String| -> String {
+            let mut acc = format!("(({rt})({}))", a[0]);
+            for x in &a[1..] {
+                acc = f(&acc, &format!("(({rt})({x}))"));
+            }
+            acc
+        };
+        match op {
+            Op::Add | Op::Mul | Op::Sub => {
+                let sym = op.symbol();
+                if r.is_float() {
+                    fold(&|x, y| format!("({x} {sym} {y})"))
+                } else {
+                    fold(&|x, y| format!("(({rt})((uint64_t){x} {sym} (uint64_t){y}))"))
+                }
+            }
+            Op::Neg => {
+                if r.is_float() {
+                    format!("(-({}))", a[0])
+                } else {
+                    format!("(({rt})(0 - (uint64_t)({rt})({})))", a[0])
+                }
+            }
+            Op::Abs => {
+                if r == ScalarType::F64 {
+                    format!("fabs({})", a[0])
+                } else if r == ScalarType::F32 {
+                    format!("fabsf({})", a[0])
+                } else {
+                    format!(
+                        "(({rt})({0}) < 0 ? ({rt})(0 - (uint64_t)({rt})({0})) : ({rt})({0}))",
+                        a[0]
+                    )
+                }
+            }
+            Op::Div => format!("(({rt})((double)({}) / (double)({})))", a[0], a[1]),
+            Op::Min | Op::Max => {
+                if r.is_float() {
+                    let f = if op == Op::Min {
+                        "finch_min_f"
+                    } else {
+                        "finch_max_f"
+                    };
+                    fold(&|x, y| format!("(({rt}){f}({x}, {y}))"))
+                } else {
+                    let cmp = if op == Op::Min { "<=" } else { ">=" };
+                    fold(&|x, y| format!("({x} {cmp} {y} ? {x} : {y})"))
+                }
+            }
+            Op::BitAnd | Op::BitOr | Op::Xor => {
+                let sym = match op {
+                    Op::BitAnd => "&",
+                    Op::BitOr => "|",
+                    _ => "^",
+                };
+                fold(&|x, y| format!("(({rt})({x} {sym} {y}))"))
+            }
+            Op::And | Op::Or => {
+                let sym = if op == Op::And { "&" } else { "|" };
+                fold(&|x, y| format!("((bool)({x} {sym} {y}))"))
+            }
+            Op::Not => {
+                if r == ScalarType::Bool {
+                    format!("(!({}))", a[0])
+                } else {
+                    format!("(({rt})(~({})))", a[0])
+                }
+            }
+            Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge => {
+                format!("(({}) {} ({}))", a[0], op.symbol(), a[1])
+            }
+            Op::Shl | Op::Shr => {
+                let bits = r.bits();
+                let dir = if op == Op::Shl { "shl" } else { "shr" };
+                let s = if tys[1].is_signed_integer() {
+                    format!("(int64_t)({})", a[1])
+                } else {
+                    format!(
+                        "((uint64_t)({0}) > 127 ? (int64_t)128 : (int64_t)({0}))",
+                        a[1]
+                    )
+                };
+                if r.is_signed_integer() {
+                    format!(
+                        "(({rt})finch_{dir}_s((int64_t)({rt})({}), {s}, {bits}))",
+                        a[0]
+                    )
+                } else {
+                    format!(
+                        "(({rt})finch_{dir}_u((uint64_t)({rt})({}), {s}, {bits}))",
+                        a[0]
+                    )
+                }
+            }
+            Op::Pow => {
+                if r.is_float() {
+                    format!("(({rt})pow((double)({}), (double)({})))", a[0], a[1])
+                } else {
+                    // The exponent as (magnitude, is negative).
+                    let e = if tys[1].is_signed_integer() {
+                        format!("({0}) < 0 ? 0 - (uint64_t)(int64_t)({0}) : (uint64_t)(int64_t)({0}), ({0}) < 0", a[1])
+                    } else {
+                        format!("(uint64_t)({}), 0", a[1])
+                    };
+                    format!(
+                        "(({rt})finch_pow((uint64_t)(int64_t)({rt})({}), {e}, {}, &err))",
+                        a[0],
+                        r.is_signed_integer() as u8
+                    )
+                }
+            }
+            Op::IntDiv | Op::RemFn | Op::Rem | Op::Mod | Op::Fld => {
+                let kind = match op {
+                    Op::IntDiv => 0,
+                    Op::RemFn | Op::Rem => 1,
+                    Op::Fld => 2,
+                    _ => 3,
+                };
+                if r.is_float() {
+                    let (x, y) = (format!("(double)({})", a[0]), format!("(double)({})", a[1]));
+                    let v = match kind {
+                        0 => format!("trunc({x} / {y})"),
+                        1 => format!("fmod({x}, {y})"),
+                        2 => format!("floor({x} / {y})"),
+                        _ => format!("finch_fmod_floor({x}, {y})"),
+                    };
+                    format!("(({rt}){v})")
+                } else if r.is_signed_integer() {
+                    format!(
+                        "(({rt})finch_sdiv((int64_t)({}), (int64_t)({}), {kind}, &err))",
+                        a[0], a[1]
+                    )
+                } else {
+                    format!(
+                        "(({rt})finch_udiv((uint64_t)({}), (uint64_t)({}), {kind}, &err))",
+                        a[0], a[1]
+                    )
+                }
+            }
+            Op::Sqrt | Op::Log => {
+                let f = if op == Op::Sqrt { "sqrt" } else { "log" };
+                format!("(({rt}){f}(finch_check_domain((double)({}), &err)))", a[0])
+            }
+            Op::Exp | Op::Sin | Op::Cos => format!("(({rt}){}((double)({})))", op.symbol(), a[0]),
+            Op::IfElse => format!("(({}) ? ({}) : ({}))", a[0], a[1], a[2]),
+            Op::Choose(z) => match z.convert_exact(t0) {
+                Some(zv) if !(zv.as_f64().is_some_and(f64::is_nan)) => {
+                    format!("((({}) == {}) ? ({}) : ({}))", a[0], lit(&zv), a[1], a[0])
+                }
+                _ => format!("((void)({}), ({}))", a[1], a[0]),
+            },
+            Op::Overwrite => format!("((void)({}), ({}))", a[0], a[1]),
+            Op::Cast(t) => self.cast(&a[0], t0, t),
+            Op::Coalesce => a[0].clone(), // rejected by the verifier
+        }
+    }
+
+    /// `Value::convert_wrapping` from `from` to `to`.
+    fn cast(&self, x: &str, from: ScalarType, to: ScalarType) -> String {
+        let tt = c_type(to);
+        match (from.is_float(), to) {
+            (_, t) if t.is_float() => format!("(({tt})({x}))"),
+            (true, ScalarType::Bool) => format!("finch_f2b((double)({x}))"),
+            (true, _) => format!("(({tt})finch_f2u((double)({x})))"),
+            (false, ScalarType::Bool) => format!("((bool)(({x}) != 0))"),
+            (false, _) => format!("(({tt})({x}))"),
+        }
+    }
+
+    fn check(&mut self, level: usize, fallible: bool) {
+        if fallible {
+            let pad = "  ".repeat(level);
+            let _ = writeln!(self.out, "{pad}if (err) goto finish;");
+        }
+    }
+
+    fn block(&mut self, body: &[KStmt], level: usize) -> Result<()> {
+        for s in body {
+            self.stmt(s, level)?;
+        }
+        Ok(())
+    }
+
+    fn stmt(&mut self, s: &KStmt, level: usize) -> Result<()> {
+        let pad = "  ".repeat(level);
+        match s {
+            KStmt::Assign(l, e) => {
+                let code = self.expr(e);
+                let _ = writeln!(self.out, "{pad}v{} = {code};", l.0);
+                self.check(level, self.fallible(e));
+            }
+            KStmt::Store { buf, index, value } => {
+                let (i, v) = (self.expr(index), self.expr(value));
+                let p = self.ptr(*buf);
+                match self.mode {
+                    CheckMode::Trusted => {
+                        let _ = writeln!(self.out, "{pad}{p}[{i}] = {v};");
+                        self.check(level, self.fallible(index) || self.fallible(value));
+                    }
+                    CheckMode::Checked => {
+                        let t = c_type(self.elem(*buf));
+                        let _ = writeln!(
+                            self.out,
+                            "{pad}{{ int64_t i_ = {i}; {t} x_ = {v}; if (err) goto finish; if ((uint64_t)i_ >= (uint64_t)bufs[{b}].len) {{ err = 5; goto finish; }} {p}[i_] = x_; }}",
+                            b = buf.0
+                        );
+                    }
+                }
+            }
+            KStmt::Resize { buf, len, fill } => {
+                let n = self.expr(len);
+                let p = self.ptr(*buf);
+                let _ = writeln!(
+                    self.out,
+                    "{pad}{{ int64_t n_ = {n}; if (err) goto finish; int64_t old_ = bufs[{b}].len; if (n_ < 0 || resize(ctx, {b}, n_) != 0) {{ err = 4; goto finish; }} for (int64_t k_ = old_; k_ < n_; k_++) {p}[k_] = {f}; }}",
+                    b = buf.0,
+                    f = lit(fill)
+                );
+            }
+            KStmt::For { var, lo, hi, body } => {
+                let (l, h) = (self.expr(lo), self.expr(hi));
+                let v = var.0;
+                let _ = writeln!(
+                    self.out,
+                    "{pad}{{ int64_t lo_{v} = {l}; int64_t hi_{v} = {h};"
+                );
+                self.check(level, self.fallible(hi) || self.fallible(lo));
+                let _ = writeln!(
+                    self.out,
+                    "{pad}for (v{v} = lo_{v}; v{v} < hi_{v}; v{v}++) {{"
+                );
+                self.block(body, level + 1)?;
+                let _ = writeln!(self.out, "{pad}}} }}");
+            }
+            KStmt::While { cond, body } => {
+                let c = self.expr(cond);
+                let fallible = self.fallible(cond);
+                let _ = writeln!(self.out, "{pad}while (1) {{");
+                let _ = writeln!(self.out, "{pad}  bool c_ = {c};");
+                self.check(level + 1, fallible);
+                let _ = writeln!(self.out, "{pad}  if (!c_) break;");
+                self.block(body, level + 1)?;
+                let _ = writeln!(self.out, "{pad}}}");
+            }
+            KStmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let c = self.expr(cond);
+                let fallible = self.fallible(cond);
+                let _ = writeln!(self.out, "{pad}{{ bool c_ = {c};");
+                self.check(level, fallible);
+                let _ = writeln!(self.out, "{pad}if (c_) {{");
+                self.block(then, level + 1)?;
+                if otherwise.is_empty() {
+                    let _ = writeln!(self.out, "{pad}}} }}");
+                } else {
+                    let _ = writeln!(self.out, "{pad}}} else {{");
+                    self.block(otherwise, level + 1)?;
+                    let _ = writeln!(self.out, "{pad}}} }}");
+                }
+            }
+            KStmt::Break => {
+                let _ = writeln!(self.out, "{pad}break;");
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,272 @@
+//! The C backend: kernel IR to C99 (`emit`), compiled by the system C compiler with a
+//! disk cache (`compile`), loaded with `libloading` and kept loaded for the life of the
+//! process (an in-memory cache by key; libraries are never unloaded, so function pointers
+//! stay valid).
+//!
+//! Safety: this module holds the crate's only `unsafe` code, the call into a compiled
+//! kernel. Kernels compiled through the public [`compile`] are emitted in
+//! [`CheckMode::Checked`], so every buffer access is bounds-checked in C against the
+//! lengths passed alongside the pointers, and the signature (buffer element types,
+//! writability, scalar types) is checked before the call.
+
+mod compile;
+mod emit;
+
+pub use compile::{cache_dir, cache_key, compiler, Compiler};
+pub use emit::{c_type, emit, CheckMode, ErrorCode};
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::BufArg;
+use crate::algebra::{ScalarType, Value};
+use crate::error::{Error, Result};
+use crate::kernel::Kernel;
+
+// Index buffers (`Vec<usize>`) are passed to C as `int64_t *`.
+const _: () = assert!(
+    std::mem::size_of::<usize>() == 8,
+    "the C backend needs a 64-bit target"
+);
+
+/// The exported symbol of every generated library.
+const SYMBOL: &str = "finch_kernel";
+
+#[repr(C)]
+struct FinchBuf {
+    data: *mut c_void,
+    len: i64,
+}
+
+type ResizeFn = unsafe extern "C" fn(*mut c_void, i32, i64) -> i32;
+type KernelFn = unsafe extern "C" fn(*mut FinchBuf, *mut *mut c_void, *mut c_void, ResizeFn) -> i32;
+
+/// How a kernel was obtained (for latency measurements).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Compiled now.
+    Compiled,
+    /// Loaded from the disk cache.
+    Disk,
+    /// Already loaded in this process.
+    Memory,
+}
+
+/// A compiled, loaded kernel.
+#[derive(Clone)]
+pub struct CKernel {
+    kernel: Kernel,
+    func: KernelFn,
+    /// The cache key (SHA-256 of source, compiler and flags).
+    pub key: String,
+    /// Where it came from.
+    pub outcome: CacheOutcome,
+    /// Time spent obtaining it.
+    pub latency: Duration,
+}
+
+impl std::fmt::Debug for CKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CKernel")
+            .field("kernel", &self.kernel.name)
+            .field("key", &self.key)
+            .field("outcome", &self.outcome)
+            .finish()
+    }
+}
+
+fn loaded() -> &'static Mutex<HashMap<String, KernelFn>> {
+    static LOADED: OnceLock<Mutex<HashMap<String, KernelFn>>> = OnceLock::new();
+    LOADED.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// True when a C compiler is available.
+pub fn available() -> bool {
+    compiler().is_some()
+}
+
+/// Compiles (or fetches from the caches) a verified kernel, with bounds checks.
+pub fn compile(k: &Kernel) -> Result<CKernel> {
+    compile_with(k, CheckMode::Checked)
+}
+
+/// Compiles with a check mode. `Trusted` is only for kernels whose every access the
+/// compiler derived from validated tensors.
+pub(crate) fn compile_with(k: &Kernel, mode: CheckMode) -> Result<CKernel> {
+    let start = Instant::now();
+    let cc = compiler().ok_or_else(|| {
+        Error::Unsupported("no C compiler found (set CC, or use the interpreter backend)".into())
+    })?;
+    let source = emit(k, SYMBOL, mode)?;
+    let key = cache_key(&source, cc);
+    let mut map = loaded()
+        .lock()
+        .map_err(|_| Error::Program("kernel cache lock poisoned".into()))?;
+    if let Some(&func) = map.get(&key) {
+        return Ok(CKernel {
+            kernel: k.clone(),
+            func,
+            key,
+            outcome: CacheOutcome::Memory,
+            latency: start.elapsed(),
+        });
+    }
+    let (path, fresh) = compile::compile(&source, cc)?;
+    // SAFETY: loading runs the library's initializers; the library is one we generated
+    // (plain C99 with no constructors), compiled by the system compiler into our cache.
+    let lib = unsafe { libloading::Library::new(&path) }.map_err(|e| {
+        Error::Program(format!(
+            "cannot load the compiled kernel {}: {e}",
+            path.display()
+        ))
+    })?;
+    // Never unload: function pointers handed out must stay valid for the process.
+    let lib: &'static libloading::Library = Box::leak(Box::new(lib));
+    // SAFETY: `finch_kernel` is emitted by `emit` with exactly the `KernelFn` signature.
+    let func: KernelFn = unsafe { lib.get::<KernelFn>(SYMBOL.as_bytes()) }
+        .map(|s| *s)
+        .map_err(|e| Error::Program(format!("compiled kernel lacks `{SYMBOL}`: {e}")))?;
+    map.insert(key.clone(), func);
+    Ok(CKernel {
+        kernel: k.clone(),
+        func,
+        key,
+        outcome: if fresh {
+            CacheOutcome::Compiled
+        } else {
+            CacheOutcome::Disk
+        },
+        latency: start.elapsed(),
+    })
+}
+
+/// What the resize callback needs: the Rust buffers and the C views of them.
+struct ResizeCtx<'a, 'b> {
+    bufs: &'a mut [BufArg<'b>],
+    views: *mut FinchBuf,
+}
+
+fn view_of(b: &mut BufArg<'_>) -> FinchBuf {
+    let (data, len) = match b {
+        BufArg::Values(v) => (v.as_mut_c_ptr(), v.len()),
+        BufArg::Indices(v) => (v.as_mut_ptr() as *mut c_void, v.len()),
+        // Read-only buffers are never stored to: the verifier allows stores only to
+        // writable buffers and `check_args` requires those to be passed mutably.
+        BufArg::ReadValues(v) => (v.as_c_ptr() as *mut c_void, v.len()),
+        BufArg::ReadIndices(v) => (v.as_ptr() as *mut c_void, v.len()),
+    };
+    FinchBuf {
+        data,
+        len: len as i64,
+    }
+}
+
+unsafe extern "C" fn resize_callback(ctx: *mut c_void, buf: i32, len: i64) -> i32 {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: `ctx` is the `ResizeCtx` that `CKernel::run` passed to this very call,
+        // alive and exclusively ours for its duration.
+        let ctx = unsafe { &mut *(ctx as *mut ResizeCtx) };
+        let (Ok(k), Ok(n)) = (usize::try_from(buf), usize::try_from(len)) else {
+            return 1;
+        };
+        let Some(b) = ctx.bufs.get_mut(k) else {
+            return 1;
+        };
+        let fill = Value::zero_of(b.elem());
+        if b.resize(n, fill).is_err() {
+            return 1;
+        }
+        // SAFETY: `views` points at `bufs.len()` entries and `k` is in range.
+        unsafe { *ctx.views.add(k) = view_of(b) };
+        0
+    }));
+    r.unwrap_or(1)
+}
+
+/// An 8-byte slot holding a scalar in its native representation at offset 0.
+fn slot_of(v: Value) -> u64 {
+    let mut bytes = [0u8; 8];
+    match v {
+        Value::F64(x) => bytes.copy_from_slice(&x.to_ne_bytes()),
+        Value::F32(x) => bytes[..4].copy_from_slice(&x.to_ne_bytes()),
+        Value::I64(x) => bytes.copy_from_slice(&x.to_ne_bytes()),
+        Value::U64(x) => bytes.copy_from_slice(&x.to_ne_bytes()),
+        Value::I32(x) => bytes[..4].copy_from_slice(&x.to_ne_bytes()),
+        Value::U32(x) => bytes[..4].copy_from_slice(&x.to_ne_bytes()),
+        Value::I16(x) => bytes[..2].copy_from_slice(&x.to_ne_bytes()),
+        Value::U16(x) => bytes[..2].copy_from_slice(&x.to_ne_bytes()),
+        Value::I8(x) => bytes[0] = x as u8,
+        Value::U8(x) => bytes[0] = x,
+        Value::Bool(b) => bytes[0] = b as u8,
+        Value::Missing => {}
+    }
+    u64::from_ne_bytes(bytes)
+}
+
+fn value_of(slot: u64, ty: ScalarType) -> Value {
+    let b = slot.to_ne_bytes();
+    let b2 = [b[0], b[1]];
+    let b4 = [b[0], b[1], b[2], b[3]];
+    match ty {
+        ScalarType::F64 => Value::F64(f64::from_ne_bytes(b)),
+        ScalarType::F32 => Value::F32(f32::from_ne_bytes(b4)),
+        ScalarType::I64 => Value::I64(i64::from_ne_bytes(b)),
+        ScalarType::U64 => Value::U64(u64::from_ne_bytes(b)),
+        ScalarType::I32 => Value::I32(i32::from_ne_bytes(b4)),
+        ScalarType::U32 => Value::U32(u32::from_ne_bytes(b4)),
+        ScalarType::I16 => Value::I16(i16::from_ne_bytes(b2)),
+        ScalarType::U16 => Value::U16(u16::from_ne_bytes(b2)),
+        ScalarType::I8 => Value::I8(b[0] as i8),
+        ScalarType::U8 => Value::U8(b[0]),
+        ScalarType::Bool => Value::Bool(b[0] != 0),
+    }
+}
+
+impl CKernel {
+    /// The kernel this was compiled from.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    /// Runs the kernel on buffers and input scalars; returns the output scalars.
+    pub fn run(&self, bufs: &mut [BufArg<'_>], inputs: &[Value]) -> Result<Vec<Value>> {
+        super::check_args(&self.kernel, bufs, inputs)?;
+        let k = &self.kernel;
+        let mut views: Vec<FinchBuf> = bufs.iter_mut().map(view_of).collect();
+        let mut slots: Vec<u64> = inputs.iter().map(|&v| slot_of(v)).collect();
+        slots.extend(std::iter::repeat_n(0u64, k.outputs.len()));
+        let mut slot_ptrs: Vec<*mut c_void> = slots
+            .iter_mut()
+            .map(|s| s as *mut u64 as *mut c_void)
+            .collect();
+        let views_ptr = views.as_mut_ptr();
+        let mut ctx = ResizeCtx {
+            bufs,
+            views: views_ptr,
+        };
+        // SAFETY: the kernel was verified and emitted with bounds checks (or, in trusted
+        // mode, from validated tensors); `views` holds a pointer and the length of every
+        // buffer, read-only buffers are never written (verifier + `check_args`), growable
+        // buffers are only resized through `resize_callback`, which updates `views`;
+        // `slot_ptrs` point at 8-byte slots for every input and output; `ctx` outlives
+        // the call and is used by no one else meanwhile.
+        let code = unsafe {
+            (self.func)(
+                views_ptr,
+                slot_ptrs.as_mut_ptr(),
+                &mut ctx as *mut ResizeCtx as *mut c_void,
+                resize_callback,
+            )
+        };
+        if code != 0 {
+            return Err(ErrorCode::to_error(code, &k.name));
+        }
+        Ok(k.outputs
+            .iter()
+            .enumerate()
+            .map(|(n, l)| value_of(slots[inputs.len() + n], k.locals[l.0 as usize].ty))
+            .collect())
+    }
+}

@@ -1,0 +1,244 @@
+//! The kernel IR: a small, strictly typed imperative language that lowering produces and
+//! backends run. A kernel has buffer parameters (typed arrays, some growable), scalar
+//! locals, and a body of statements (`for`, `while`, `if`, `break`, assignments, loads,
+//! stores, buffer resizes).
+//!
+//! Typing is strict: an operator's arguments have equal types (except the shift amount and
+//! the `ifelse` condition) and the result type is the one `Op::eval` gives for those
+//! types, so the interpreter can evaluate with `Op::eval` and the C backend must match it.
+//! Indices and positions are `i64`; index buffers hold `i64` (the run-time `usize`
+//! storage, whose values are below 2^63, is passed as such).
+
+use std::fmt;
+
+use crate::algebra::{Op, ScalarType, Value};
+
+/// A local variable, `v{n}` in text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LocalId(pub u32);
+
+/// A buffer parameter, `b{n}` in text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufId(pub u32);
+
+impl fmt::Display for LocalId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}", self.0)
+    }
+}
+
+impl fmt::Display for BufId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "b{}", self.0)
+    }
+}
+
+/// A buffer parameter of a kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BufParam {
+    /// A readable name (`A_lvl2_idx`), for printing and generated code.
+    pub name: String,
+    /// Element type.
+    pub elem: ScalarType,
+    /// The kernel stores into it.
+    pub writable: bool,
+    /// The kernel may resize it (output levels grow by doubling).
+    pub growable: bool,
+}
+
+/// A local variable of a kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalDecl {
+    /// A readable name (`A_lvl2_q`).
+    pub name: String,
+    /// Its type.
+    pub ty: ScalarType,
+}
+
+/// An expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum KExpr {
+    /// A constant.
+    Lit(Value),
+    /// A local's value.
+    Local(LocalId),
+    /// `buf[index]` (`index` is an `i64` 0-based position).
+    Load(BufId, Box<KExpr>),
+    /// The current length of a buffer, as `i64`.
+    Len(BufId),
+    /// An operator on arguments (strictly typed, see the module docs).
+    Op(Op, Vec<KExpr>),
+    /// `scansearch(buf, value, lo, hi)`: the first position `q` in `lo..hi` with
+    /// `buf[q] >= value`, or `hi` if none (`buf` sorted on `lo..hi`); `i64`.
+    Search {
+        /// The sorted buffer.
+        buf: BufId,
+        /// The value sought.
+        value: Box<KExpr>,
+        /// Start of the range.
+        lo: Box<KExpr>,
+        /// End of the range (exclusive).
+        hi: Box<KExpr>,
+    },
+}
+
+/// A statement.
+#[derive(Clone, Debug, PartialEq)]
+pub enum KStmt {
+    /// `local = expr`.
+    Assign(LocalId, KExpr),
+    /// `buf[index] = value`.
+    Store {
+        /// The buffer.
+        buf: BufId,
+        /// Position (`i64`).
+        index: KExpr,
+        /// Value (the buffer's element type).
+        value: KExpr,
+    },
+    /// Sets a growable buffer's length to `len` (new elements are `fill`).
+    Resize {
+        /// The buffer.
+        buf: BufId,
+        /// New length (`i64`, non-negative).
+        len: KExpr,
+        /// Value of new elements.
+        fill: Value,
+    },
+    /// `for var = lo; var < hi; var += 1` (`i64`; `hi` evaluated once).
+    For {
+        /// The loop variable (an `i64` local).
+        var: LocalId,
+        /// First value.
+        lo: KExpr,
+        /// End (exclusive).
+        hi: KExpr,
+        /// Body.
+        body: Vec<KStmt>,
+    },
+    /// `while cond { body }`.
+    While {
+        /// Condition (`bool`).
+        cond: KExpr,
+        /// Body.
+        body: Vec<KStmt>,
+    },
+    /// `if cond { then } else { otherwise }`.
+    If {
+        /// Condition (`bool`).
+        cond: KExpr,
+        /// Taken when true.
+        then: Vec<KStmt>,
+        /// Taken when false.
+        otherwise: Vec<KStmt>,
+    },
+    /// Leaves the innermost `for`/`while`.
+    Break,
+}
+
+/// A kernel: parameters, locals and a body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    /// The kernel's name (a C identifier).
+    pub name: String,
+    /// Buffer parameters, indexed by `BufId`.
+    pub bufs: Vec<BufParam>,
+    /// Locals, indexed by `LocalId`. Locals marked as outputs are returned to the caller.
+    pub locals: Vec<LocalDecl>,
+    /// Locals whose initial values the caller passes in (scalars read by the kernel).
+    pub inputs: Vec<LocalId>,
+    /// Locals whose final values the caller receives (scalar results).
+    pub outputs: Vec<LocalId>,
+    /// The statements.
+    pub body: Vec<KStmt>,
+}
+
+impl Kernel {
+    /// An empty kernel.
+    pub fn new(name: impl Into<String>) -> Kernel {
+        Kernel {
+            name: name.into(),
+            bufs: Vec::new(),
+            locals: Vec::new(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// Adds a buffer parameter.
+    pub fn buf(
+        &mut self,
+        name: impl Into<String>,
+        elem: ScalarType,
+        writable: bool,
+        growable: bool,
+    ) -> BufId {
+        self.bufs.push(BufParam {
+            name: name.into(),
+            elem,
+            writable,
+            growable,
+        });
+        BufId(self.bufs.len() as u32 - 1)
+    }
+
+    /// Adds a local.
+    pub fn local(&mut self, name: impl Into<String>, ty: ScalarType) -> LocalId {
+        self.locals.push(LocalDecl {
+            name: name.into(),
+            ty,
+        });
+        LocalId(self.locals.len() as u32 - 1)
+    }
+}
+
+/// Shorthands for building expressions.
+impl KExpr {
+    /// An `i64` constant.
+    pub fn int(n: i64) -> KExpr {
+        KExpr::Lit(Value::I64(n))
+    }
+
+    /// A binary operation.
+    pub fn bin(op: Op, a: KExpr, b: KExpr) -> KExpr {
+        KExpr::Op(op, vec![a, b])
+    }
+
+    /// `buf[index]`.
+    pub fn load(buf: BufId, index: KExpr) -> KExpr {
+        KExpr::Load(buf, Box::new(index))
+    }
+}
+
+/// The result type of `op` on arguments of the given types, or `None` when the kernel IR
+/// does not accept that combination (mixed types, `missing`-only operators).
+pub fn op_type(op: Op, args: &[ScalarType]) -> Option<ScalarType> {
+    match op {
+        Op::Coalesce => return None, // `missing` never reaches a kernel
+        Op::IfElse => {
+            return match args {
+                [ScalarType::Bool, a, b] if a == b => Some(*a),
+                _ => None,
+            }
+        }
+        Op::Shl | Op::Shr => {
+            return match args {
+                [a, b] if !a.is_float() && b.is_integer() => Some(if *a == ScalarType::Bool {
+                    ScalarType::I64
+                } else {
+                    *a
+                }),
+                _ => None,
+            }
+        }
+        Op::Cast(t) => return (args.len() == 1).then_some(t),
+        _ => {}
+    }
+    let first = *args.first()?;
+    if args.iter().any(|&t| t != first) {
+        return None;
+    }
+    let samples: Vec<Value> = args.iter().map(|&t| Value::one_of(t)).collect();
+    op.eval(&samples).ok()?.scalar_type()
+}

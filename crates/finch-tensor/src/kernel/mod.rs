@@ -1,0 +1,12 @@
+//! The kernel IR that lowering produces and backends run: a strictly typed imperative
+//! language with buffers, locals, loops, branches and a small runtime (`scansearch`,
+//! buffer growth). See `ir` for the language, `verify` for its invariants, `print` for
+//! its text form.
+
+mod ir;
+mod print;
+mod verify;
+
+pub use ir::{op_type, BufId, BufParam, KExpr, KStmt, Kernel, LocalDecl, LocalId};
+pub use print::expr as print_expr;
+pub use verify::verify;
