@@ -10,13 +10,17 @@
 
 pub mod algebra;
 pub mod backend;
+pub mod engine;
 pub mod error;
 pub mod formats;
 pub mod io;
 pub mod kernel;
+pub mod looplets;
+pub mod lower;
 pub mod notation;
 mod program;
 pub mod reference;
+pub mod simplify;
 pub mod tensor;
 
 pub use algebra::{Op, ScalarType, Value};

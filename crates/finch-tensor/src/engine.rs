@@ -1,0 +1,365 @@
+//! Compiled programs: `Program::compile` lowers a program to a kernel once (for the
+//! formats it declares); `CompiledProgram::run` binds stored tensors to the kernel's
+//! buffers, checks dimensions, allocates outputs, runs the kernel on the chosen backend
+//! and returns the outputs as tensors.
+//!
+//! Trust boundary: tensors reach `run` only as `Tensor`s, which are valid by construction
+//! or validated when built from outside buffers; `run` checks that each one has exactly the
+//! declared format and that all sizes agree, so the kernel never sees a malformed or
+//! mismatched tensor, and no O(nnz) check is paid per call.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::algebra::Value;
+use crate::backend::{c, interp, BufArg};
+use crate::error::{Error, Result};
+use crate::formats::{
+    DenseStorage, ElementStorage, Format, LevelFormat, LevelStorage, ScalarStorage,
+};
+use crate::kernel::{BufId, Kernel, LocalId};
+use crate::lower::{lower_program, LevelParams, Lowered, Size};
+use crate::notation::DeclKind;
+use crate::tensor::{checked_len, fmt_shape, Buffer, Tensor, TensorStorage};
+
+/// Which backend runs a compiled program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// Generated C (falls back to `Interp` when no C compiler is found, see
+    /// [`CompiledProgram::engine`]).
+    C,
+    /// The kernel-IR interpreter.
+    Interp,
+}
+
+/// A program lowered to a kernel, ready to run.
+pub struct CompiledProgram {
+    lowered: Lowered,
+    engine: Engine,
+    ckernel: Option<c::CKernel>,
+    /// Time spent lowering and (for C) compiling or fetching from the caches.
+    pub compile_time: Duration,
+}
+
+impl std::fmt::Debug for CompiledProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledProgram")
+            .field("kernel", &self.lowered.kernel.name)
+            .field("engine", &self.engine)
+            .field("compile_time", &self.compile_time)
+            .finish()
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunReport {
+    /// Time in the kernel itself.
+    pub kernel_time: Duration,
+    /// Interpreter counts (interpreter engine only).
+    pub stats: Option<interp::InterpStats>,
+}
+
+impl crate::Program {
+    /// Lowers the program for its declared formats and prepares it for `engine` (a C
+    /// kernel is compiled or fetched from the caches now; without a C compiler the
+    /// interpreter is used).
+    pub fn compile(&self, engine: Engine) -> Result<CompiledProgram> {
+        let start = Instant::now();
+        let lowered = lower_program(self)?;
+        let (engine, ckernel) = match engine {
+            Engine::C if c::available() => (Engine::C, Some(c::compile(&lowered.kernel)?)),
+            _ => (Engine::Interp, None),
+        };
+        Ok(CompiledProgram {
+            lowered,
+            engine,
+            ckernel,
+            compile_time: start.elapsed(),
+        })
+    }
+}
+
+/// Where each kernel buffer comes from.
+enum Source<'a> {
+    Indices(&'a [usize]),
+    Values(&'a Buffer),
+    Output(usize),
+}
+
+impl CompiledProgram {
+    /// The kernel IR.
+    pub fn kernel(&self) -> &Kernel {
+        &self.lowered.kernel
+    }
+
+    /// The engine actually used.
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// The C source of the kernel (bounds-checked form).
+    pub fn c_source(&self) -> Result<String> {
+        c::emit(&self.lowered.kernel, "finch_kernel", c::CheckMode::Checked)
+    }
+
+    /// Runs on `tensors`: inputs are read from it (each must have the declared format),
+    /// outputs are inserted into it. `shapes` gives outputs their dimensions where no
+    /// write determines them.
+    pub fn run(
+        &self,
+        tensors: &mut HashMap<String, Tensor>,
+        shapes: &HashMap<String, Vec<usize>>,
+    ) -> Result<RunReport> {
+        let infos = &self.lowered.tensors;
+        // Inputs: present, with the declared format.
+        for info in infos.iter().filter(|t| t.kind == DeclKind::Input) {
+            let t = tensors
+                .get(&info.name)
+                .ok_or_else(|| Error::Program(format!("missing input: {}", info.name)))?;
+            if t.format() != &info.format {
+                return Err(Error::Program(format!(
+                    "the input `{}` is stored as {} but the program declares {}",
+                    info.name,
+                    t.format(),
+                    info.format
+                )));
+            }
+        }
+        // Shapes of inputs, then outputs from the sizes of the loops that write them.
+        let mut shape_of: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (k, info) in infos.iter().enumerate() {
+            if info.kind == DeclKind::Input {
+                if let Some(t) = tensors.get(&info.name) {
+                    shape_of.insert(k, t.shape().to_vec());
+                }
+            }
+        }
+        let size = |s: &Size, shape_of: &HashMap<usize, Vec<usize>>| -> Option<usize> {
+            match s {
+                Size::Const(n) => usize::try_from(*n).ok(),
+                Size::Mode(t, m) => shape_of.get(t).and_then(|sh| sh.get(*m).copied()),
+            }
+        };
+        let describe = |s: &Size| match s {
+            Size::Const(n) => format!("the loop range 1:{n}"),
+            Size::Mode(t, m) => format!("`{}` (mode {})", infos[*t].name, m + 1),
+        };
+        for (a, b, index) in &self.lowered.constraints {
+            if let (Some(x), Some(y)) = (size(a, &shape_of), size(b, &shape_of)) {
+                if x != y {
+                    return Err(Error::Program(format!(
+                        "the loop index `{index}` ranges over {} of size {x} and over {} of size {y}; the sizes must be equal",
+                        describe(a),
+                        describe(b)
+                    )));
+                }
+            }
+        }
+        for (k, info) in infos.iter().enumerate() {
+            if info.kind == DeclKind::Input || info.scalar.is_some() {
+                continue;
+            }
+            let ndims = info.format.ndims();
+            let sh = match shapes.get(&info.name) {
+                Some(s) if s.len() == ndims => s.clone(),
+                Some(s) => {
+                    return Err(Error::Program(format!(
+                        "a shape of {} modes was given for `{}`, which has {ndims}",
+                        s.len(),
+                        info.name
+                    )))
+                }
+                None => {
+                    let sizes = self
+                        .lowered
+                        .output_shapes
+                        .get(&k)
+                        .cloned()
+                        .unwrap_or_else(|| vec![None; ndims]);
+                    let mut sh = Vec::with_capacity(ndims);
+                    for (m, s) in sizes.iter().enumerate() {
+                        match s.as_ref().and_then(|s| size(s, &shape_of)) {
+                            Some(n) => sh.push(n),
+                            None => {
+                                return Err(Error::Program(format!(
+                                    "cannot determine the size of mode {} of `{}`; give its shape",
+                                    m + 1,
+                                    info.name
+                                )))
+                            }
+                        }
+                    }
+                    sh
+                }
+            };
+            shape_of.insert(k, sh);
+        }
+        // Output value buffers, filled with their declared initial value.
+        let mut out_vals: HashMap<usize, Buffer> = HashMap::new();
+        for (k, info) in infos.iter().enumerate() {
+            if info.kind != DeclKind::Input && info.scalar.is_none() {
+                let ty = info.format.element_type();
+                let init = info.init.unwrap_or(info.format.fill_value());
+                let init = init.convert_exact(ty).ok_or_else(|| {
+                    Error::Program(format!("`{}` cannot be initialized with {init}", info.name))
+                })?;
+                let n = checked_len(&shape_of[&k])?;
+                out_vals.insert(k, Buffer::filled(ty, n, init)?);
+            }
+        }
+        // Kernel inputs (shapes and scalars) and buffer sources.
+        let kernel = &self.lowered.kernel;
+        let mut local_values: HashMap<LocalId, Value> = HashMap::new();
+        let mut sources: HashMap<BufId, Source> = HashMap::new();
+        for (k, info) in infos.iter().enumerate() {
+            if let Some(l) = info.scalar {
+                let v = match (info.kind, tensors.get(&info.name)) {
+                    (DeclKind::Input, Some(t)) => t.get(&[])?,
+                    _ => info.init.unwrap_or(info.format.fill_value()),
+                };
+                local_values.insert(l, v);
+                continue;
+            }
+            let shape = &shape_of[&k];
+            let storage = tensors
+                .get(&info.name)
+                .filter(|_| info.kind == DeclKind::Input)
+                .map(|t| t.storage());
+            let mut level = match storage {
+                Some(TensorStorage::Levels(l)) => Some(l),
+                _ => None,
+            };
+            for (depth, lp) in info.levels.iter().enumerate() {
+                let mode_size = shape
+                    .get(shape.len().wrapping_sub(1 + depth))
+                    .copied()
+                    .unwrap_or(0);
+                match (lp, level) {
+                    (LevelParams::Dense { shape }, l) => {
+                        local_values.insert(*shape, Value::I64(mode_size as i64));
+                        level = l.and_then(LevelStorage::child);
+                    }
+                    (
+                        LevelParams::SparseList { shape, ptr, idx },
+                        Some(LevelStorage::SparseList(s)),
+                    ) => {
+                        local_values.insert(*shape, Value::I64(mode_size as i64));
+                        sources.insert(*ptr, Source::Indices(&s.ptr));
+                        sources.insert(*idx, Source::Indices(&s.idx));
+                        level = Some(&s.child);
+                    }
+                    (LevelParams::Element { val, .. }, Some(LevelStorage::Element(e))) => {
+                        sources.insert(*val, Source::Values(&e.val));
+                    }
+                    (LevelParams::Element { val, .. }, None) => {
+                        sources.insert(*val, Source::Output(k));
+                    }
+                    (LevelParams::Pattern, _) => {}
+                    _ => {
+                        return Err(Error::Program(format!(
+                            "internal: the storage of `{}` does not match its levels",
+                            info.name
+                        )))
+                    }
+                }
+            }
+        }
+        let inputs: Vec<Value> = kernel
+            .inputs
+            .iter()
+            .map(|l| {
+                local_values.get(l).copied().ok_or_else(|| {
+                    Error::Program(format!("internal: no value for kernel input {l}"))
+                })
+            })
+            .collect::<Result<_>>()?;
+        // Borrow output buffers mutably, in kernel buffer order.
+        let mut out_refs: HashMap<usize, &mut Buffer> =
+            out_vals.iter_mut().map(|(k, b)| (*k, b)).collect();
+        let mut args: Vec<BufArg> = Vec::with_capacity(kernel.bufs.len());
+        for b in 0..kernel.bufs.len() {
+            let id = BufId(b as u32);
+            args.push(match sources.remove(&id) {
+                Some(Source::Indices(v)) => BufArg::ReadIndices(v),
+                Some(Source::Values(v)) => BufArg::ReadValues(v),
+                Some(Source::Output(k)) => BufArg::Values(
+                    out_refs
+                        .remove(&k)
+                        .ok_or_else(|| Error::Program("internal: output buffer".into()))?,
+                ),
+                None => {
+                    return Err(Error::Program(format!(
+                        "internal: no source for kernel buffer {id}"
+                    )))
+                }
+            });
+        }
+        let start = Instant::now();
+        let (outs, stats) = match &self.ckernel {
+            Some(ck) => (ck.run(&mut args, &inputs)?, None),
+            None => {
+                let (o, s) = interp::run(kernel, &mut args, &inputs)?;
+                (o, Some(s))
+            }
+        };
+        let kernel_time = start.elapsed();
+        drop(args);
+        // Outputs back into tensors.
+        let out_scalars: HashMap<LocalId, Value> =
+            kernel.outputs.iter().copied().zip(outs).collect();
+        for (k, info) in infos.iter().enumerate() {
+            if info.kind == DeclKind::Input {
+                continue;
+            }
+            let tensor = match (&info.format, info.scalar) {
+                (Format::Scalar(kind, fill), Some(l)) => Tensor::from_parts(
+                    info.format.clone(),
+                    vec![],
+                    TensorStorage::Scalar(ScalarStorage {
+                        kind: *kind,
+                        fill: *fill,
+                        val: out_scalars.get(&l).copied().unwrap_or(*fill),
+                        dirty: false,
+                    }),
+                )?,
+                (Format::Levels(lf), None) => {
+                    let vals = out_vals
+                        .remove(&k)
+                        .ok_or_else(|| Error::Program("internal: output values".into()))?;
+                    let shape = shape_of[&k].clone();
+                    Tensor::from_parts(
+                        info.format.clone(),
+                        shape.clone(),
+                        TensorStorage::Levels(dense_storage(lf, &shape, vals)?),
+                    )?
+                }
+                _ => return Err(Error::Program("internal: output kind".into())),
+            };
+            if info.kind == DeclKind::Output {
+                tensors.insert(info.name.clone(), tensor);
+            }
+        }
+        Ok(RunReport { kernel_time, stats })
+    }
+}
+
+/// Dense levels over an Element leaf holding `vals`.
+fn dense_storage(lf: &LevelFormat, shape: &[usize], vals: Buffer) -> Result<LevelStorage> {
+    match lf {
+        LevelFormat::Element(fill) => Ok(LevelStorage::Element(ElementStorage {
+            fill: *fill,
+            val: vals,
+        })),
+        LevelFormat::Inner { child, .. } => {
+            let (last, rest) = shape
+                .split_last()
+                .ok_or_else(|| Error::Program(format!("internal: shape {}", fmt_shape(shape))))?;
+            Ok(LevelStorage::Dense(DenseStorage {
+                shape: *last,
+                child: Box::new(dense_storage(child, rest, vals)?),
+            }))
+        }
+        LevelFormat::Pattern => Err(Error::Program("internal: pattern output".into())),
+    }
+}

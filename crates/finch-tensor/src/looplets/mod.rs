@@ -1,0 +1,173 @@
+//! Looplets (Looplets paper §3; Finch paper §5.6): compile-time descriptions of how a
+//! tensor's last dimension is structured over the loop being lowered, and the lowering IR
+//! they live in.
+//!
+//! A [`Tensor`] in the lowering IR is either a subfiber not yet unfurled (a level and a
+//! position), a looplet for the current loop's index, a constant subtensor
+//! (`FillLeaf`), or a scalar target. Extents are absolute, 1-based and inclusive, as in
+//! Finch; stops are `i64` kernel expressions.
+//!
+//! Truncation ([`truncate_before_stop`]): a Spike restricted to a range that ends before
+//! its stop is its body's Run; every other looplet here is self-similar.
+
+use std::rc::Rc;
+
+use crate::algebra::{Op, Value};
+use crate::kernel::{KExpr, KStmt};
+
+/// A subfiber: tensor `tensor`, level `depth` (0 = root), at kernel position `pos`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fiber {
+    /// Index into the lowerer's tensor table.
+    pub tensor: usize,
+    /// Level depth (0 = root level).
+    pub depth: usize,
+    /// Position within the level (`i64`, 0-based).
+    pub pos: KExpr,
+}
+
+/// A looplet for the dimension indexed by the loop being lowered.
+#[derive(Clone)]
+pub enum Looplet {
+    /// Random access: the element at index `i` is `f(i)`.
+    Lookup(Rc<dyn Fn(KExpr) -> Tensor>),
+    /// Every element is `body`.
+    Run(Box<Tensor>),
+    /// `body` up to `stop - 1`, `tail` at `stop` (the end of the enclosing extent).
+    Spike {
+        /// The repeated part.
+        body: Box<Tensor>,
+        /// The last element.
+        tail: Box<Tensor>,
+    },
+    /// Consecutive phases, each ending at its (inclusive, absolute) `stop`; the last
+    /// phase ends at the extent's end.
+    Sequence(Vec<(Option<KExpr>, Looplet)>),
+    /// Children of the same shape one after another, driven by run-time state.
+    Stepper(Rc<Stepper>),
+    /// Hoisted setup code around a looplet.
+    Thunk {
+        /// Emitted before the loop.
+        preamble: Vec<KStmt>,
+        /// The looplet.
+        body: Box<Looplet>,
+    },
+}
+
+/// A stepper's parts (Looplets §4.6).
+pub struct Stepper {
+    /// Advances state so the current child contains index `start` (an `i64` 1-based
+    /// expression).
+    pub seek: Box<dyn Fn(KExpr) -> Vec<KStmt>>,
+    /// Run at the start of every step.
+    pub preamble: Vec<KStmt>,
+    /// The (inclusive, absolute) last index of the current child.
+    pub stop: KExpr,
+    /// The current child.
+    pub chunk: Looplet,
+    /// Advances to the next child.
+    pub next: Vec<KStmt>,
+}
+
+impl std::fmt::Debug for Looplet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Looplet::Lookup(_) => f.write_str("Lookup"),
+            Looplet::Run(b) => write!(f, "Run({b:?})"),
+            Looplet::Spike { body, tail } => write!(f, "Spike({body:?}, {tail:?})"),
+            Looplet::Sequence(p) => write!(f, "Sequence({} phases)", p.len()),
+            Looplet::Stepper(_) => f.write_str("Stepper"),
+            Looplet::Thunk { body, .. } => write!(f, "Thunk({body:?})"),
+        }
+    }
+}
+
+/// A tensor in the lowering IR.
+#[derive(Clone, Debug)]
+pub enum Tensor {
+    /// A subfiber not yet unfurled.
+    Fiber(Fiber),
+    /// A looplet over the current loop's index.
+    Looplet(Looplet),
+    /// A subtensor all of whose entries equal the value.
+    FillLeaf(Value),
+    /// A leaf value (all indices consumed).
+    Value(Expr),
+    /// A 0-d tensor kept in a kernel local (by lowerer scalar id).
+    Scalar(usize),
+}
+
+/// An expression in the lowering IR.
+#[derive(Clone, Debug)]
+pub enum Expr {
+    /// A constant.
+    Lit(Value),
+    /// A run-time value in kernel IR (locals, loads).
+    Code(KExpr),
+    /// A loop index that is not yet bound (the loop is still being lowered).
+    Index(String),
+    /// An operator application.
+    Call(Op, Vec<Expr>),
+    /// A tensor read with the indices still to consume (last = innermost loop).
+    Access(Box<Tensor>, Vec<Expr>),
+}
+
+/// A statement in the lowering IR.
+#[derive(Clone, Debug)]
+pub enum Stmt {
+    /// `for index = lo:hi` (inclusive bounds, `i64`).
+    Loop {
+        /// The index.
+        index: String,
+        /// First value.
+        lo: KExpr,
+        /// Last value.
+        hi: KExpr,
+        /// Body.
+        body: Box<Stmt>,
+    },
+    /// `lhs op= rhs` (`op = None` stores).
+    Assign {
+        /// The written tensor and its remaining indices.
+        lhs: (Tensor, Vec<Expr>),
+        /// The reduction operator (`None` for `=`).
+        op: Option<Op>,
+        /// The value.
+        rhs: Expr,
+    },
+    /// `if cond { then } else { otherwise }`.
+    Sieve {
+        /// Condition.
+        cond: Expr,
+        /// Taken when true.
+        then: Box<Stmt>,
+        /// Taken when false.
+        otherwise: Box<Stmt>,
+    },
+    /// Binds a variable (to a kernel local) for the body.
+    Define {
+        /// The variable's lowering name.
+        var: String,
+        /// Its value.
+        value: Expr,
+        /// Scope.
+        body: Box<Stmt>,
+    },
+    /// Statements in order.
+    Block(Vec<Stmt>),
+    /// Sets a scalar target to a value (a nested `s .= v`).
+    SetScalar(usize, Expr),
+}
+
+/// The looplet a truncated child becomes when the step ends before the child's stop: a
+/// Spike loses its tail.
+pub fn truncate_before_stop(l: &Looplet) -> Looplet {
+    match l {
+        Looplet::Spike { body, .. } => Looplet::Run(body.clone()),
+        Looplet::Thunk { preamble, body } => Looplet::Thunk {
+            preamble: preamble.clone(),
+            body: Box::new(truncate_before_stop(body)),
+        },
+        other => other.clone(),
+    }
+}

@@ -1,0 +1,566 @@
+//! From the program AST to the lowering IR, with the facts the run time needs: which
+//! kernel parameters each tensor's levels use, loop extents (Finch paper §4 rules, decided
+//! statically: `_` is the size of a tensor mode indexed by the bare loop index), the
+//! dimension constraints to check when tensors are bound, and output shapes.
+//!
+//! Accepted programs (the rest is `Unsupported` with the issue that brings it): accesses
+//! use bare loop indices in concordant order (no offsets, permissive or indirect indices:
+//! issue #5); written tensors are scalars or Dense levels over an Element leaf declared at
+//! the top level (sparse outputs come with the rest of issue #3); read tensors use Dense,
+//! SparseList, Element and Pattern levels.
+
+use std::collections::HashMap;
+
+use crate::algebra::{ScalarType, Value};
+use crate::error::{Error, Result};
+use crate::formats::{Format, LevelFormat, LevelKind};
+use crate::kernel::{BufId, KExpr, Kernel, LocalId};
+use crate::looplets::{Expr, Fiber, Stmt, Tensor};
+use crate::notation::{self, AssignOp, DeclKind, Extent};
+
+/// The kernel parameters of one level of a tensor.
+#[derive(Clone, Debug)]
+pub enum LevelParams {
+    /// `shape` as an `i64` input local.
+    Dense {
+        /// Size of the mode.
+        shape: LocalId,
+    },
+    /// `ptr` and `idx` buffers and the shape.
+    SparseList {
+        /// Size of the mode.
+        shape: LocalId,
+        /// Fiber boundaries.
+        ptr: BufId,
+        /// Stored indices (0-based).
+        idx: BufId,
+    },
+    /// The value buffer.
+    Element {
+        /// Values.
+        val: BufId,
+        /// Fill value.
+        fill: Value,
+    },
+    /// Nothing stored.
+    Pattern,
+}
+
+/// A tensor of the program as the kernel sees it.
+#[derive(Clone, Debug)]
+pub struct TensorInfo {
+    /// Declared name.
+    pub name: String,
+    /// Declaration kind.
+    pub kind: DeclKind,
+    /// Format.
+    pub format: Format,
+    /// One entry per level, root first (empty for scalars).
+    pub levels: Vec<LevelParams>,
+    /// For scalars: the local holding the value (an input and an output of the kernel).
+    pub scalar: Option<LocalId>,
+    /// Written by the program.
+    pub written: bool,
+    /// Initial value from a top-level `X .= v` (outputs and temporaries).
+    pub init: Option<Value>,
+}
+
+/// Where a size comes from at run time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Size {
+    /// Mode `mode` (0-based) of tensor `tensor` (index into the tensor table).
+    Mode(usize, usize),
+    /// A constant.
+    Const(i64),
+}
+
+/// What lowering needs besides the statements.
+pub struct Converted {
+    /// The kernel being built (parameters and locals so far).
+    pub kernel: Kernel,
+    /// Tensors in declaration order.
+    pub tensors: Vec<TensorInfo>,
+    /// Pairs of sizes that must be equal (checked when tensors are bound), with the loop
+    /// index that ties them.
+    pub constraints: Vec<(Size, Size, String)>,
+    /// For each non-scalar output declared at the top level: its shape.
+    pub output_shapes: HashMap<usize, Vec<Option<Size>>>,
+    /// The body in lowering IR.
+    pub body: Stmt,
+}
+
+fn unsupported<T>(what: impl Into<String>) -> Result<T> {
+    Err(Error::Unsupported(what.into()))
+}
+
+/// Builds the tensor table and kernel parameters.
+fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<TensorInfo>> {
+    let mut written = std::collections::HashSet::new();
+    fn writes(s: &notation::Stmt, out: &mut std::collections::HashSet<String>) {
+        match s {
+            notation::Stmt::Assign { lhs, .. } => {
+                out.insert(lhs.tensor.clone());
+            }
+            notation::Stmt::Declare { tensor, .. } => {
+                out.insert(tensor.clone());
+            }
+            notation::Stmt::Loop { body, .. } | notation::Stmt::Define { body, .. } => {
+                writes(body, out)
+            }
+            notation::Stmt::Sieve {
+                then, otherwise, ..
+            } => {
+                writes(then, out);
+                if let Some(o) = otherwise {
+                    writes(o, out);
+                }
+            }
+            notation::Stmt::Block(v) => v.iter().for_each(|s| writes(s, out)),
+            _ => {}
+        }
+    }
+    writes(&program.ast().body, &mut written);
+    let mut tensors = Vec::new();
+    for d in program.decls() {
+        let is_written = written.contains(&d.name);
+        let mut info = TensorInfo {
+            name: d.name.clone(),
+            kind: d.kind,
+            format: d.format.clone(),
+            levels: Vec::new(),
+            scalar: None,
+            written: is_written,
+            init: None,
+        };
+        match &d.format {
+            Format::Scalar(_, fill) => {
+                let ty = fill.scalar_type().unwrap_or(ScalarType::F64);
+                let l = kernel.local(d.name.to_string(), ty);
+                kernel.inputs.push(l);
+                kernel.outputs.push(l);
+                info.scalar = Some(l);
+            }
+            Format::Levels(lf) => {
+                let mut level = lf;
+                let mut depth = 1;
+                loop {
+                    match level {
+                        LevelFormat::Inner { kind, child } => {
+                            let shape = kernel
+                                .local(format!("{}_lvl{depth}_shape", d.name), ScalarType::I64);
+                            kernel.inputs.push(shape);
+                            match kind {
+                                LevelKind::Dense => info.levels.push(LevelParams::Dense { shape }),
+                                LevelKind::SparseList if !is_written => {
+                                    let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, false, false);
+                                    let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, false, false);
+                                    info.levels.push(LevelParams::SparseList { shape, ptr, idx });
+                                }
+                                other => {
+                                    return unsupported(format!(
+                                        "compiling {} `{}` as {} (this release compiles reads of Dense and SparseList levels and writes of Dense levels; more arrive with issues #3 and #4)",
+                                        if is_written { "writes to" } else { "reads of" },
+                                        d.name,
+                                        other.name()
+                                    ))
+                                }
+                            }
+                            level = child;
+                            depth += 1;
+                        }
+                        LevelFormat::Element(fill) => {
+                            let ty = fill.scalar_type().unwrap_or(ScalarType::F64);
+                            let val = kernel.buf(
+                                format!("{}_lvl{depth}_val", d.name),
+                                ty,
+                                is_written,
+                                false,
+                            );
+                            info.levels.push(LevelParams::Element { val, fill: *fill });
+                            break;
+                        }
+                        LevelFormat::Pattern => {
+                            if is_written {
+                                return unsupported(format!(
+                                    "writes to the Pattern tensor `{}` (issue #3)",
+                                    d.name
+                                ));
+                            }
+                            info.levels.push(LevelParams::Pattern);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        tensors.push(info);
+    }
+    Ok(tensors)
+}
+
+struct Converter<'a> {
+    tensors: &'a mut Vec<TensorInfo>,
+    by_name: HashMap<String, usize>,
+    /// Loop indices in scope, outermost first, with their size source.
+    loops: Vec<(String, Option<Size>)>,
+    /// `let` variables in scope.
+    lets: Vec<String>,
+    constraints: Vec<(Size, Size, String)>,
+    output_shapes: HashMap<usize, Vec<Option<Size>>>,
+    top_level: bool,
+}
+
+/// Converts a checked program.
+pub fn convert(program: &crate::Program) -> Result<Converted> {
+    let mut kernel = Kernel::new("finch_program");
+    let mut tensors = tensor_table(program, &mut kernel)?;
+    let by_name = tensors
+        .iter()
+        .enumerate()
+        .map(|(k, t)| (t.name.clone(), k))
+        .collect();
+    let mut c = Converter {
+        tensors: &mut tensors,
+        by_name,
+        loops: Vec::new(),
+        lets: Vec::new(),
+        constraints: Vec::new(),
+        output_shapes: HashMap::new(),
+        top_level: true,
+    };
+    let body = c.stmt(&program.ast().body)?;
+    let constraints = std::mem::take(&mut c.constraints);
+    let output_shapes = std::mem::take(&mut c.output_shapes);
+    Ok(Converted {
+        kernel,
+        tensors,
+        constraints,
+        output_shapes,
+        body,
+    })
+}
+
+impl Converter<'_> {
+    fn tensor(&self, name: &str) -> Result<usize> {
+        self.by_name
+            .get(name)
+            .copied()
+            .ok_or_else(|| Error::Program(format!("`{name}` is not declared")))
+    }
+
+    /// Finds the size of every mode indexed by bare `index` in `s`: (tensor, mode).
+    fn bare_uses(&self, index: &str, s: &notation::Stmt, out: &mut Vec<(usize, usize)>) {
+        let mut visit = |a: &notation::Access| {
+            if let Some(&t) = self.by_name.get(&a.tensor) {
+                for (m, e) in a.indices.iter().enumerate() {
+                    let bare = match e {
+                        notation::Expr::Index(i) => i == index,
+                        notation::Expr::Protocol(_, x) => {
+                            matches!(&**x, notation::Expr::Index(i) if i == index)
+                        }
+                        _ => false,
+                    };
+                    if bare {
+                        out.push((t, m));
+                    }
+                }
+            }
+        };
+        walk_accesses(s, &mut visit);
+    }
+
+    fn stmt(&mut self, s: &notation::Stmt) -> Result<Stmt> {
+        let top = std::mem::replace(&mut self.top_level, false);
+        let r = self.stmt_inner(s, top);
+        self.top_level = top;
+        r
+    }
+
+    fn stmt_inner(&mut self, s: &notation::Stmt, top: bool) -> Result<Stmt> {
+        Ok(match s {
+            notation::Stmt::Block(v) => {
+                let mut out = Vec::new();
+                for s in v {
+                    // Statements of a top-level block are still top level.
+                    self.top_level = top;
+                    out.push(self.stmt(s)?);
+                }
+                Stmt::Block(out)
+            }
+            notation::Stmt::Declare { tensor, init } => {
+                let t = self.tensor(tensor)?;
+                let init = match self.expr(init)? {
+                    Expr::Lit(v) => v,
+                    _ => {
+                        return unsupported(format!(
+                            "`{tensor} .= ...` with a non-constant value (issue #3)"
+                        ))
+                    }
+                };
+                if let Some(l) = self.tensors[t].scalar {
+                    let _ = l;
+                    return Ok(Stmt::SetScalar(t, Expr::Lit(init)));
+                }
+                if !top {
+                    return unsupported(format!(
+                        "declaring the tensor `{tensor}` inside a loop or branch (workspaces arrive with the rest of issue #3)"
+                    ));
+                }
+                if self.tensors[t].kind == DeclKind::Input {
+                    return unsupported(format!("re-declaring the input `{tensor}` (issue #3)"));
+                }
+                self.tensors[t].init = Some(init);
+                Stmt::Block(vec![])
+            }
+            notation::Stmt::Assign { lhs, op, rhs } => {
+                let t = self.tensor(&lhs.tensor)?;
+                if self.tensors[t].kind == DeclKind::Input {
+                    return unsupported(format!(
+                        "updating the input `{}` in place (issue #3)",
+                        lhs.tensor
+                    ));
+                }
+                if self.tensors[t].scalar.is_none() && self.tensors[t].init.is_none() {
+                    return Err(Error::Program(format!(
+                        "`{}` is written before it is declared (add `{} .= ...` before the loops)",
+                        lhs.tensor, lhs.tensor
+                    )));
+                }
+                let (tensor, idx) = self.access(lhs, true)?;
+                let op = match op {
+                    AssignOp::Store => None,
+                    AssignOp::Reduce(op) => Some(*op),
+                };
+                Stmt::Assign {
+                    lhs: (tensor, idx),
+                    op,
+                    rhs: self.expr(rhs)?,
+                }
+            }
+            notation::Stmt::Loop {
+                index,
+                extent,
+                body,
+            } => {
+                let size = match extent {
+                    Extent::Auto => {
+                        let mut uses = Vec::new();
+                        self.bare_uses(index, body, &mut uses);
+                        // Sizes come from tensors whose shape is known when the kernel runs:
+                        // inputs first (an output is sized by the loops that write it).
+                        uses.sort_by_key(|&(t, _)| self.tensors[t].kind != DeclKind::Input);
+                        let Some(&(t, m)) = uses.first() else {
+                            return Err(Error::Program(format!(
+                                "cannot determine the extent of `for {index} = _`: no tensor is indexed by `{index}` in its body"
+                            )));
+                        };
+                        for &(t2, m2) in &uses[1..] {
+                            self.constraints.push((Size::Mode(t, m), Size::Mode(t2, m2), index.clone()));
+                        }
+                        Some(Size::Mode(t, m))
+                    }
+                    Extent::Range(lo, hi) => match (lo, hi) {
+                        (notation::Expr::Literal(lo), notation::Expr::Literal(hi)) if lo.as_i128() == Some(1) => {
+                            let n = hi.as_i128().and_then(|n| i64::try_from(n).ok()).ok_or_else(|| {
+                                Error::Program(format!("the loop bound {hi} of `{index}` is not an integer"))
+                            })?;
+                            let mut uses = Vec::new();
+                            self.bare_uses(index, body, &mut uses);
+                            for &(t, m) in &uses {
+                                self.constraints.push((Size::Const(n), Size::Mode(t, m), index.clone()));
+                            }
+                            Some(Size::Const(n))
+                        }
+                        _ => return unsupported(format!("the loop range of `{index}` must be `_` or `1:n` with a literal n for now (issue #3)")),
+                    },
+                };
+                self.loops.push((index.clone(), size));
+                let body = self.stmt(body);
+                let (_, size) = self.loops.pop().unwrap_or_default();
+                let (lo, hi) = match size {
+                    Some(Size::Const(n)) => (KExpr::int(1), KExpr::int(n)),
+                    Some(Size::Mode(t, m)) => (KExpr::int(1), self.mode_size(t, m)?),
+                    None => return Err(Error::Program(format!("no extent for `{index}`"))),
+                };
+                Stmt::Loop {
+                    index: index.clone(),
+                    lo,
+                    hi,
+                    body: Box::new(body?),
+                }
+            }
+            notation::Stmt::Sieve {
+                cond,
+                then,
+                otherwise,
+            } => Stmt::Sieve {
+                cond: self.expr(cond)?,
+                then: Box::new(self.stmt(then)?),
+                otherwise: Box::new(match otherwise {
+                    Some(o) => self.stmt(o)?,
+                    None => Stmt::Block(vec![]),
+                }),
+            },
+            notation::Stmt::Define { var, value, body } => {
+                let value = self.expr(value)?;
+                self.lets.push(var.clone());
+                let body = self.stmt(body);
+                self.lets.pop();
+                Stmt::Define {
+                    var: format!("let:{var}"),
+                    value,
+                    body: Box::new(body?),
+                }
+            }
+            notation::Stmt::Freeze(_) | notation::Stmt::Thaw(_) => Stmt::Block(vec![]),
+            notation::Stmt::Return(_) => {
+                if !top {
+                    return unsupported("`return` inside a loop or branch");
+                }
+                Stmt::Block(vec![])
+            }
+        })
+    }
+
+    /// The `i64` kernel expression for the size of mode `m` of tensor `t`.
+    fn mode_size(&self, t: usize, m: usize) -> Result<KExpr> {
+        let info = &self.tensors[t];
+        let ndims = info.format.ndims();
+        let depth = ndims - 1 - m;
+        match info.levels.get(depth) {
+            Some(LevelParams::Dense { shape }) | Some(LevelParams::SparseList { shape, .. }) => {
+                Ok(KExpr::Local(*shape))
+            }
+            _ => Err(Error::Program(format!(
+                "`{}` has no mode {}",
+                info.name,
+                m + 1
+            ))),
+        }
+    }
+
+    /// Converts an access: checks bare, concordant indices; records output shapes.
+    fn access(&mut self, a: &notation::Access, is_write: bool) -> Result<(Tensor, Vec<Expr>)> {
+        let t = self.tensor(&a.tensor)?;
+        if self.tensors[t].scalar.is_some() {
+            return Ok((Tensor::Scalar(t), vec![]));
+        }
+        let mut depths = Vec::new();
+        let mut idx = Vec::new();
+        for e in &a.indices {
+            let name = match e {
+                notation::Expr::Index(i) => i,
+                notation::Expr::Protocol(p, x) => match &**x {
+                    notation::Expr::Index(i) if *p == notation::Protocol::Walk || *p == notation::Protocol::Extrude => i,
+                    _ => return unsupported(format!("the protocol `{}` in `{}[...]` (issue #3)", p.name(), a.tensor)),
+                },
+                other => {
+                    return unsupported(format!(
+                        "the index `{}` of `{}`: compiled accesses take bare loop indices; offsets, permissive and indirect indices need wrapperization (issue #5)",
+                        notation::print_expr(other),
+                        a.tensor
+                    ))
+                }
+            };
+            let Some(depth) = self.loops.iter().position(|(n, _)| n == name) else {
+                return unsupported(format!(
+                    "`{name}` in `{}[...]` is not a loop index (issue #5)",
+                    a.tensor
+                ));
+            };
+            depths.push(depth);
+            idx.push(Expr::Index(name.clone()));
+        }
+        // Concordant: the last index is bound outermost (Finch is column-major).
+        if depths.windows(2).any(|w| w[0] <= w[1]) {
+            return unsupported(format!(
+                "the access `{}[{}]` is not concordant with the loop order (the last index must be the outermost loop); concordization is issue #5",
+                a.tensor,
+                a.indices.iter().map(notation::print_expr).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if is_write {
+            let sizes: Vec<Option<Size>> =
+                depths.iter().map(|&d| self.loops[d].1.clone()).collect();
+            let entry = self
+                .output_shapes
+                .entry(t)
+                .or_insert_with(|| vec![None; sizes.len()]);
+            for (slot, s) in entry.iter_mut().zip(sizes) {
+                if slot.is_none() {
+                    *slot = s;
+                }
+            }
+        }
+        let root = Tensor::Fiber(Fiber {
+            tensor: t,
+            depth: 0,
+            pos: KExpr::int(0),
+        });
+        Ok((root, idx))
+    }
+
+    fn expr(&mut self, e: &notation::Expr) -> Result<Expr> {
+        Ok(match e {
+            notation::Expr::Literal(v) => Expr::Lit(*v),
+            notation::Expr::Index(i) => Expr::Index(i.clone()),
+            notation::Expr::Variable(v) => Expr::Index(format!("let:{v}")),
+            notation::Expr::Call { op, args } => Expr::Call(
+                *op,
+                args.iter()
+                    .map(|a| self.expr(a))
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            notation::Expr::Access(a) => {
+                let (t, idx) = self.access(a, false)?;
+                Expr::Access(Box::new(t), idx)
+            }
+            notation::Expr::Permissive(_) | notation::Expr::Protocol(..) => {
+                return unsupported(format!(
+                    "`{}` outside an access (issue #5)",
+                    notation::print_expr(e)
+                ))
+            }
+        })
+    }
+}
+
+/// Calls `f` on every access in a statement.
+fn walk_accesses(s: &notation::Stmt, f: &mut dyn FnMut(&notation::Access)) {
+    fn in_expr(e: &notation::Expr, f: &mut dyn FnMut(&notation::Access)) {
+        match e {
+            notation::Expr::Access(a) => {
+                f(a);
+                a.indices.iter().for_each(|x| in_expr(x, f));
+            }
+            notation::Expr::Call { args, .. } => args.iter().for_each(|x| in_expr(x, f)),
+            notation::Expr::Permissive(x) | notation::Expr::Protocol(_, x) => in_expr(x, f),
+            _ => {}
+        }
+    }
+    match s {
+        notation::Stmt::Assign { lhs, rhs, .. } => {
+            f(lhs);
+            in_expr(rhs, f);
+        }
+        notation::Stmt::Declare { init, .. } => in_expr(init, f),
+        notation::Stmt::Loop { body, .. } => walk_accesses(body, f),
+        notation::Stmt::Sieve {
+            cond,
+            then,
+            otherwise,
+        } => {
+            in_expr(cond, f);
+            walk_accesses(then, f);
+            if let Some(o) = otherwise {
+                walk_accesses(o, f);
+            }
+        }
+        notation::Stmt::Define { value, body, .. } => {
+            in_expr(value, f);
+            walk_accesses(body, f);
+        }
+        notation::Stmt::Block(v) => v.iter().for_each(|s| walk_accesses(s, f)),
+        _ => {}
+    }
+}

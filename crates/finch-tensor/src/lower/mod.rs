@@ -1,0 +1,981 @@
+//! The recursive lowerer (Finch paper §5.6): outermost loop first, every access whose last
+//! index is the loop index is unfurled into a looplet nest, and the looplet style of
+//! highest priority decides the rule (finch-looplets.md §3):
+//!
+//! `Thunk > Run > Spike > Sequence > Stepper > Lookup`, then a loop with no looplets
+//! (plain `for`, or collapsed by run integration when its body does not use the index).
+//!
+//! Each rule lives in one method (`rule_thunk`, `rule_run`, ...), emits kernel IR and
+//! smaller loops, which are lowered recursively; the simplifier runs after every step.
+
+mod convert;
+mod unfurl;
+
+pub use convert::{LevelParams, Size, TensorInfo};
+
+use std::collections::HashMap;
+
+use crate::algebra::{promote, Op, ScalarType, Value};
+use crate::error::{Error, Result};
+use crate::kernel::{op_type, KExpr, KStmt, Kernel, LocalId};
+use crate::looplets::{truncate_before_stop, Expr, Looplet, Stepper, Stmt, Tensor};
+use crate::simplify::{is_empty, simplify_expr, simplify_stmt, type_of, Typer};
+
+/// A lowered program: the kernel and what the run time needs to bind tensors to it.
+pub struct Lowered {
+    /// The kernel.
+    pub kernel: Kernel,
+    /// Tensors in declaration order with their kernel parameters.
+    pub tensors: Vec<TensorInfo>,
+    /// Sizes that must be equal when tensors are bound, with the index that ties them.
+    pub constraints: Vec<(Size, Size, String)>,
+    /// Shapes of outputs, per mode.
+    pub output_shapes: HashMap<usize, Vec<Option<Size>>>,
+}
+
+/// Lowers a checked program to a kernel.
+pub fn lower_program(program: &crate::Program) -> Result<Lowered> {
+    let c = convert::convert(program)?;
+    let mut l = Lowerer {
+        kernel: c.kernel,
+        tensors: c.tensors,
+        depth: 0,
+    };
+    let body = l.lower(c.body)?;
+    l.kernel.body = crate::kernel::tidy(body);
+    crate::kernel::verify(&l.kernel)?;
+    Ok(Lowered {
+        kernel: l.kernel,
+        tensors: l.tensors,
+        constraints: c.constraints,
+        output_shapes: c.output_shapes,
+    })
+}
+
+/// Looplet styles, lowest priority first (the order is the priority; only here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Style {
+    Lookup,
+    Stepper,
+    Sequence,
+    Spike,
+    Run,
+    Thunk,
+}
+
+fn style_of(l: &Looplet) -> Style {
+    match l {
+        Looplet::Lookup(_) => Style::Lookup,
+        Looplet::Stepper(_) => Style::Stepper,
+        Looplet::Sequence(_) => Style::Sequence,
+        Looplet::Spike { .. } => Style::Spike,
+        Looplet::Run(_) => Style::Run,
+        Looplet::Thunk { .. } => Style::Thunk,
+    }
+}
+
+/// What to do with one looplet access `A[.., i]` for the loop index `i`.
+enum Repl {
+    /// Leave it.
+    Keep,
+    /// Replace the looplet, still indexed by `i`.
+    Looplet(Looplet),
+    /// The index `i` is consumed: the access becomes `t[..]`.
+    Consume(Tensor),
+}
+
+/// The lowerer's state.
+pub(crate) struct Lowerer {
+    pub(crate) kernel: Kernel,
+    pub(crate) tensors: Vec<TensorInfo>,
+    /// Recursion depth (a guard against runaway rules).
+    depth: usize,
+}
+
+impl Typer for Lowerer {
+    fn code_type(&self, e: &KExpr) -> ScalarType {
+        kexpr_type(&self.kernel, e)
+    }
+
+    fn tensor_type(&self, t: &Tensor) -> ScalarType {
+        match t {
+            Tensor::Fiber(f) => self.tensors[f.tensor].format.element_type(),
+            Tensor::Scalar(s) => self.tensors[*s].format.element_type(),
+            Tensor::FillLeaf(v) => v.scalar_type().unwrap_or(ScalarType::F64),
+            Tensor::Value(e) => type_of(e, self).unwrap_or(ScalarType::F64),
+            Tensor::Looplet(l) => match l {
+                Looplet::Run(t) => self.tensor_type(t),
+                Looplet::Spike { tail, .. } => self.tensor_type(tail),
+                Looplet::Lookup(f) => self.tensor_type(&f(KExpr::int(1))),
+                Looplet::Sequence(p) => p.first().map_or(ScalarType::F64, |(_, l)| {
+                    self.tensor_type(&Tensor::Looplet(l.clone()))
+                }),
+                Looplet::Stepper(s) => self.tensor_type(&Tensor::Looplet(s.chunk.clone())),
+                Looplet::Thunk { body, .. } => self.tensor_type(&Tensor::Looplet((**body).clone())),
+            },
+        }
+    }
+}
+
+/// The type of a kernel expression.
+pub(crate) fn kexpr_type(k: &Kernel, e: &KExpr) -> ScalarType {
+    match e {
+        KExpr::Lit(v) => v.scalar_type().unwrap_or(ScalarType::I64),
+        KExpr::Local(l) => k.locals[l.0 as usize].ty,
+        KExpr::Load(b, _) => k.bufs[b.0 as usize].elem,
+        KExpr::Len(_) | KExpr::Search { .. } => ScalarType::I64,
+        KExpr::Op(op, args) => {
+            let tys: Vec<ScalarType> = args.iter().map(|a| kexpr_type(k, a)).collect();
+            op_type(*op, &tys).unwrap_or(ScalarType::I64)
+        }
+    }
+}
+
+// ---- generic traversals of the lowering IR ----
+
+/// Applies `f` to every expression of a statement (pre-order on statements).
+fn map_exprs(s: Stmt, f: &mut dyn FnMut(Expr) -> Result<Expr>) -> Result<Stmt> {
+    Ok(match s {
+        Stmt::Loop {
+            index,
+            lo,
+            hi,
+            body,
+        } => Stmt::Loop {
+            index,
+            lo,
+            hi,
+            body: Box::new(map_exprs(*body, f)?),
+        },
+        Stmt::Assign { lhs, op, rhs } => {
+            // The written access is treated as an expression so that its looplets are
+            // transformed like the reads'.
+            let target = f(Expr::Access(Box::new(lhs.0), lhs.1))?;
+            let Expr::Access(t, idx) = target else {
+                return Err(Error::Program(
+                    "internal: a write target became a value".into(),
+                ));
+            };
+            Stmt::Assign {
+                lhs: (*t, idx),
+                op,
+                rhs: f(rhs)?,
+            }
+        }
+        Stmt::Sieve {
+            cond,
+            then,
+            otherwise,
+        } => Stmt::Sieve {
+            cond: f(cond)?,
+            then: Box::new(map_exprs(*then, f)?),
+            otherwise: Box::new(map_exprs(*otherwise, f)?),
+        },
+        Stmt::Define { var, value, body } => Stmt::Define {
+            var,
+            value: f(value)?,
+            body: Box::new(map_exprs(*body, f)?),
+        },
+        Stmt::Block(v) => Stmt::Block(
+            v.into_iter()
+                .map(|s| map_exprs(s, f))
+                .collect::<Result<_>>()?,
+        ),
+        Stmt::SetScalar(t, e) => Stmt::SetScalar(t, f(e)?),
+    })
+}
+
+/// Applies `f` to every access (innermost first) of an expression tree.
+fn map_accesses(e: Expr, f: &mut dyn FnMut(Tensor, Vec<Expr>) -> Result<Expr>) -> Result<Expr> {
+    Ok(match e {
+        Expr::Access(t, idx) => {
+            let idx = idx
+                .into_iter()
+                .map(|x| map_accesses(x, f))
+                .collect::<Result<Vec<_>>>()?;
+            let t = match *t {
+                Tensor::Value(v) => Tensor::Value(map_accesses(v, f)?),
+                other => other,
+            };
+            f(t, idx)?
+        }
+        Expr::Call(op, args) => Expr::Call(
+            op,
+            args.into_iter()
+                .map(|x| map_accesses(x, f))
+                .collect::<Result<_>>()?,
+        ),
+        other => other,
+    })
+}
+
+fn last_is(idx: &[Expr], index: &str) -> bool {
+    matches!(idx.last(), Some(Expr::Index(i)) if i == index)
+}
+
+/// Does the statement mention the index anywhere?
+fn mentions(s: &Stmt, index: &str) -> bool {
+    fn in_expr(e: &Expr, index: &str) -> bool {
+        match e {
+            Expr::Index(i) => i == index,
+            Expr::Call(_, a) => a.iter().any(|x| in_expr(x, index)),
+            Expr::Access(t, idx) => {
+                idx.iter().any(|x| in_expr(x, index))
+                    || matches!(&**t, Tensor::Value(v) if in_expr(v, index))
+            }
+            _ => false,
+        }
+    }
+    match s {
+        Stmt::Loop { body, .. } => mentions(body, index),
+        Stmt::Assign { lhs, rhs, .. } => {
+            lhs.1.iter().any(|x| in_expr(x, index)) || in_expr(rhs, index)
+        }
+        Stmt::Sieve {
+            cond,
+            then,
+            otherwise,
+        } => in_expr(cond, index) || mentions(then, index) || mentions(otherwise, index),
+        Stmt::Define { value, body, .. } => in_expr(value, index) || mentions(body, index),
+        Stmt::Block(v) => v.iter().any(|s| mentions(s, index)),
+        Stmt::SetScalar(_, e) => in_expr(e, index),
+    }
+}
+
+/// Replaces the index (or `let` variable) `name` by a kernel value.
+fn bind(s: Stmt, name: &str, value: &KExpr) -> Result<Stmt> {
+    fn in_expr(e: Expr, name: &str, value: &KExpr) -> Expr {
+        match e {
+            Expr::Index(i) if i == name => Expr::Code(value.clone()),
+            Expr::Call(op, a) => {
+                Expr::Call(op, a.into_iter().map(|x| in_expr(x, name, value)).collect())
+            }
+            Expr::Access(t, idx) => {
+                let t = match *t {
+                    Tensor::Value(v) => Tensor::Value(in_expr(v, name, value)),
+                    other => other,
+                };
+                Expr::Access(
+                    Box::new(t),
+                    idx.into_iter().map(|x| in_expr(x, name, value)).collect(),
+                )
+            }
+            other => other,
+        }
+    }
+    map_exprs(s, &mut |e| Ok(in_expr(e, name, value)))
+}
+
+impl Lowerer {
+    fn fresh(&mut self, name: &str, ty: ScalarType) -> LocalId {
+        self.kernel.local(name.to_string(), ty)
+    }
+
+    /// Lowers a statement to kernel IR.
+    fn lower(&mut self, s: Stmt) -> Result<Vec<KStmt>> {
+        self.depth += 1;
+        if self.depth > 200 {
+            return Err(Error::Program(
+                "internal: the lowering does not terminate".into(),
+            ));
+        }
+        let s = simplify_stmt(s, self);
+        let r = match s {
+            Stmt::Block(v) => {
+                let mut out = Vec::new();
+                for s in v {
+                    out.extend(self.lower(s)?);
+                }
+                Ok(out)
+            }
+            Stmt::Loop {
+                index,
+                lo,
+                hi,
+                body,
+            } => self.lower_loop(&index, lo, hi, *body),
+            Stmt::Assign { lhs, op, rhs } => self.emit_assign(lhs, op, rhs),
+            Stmt::Sieve {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let (c, t) = self.kexpr(&cond)?;
+                if t != ScalarType::Bool {
+                    return Err(Error::Program(format!(
+                        "an `if` condition has type {t}, not bool"
+                    )));
+                }
+                Ok(vec![KStmt::If {
+                    cond: c,
+                    then: self.lower(*then)?,
+                    otherwise: self.lower(*otherwise)?,
+                }])
+            }
+            Stmt::Define { var, value, body } => {
+                let (v, t) = self.kexpr(&value)?;
+                let l = self.fresh(var.trim_start_matches("let:"), t);
+                let mut out = vec![KStmt::Assign(l, v)];
+                out.extend(self.lower(bind(*body, &var, &KExpr::Local(l))?)?);
+                Ok(out)
+            }
+            Stmt::SetScalar(t, e) => {
+                let target = self.tensors[t]
+                    .scalar
+                    .ok_or_else(|| Error::Program("internal: not a scalar".into()))?;
+                let (v, vt) = self.kexpr(&e)?;
+                let v = self.convert_for_store(
+                    v,
+                    vt,
+                    self.kernel.locals[target.0 as usize].ty,
+                    &self.tensors[t].name.clone(),
+                )?;
+                Ok(vec![KStmt::Assign(target, v)])
+            }
+        };
+        self.depth -= 1;
+        r
+    }
+
+    /// Unfurls every fiber indexed last by `index`.
+    fn unfurl_all(&mut self, body: Stmt, index: &str) -> Result<Stmt> {
+        map_exprs(body, &mut |e| {
+            map_accesses(e, &mut |t, idx| {
+                if let (Tensor::Fiber(f), true) = (&t, last_is(&idx, index)) {
+                    let l = self.unfurl(f)?;
+                    return Ok(Expr::Access(Box::new(Tensor::Looplet(l)), idx));
+                }
+                Ok(Expr::Access(Box::new(t), idx))
+            })
+        })
+    }
+
+    /// The styles of the looplets indexed last by `index`.
+    fn styles(&self, body: &Stmt, index: &str) -> Vec<Style> {
+        let mut out = Vec::new();
+        let _ = map_exprs(body.clone(), &mut |e| {
+            map_accesses(e, &mut |t, idx| {
+                if let (Tensor::Looplet(l), true) = (&t, last_is(&idx, index)) {
+                    out.push(style_of(l));
+                }
+                Ok(Expr::Access(Box::new(t), idx))
+            })
+        });
+        out
+    }
+
+    /// Rewrites the looplet accesses indexed last by `index`; `f` gets each looplet with
+    /// its occurrence number.
+    fn rewrite(
+        &self,
+        body: Stmt,
+        index: &str,
+        f: &mut dyn FnMut(usize, &Looplet) -> Repl,
+    ) -> Result<Stmt> {
+        let mut n = 0;
+        map_exprs(body, &mut |e| {
+            map_accesses(e, &mut |t, mut idx| {
+                if let (Tensor::Looplet(l), true) = (&t, last_is(&idx, index)) {
+                    let k = n;
+                    n += 1;
+                    match f(k, l) {
+                        Repl::Keep => {}
+                        Repl::Looplet(l) => {
+                            return Ok(Expr::Access(Box::new(Tensor::Looplet(l)), idx))
+                        }
+                        Repl::Consume(t) => {
+                            idx.pop();
+                            return Ok(Expr::Access(Box::new(t), idx));
+                        }
+                    }
+                }
+                Ok(Expr::Access(Box::new(t), idx))
+            })
+        })
+    }
+
+    fn lower_loop(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
+        let body = self.unfurl_all(body, index)?;
+        let body = simplify_stmt(body, self);
+        if is_empty(&body) {
+            return Ok(vec![]);
+        }
+        let styles = self.styles(&body, index);
+        match styles.iter().max() {
+            Some(Style::Thunk) => self.rule_thunk(index, lo, hi, body),
+            Some(Style::Run) => self.rule_run(index, lo, hi, body),
+            Some(Style::Spike) => self.rule_spike(index, lo, hi, body),
+            Some(Style::Sequence) => self.rule_sequence(index, lo, hi, body),
+            Some(Style::Stepper) => self.rule_stepper(index, lo, hi, body),
+            Some(Style::Lookup) | None => self.rule_lookup(index, lo, hi, body),
+        }
+    }
+
+    /// Thunk: hoist every preamble before the loop, then lower the loop over the bodies.
+    fn rule_thunk(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
+        let mut pre = Vec::new();
+        let body = self.rewrite(body, index, &mut |_, l| match l {
+            Looplet::Thunk { preamble, body } => {
+                pre.extend(preamble.iter().cloned());
+                Repl::Looplet((**body).clone())
+            }
+            _ => Repl::Keep,
+        })?;
+        pre.extend(self.lower(Stmt::Loop {
+            index: index.into(),
+            lo,
+            hi,
+            body: Box::new(body),
+        })?);
+        Ok(pre)
+    }
+
+    /// Run: every element is the run's body, so the index is consumed.
+    fn rule_run(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
+        let body = self.rewrite(body, index, &mut |_, l| match l {
+            Looplet::Run(t) => Repl::Consume((**t).clone()),
+            _ => Repl::Keep,
+        })?;
+        self.lower(Stmt::Loop {
+            index: index.into(),
+            lo,
+            hi,
+            body: Box::new(body),
+        })
+    }
+
+    /// Spike: the body over `lo:hi-1`, the tail at `hi` (all spikes end at `hi`).
+    fn rule_spike(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
+        let run_part = self.rewrite(body.clone(), index, &mut |_, l| match l {
+            Looplet::Spike { body, .. } => Repl::Looplet(Looplet::Run(body.clone())),
+            _ => Repl::Keep,
+        })?;
+        let tail_part = self.rewrite(body, index, &mut |_, l| match l {
+            Looplet::Spike { tail, .. } => Repl::Looplet(Looplet::Run(tail.clone())),
+            _ => Repl::Keep,
+        })?;
+        let before = KExpr::bin(Op::Sub, hi.clone(), KExpr::int(1));
+        let mut out = Vec::new();
+        let first = self.lower(Stmt::Loop {
+            index: index.into(),
+            lo: lo.clone(),
+            hi: before.clone(),
+            body: Box::new(run_part),
+        })?;
+        if !first.is_empty() {
+            out.push(KStmt::If {
+                cond: KExpr::bin(Op::Le, lo.clone(), before),
+                then: first,
+                otherwise: vec![],
+            });
+        }
+        let tail = self.lower(Stmt::Loop {
+            index: index.into(),
+            lo: hi.clone(),
+            hi: hi.clone(),
+            body: Box::new(tail_part),
+        })?;
+        if lo == hi {
+            out.extend(tail);
+        } else if !tail.is_empty() {
+            out.push(KStmt::If {
+                cond: KExpr::bin(Op::Le, lo, hi),
+                then: tail,
+                otherwise: vec![],
+            });
+        }
+        Ok(out)
+    }
+
+    /// Sequence: one loop per phase of the first Sequence, each clipped to the extent and
+    /// guarded against being empty; other Sequences are handled inside those loops.
+    fn rule_sequence(
+        &mut self,
+        index: &str,
+        lo: KExpr,
+        hi: KExpr,
+        body: Stmt,
+    ) -> Result<Vec<KStmt>> {
+        let mut phases: Option<Vec<(Option<KExpr>, Looplet)>> = None;
+        let _ = self.rewrite(body.clone(), index, &mut |_, l| {
+            if let (None, Looplet::Sequence(p)) = (&phases, l) {
+                phases = Some(p.clone());
+            }
+            Repl::Keep
+        })?;
+        let phases = phases.ok_or_else(|| Error::Program("internal: no sequence".into()))?;
+        let mut out = Vec::new();
+        let mut start = lo.clone();
+        for (k, (stop, phase)) in phases.iter().enumerate() {
+            let end = match stop {
+                Some(s) if k + 1 < phases.len() => KExpr::Op(Op::Min, vec![hi.clone(), s.clone()]),
+                _ => hi.clone(),
+            };
+            let s_local = self.fresh(&format!("{index}_phase_start"), ScalarType::I64);
+            let e_local = self.fresh(&format!("{index}_phase_stop"), ScalarType::I64);
+            let mut taken = false;
+            let phase_body = self.rewrite(body.clone(), index, &mut |_, l| match (taken, l) {
+                (false, Looplet::Sequence(_)) => {
+                    taken = true;
+                    Repl::Looplet(phase.clone())
+                }
+                _ => Repl::Keep,
+            })?;
+            let code = self.lower(Stmt::Loop {
+                index: index.into(),
+                lo: KExpr::Local(s_local),
+                hi: KExpr::Local(e_local),
+                body: Box::new(phase_body),
+            })?;
+            // Phases whose body vanished (e.g. a run of fill values) cost nothing.
+            if !code.is_empty() {
+                out.push(KStmt::Assign(s_local, start.clone()));
+                out.push(KStmt::Assign(e_local, end.clone()));
+                out.push(KStmt::If {
+                    cond: KExpr::bin(Op::Le, KExpr::Local(s_local), KExpr::Local(e_local)),
+                    then: code,
+                    otherwise: vec![],
+                });
+            }
+            start = KExpr::Op(
+                Op::Max,
+                vec![lo.clone(), KExpr::bin(Op::Add, end, KExpr::int(1))],
+            );
+        }
+        Ok(out)
+    }
+
+    /// Stepper: a `while` loop over steps ending at the nearest stop; a stepper whose stop
+    /// ends the step contributes its full chunk and advances, the others a truncated one.
+    fn rule_stepper(
+        &mut self,
+        index: &str,
+        lo: KExpr,
+        hi: KExpr,
+        body: Stmt,
+    ) -> Result<Vec<KStmt>> {
+        let mut steppers: Vec<std::rc::Rc<Stepper>> = Vec::new();
+        let _ = self.rewrite(body.clone(), index, &mut |_, l| {
+            if let Looplet::Stepper(s) = l {
+                steppers.push(s.clone());
+            }
+            Repl::Keep
+        })?;
+        if steppers.len() > 4 {
+            return Err(Error::Unsupported(format!(
+                "coiterating {} sparse operands in one loop (at most 4 for now)",
+                steppers.len()
+            )));
+        }
+        let i = self.fresh(&format!("{index}_step_start"), ScalarType::I64);
+        let st = self.fresh(&format!("{index}_step_stop"), ScalarType::I64);
+        let mut out = vec![KStmt::Assign(i, lo)];
+        for s in &steppers {
+            out.extend((s.seek)(KExpr::Local(i)));
+        }
+        let mut step = Vec::new();
+        for s in &steppers {
+            step.extend(s.preamble.iter().cloned());
+        }
+        let mut stops = vec![hi.clone()];
+        stops.extend(steppers.iter().map(|s| s.stop.clone()));
+        step.push(KStmt::Assign(st, KExpr::Op(Op::Min, stops)));
+        step.extend(self.stepper_variants(
+            index,
+            &body,
+            &steppers,
+            KExpr::Local(i),
+            KExpr::Local(st),
+            0,
+            &mut Vec::new(),
+        )?);
+        step.push(KStmt::Assign(
+            i,
+            KExpr::bin(Op::Add, KExpr::Local(st), KExpr::int(1)),
+        ));
+        out.push(KStmt::While {
+            cond: KExpr::bin(Op::Le, KExpr::Local(i), hi),
+            body: step,
+        });
+        Ok(out)
+    }
+
+    /// The step body for every combination of full/truncated steppers, as nested `if`s on
+    /// `stop_k == st`.
+    #[allow(clippy::too_many_arguments)]
+    fn stepper_variants(
+        &mut self,
+        index: &str,
+        body: &Stmt,
+        steppers: &[std::rc::Rc<Stepper>],
+        lo: KExpr,
+        st: KExpr,
+        k: usize,
+        full: &mut Vec<bool>,
+    ) -> Result<Vec<KStmt>> {
+        if k == steppers.len() {
+            let choice = full.clone();
+            let step_body = self.rewrite(body.clone(), index, &mut |_, l| match l {
+                Looplet::Stepper(s) => {
+                    let n = steppers
+                        .iter()
+                        .position(|x| std::rc::Rc::ptr_eq(x, s))
+                        .unwrap_or(0);
+                    Repl::Looplet(if choice[n] {
+                        s.chunk.clone()
+                    } else {
+                        truncate_before_stop(&s.chunk)
+                    })
+                }
+                _ => Repl::Keep,
+            })?;
+            let mut code = self.lower(Stmt::Loop {
+                index: index.into(),
+                lo,
+                hi: st,
+                body: Box::new(step_body),
+            })?;
+            for (s, &f) in steppers.iter().zip(full.iter()) {
+                if f {
+                    code.extend(s.next.iter().cloned());
+                }
+            }
+            return Ok(code);
+        }
+        let cond = KExpr::bin(Op::Eq, steppers[k].stop.clone(), st.clone());
+        full.push(true);
+        let then =
+            self.stepper_variants(index, body, steppers, lo.clone(), st.clone(), k + 1, full)?;
+        full.pop();
+        full.push(false);
+        let otherwise = self.stepper_variants(index, body, steppers, lo, st, k + 1, full)?;
+        full.pop();
+        Ok(vec![KStmt::If {
+            cond,
+            then,
+            otherwise,
+        }])
+    }
+
+    /// Lookup (or no looplet): a plain loop binding the index; a loop of one iteration
+    /// binds it without looping; a body that does not use the index is integrated.
+    fn rule_lookup(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
+        if lo == hi {
+            let body = self.rewrite(body, index, &mut |_, l| match l {
+                Looplet::Lookup(f) => Repl::Consume(f(hi.clone())),
+                _ => Repl::Keep,
+            })?;
+            return self.lower(bind(body, index, &hi)?);
+        }
+        if self.styles(&body, index).is_empty() && !mentions(&body, index) {
+            if let Some(code) = self.integrate(&lo, &hi, &body)? {
+                return Ok(code);
+            }
+        }
+        let var = self.fresh(index, ScalarType::I64);
+        let body = self.rewrite(body, index, &mut |_, l| match l {
+            Looplet::Lookup(f) => Repl::Consume(f(KExpr::Local(var))),
+            _ => Repl::Keep,
+        })?;
+        let inner = self.lower(bind(body, index, &KExpr::Local(var))?)?;
+        if inner.is_empty() {
+            return Ok(vec![]);
+        }
+        Ok(vec![KStmt::For {
+            var,
+            lo,
+            hi: KExpr::bin(Op::Add, hi, KExpr::int(1)),
+            body: inner,
+        }])
+    }
+
+    /// Run integration (finch-looplets.md §5.4) of a loop whose body does not use its
+    /// index: `+=`/`-=` multiply by the extent, idempotent reductions happen once.
+    fn integrate(&mut self, lo: &KExpr, hi: &KExpr, body: &Stmt) -> Result<Option<Vec<KStmt>>> {
+        let Stmt::Assign {
+            lhs,
+            op: Some(op),
+            rhs,
+        } = body
+        else {
+            return Ok(None);
+        };
+        let n = KExpr::bin(
+            Op::Add,
+            KExpr::bin(Op::Sub, hi.clone(), lo.clone()),
+            KExpr::int(1),
+        );
+        match op {
+            Op::Add | Op::Sub => {
+                let rt = type_of(rhs, self).unwrap_or(ScalarType::F64);
+                let rhs = Expr::Call(
+                    Op::Mul,
+                    vec![
+                        Expr::Call(
+                            Op::Cast(if rt == ScalarType::Bool {
+                                ScalarType::I64
+                            } else {
+                                rt
+                            }),
+                            vec![Expr::Code(n.clone())],
+                        ),
+                        rhs.clone(),
+                    ],
+                );
+                let code = self.emit_assign(lhs.clone(), Some(*op), rhs)?;
+                Ok(Some(vec![KStmt::If {
+                    cond: KExpr::bin(Op::Le, lo.clone(), hi.clone()),
+                    then: code,
+                    otherwise: vec![],
+                }]))
+            }
+            op if op.is_idempotent() => {
+                let code = self.emit_assign(lhs.clone(), Some(*op), rhs.clone())?;
+                Ok(Some(vec![KStmt::If {
+                    cond: KExpr::bin(Op::Le, lo.clone(), hi.clone()),
+                    then: code,
+                    otherwise: vec![],
+                }]))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// `target op= rhs` at a leaf.
+    fn emit_assign(
+        &mut self,
+        lhs: (Tensor, Vec<Expr>),
+        op: Option<Op>,
+        rhs: Expr,
+    ) -> Result<Vec<KStmt>> {
+        let (t, idx) = lhs;
+        if !idx.is_empty() {
+            return Err(Error::Program(
+                "internal: a write with indices left after lowering".into(),
+            ));
+        }
+        let (old, elem, name, store): (KExpr, ScalarType, String, Box<dyn Fn(KExpr) -> KStmt>) =
+            match t {
+                Tensor::Scalar(s) => {
+                    let l = self.tensors[s]
+                        .scalar
+                        .ok_or_else(|| Error::Program("internal: scalar".into()))?;
+                    (
+                        KExpr::Local(l),
+                        self.kernel.locals[l.0 as usize].ty,
+                        self.tensors[s].name.clone(),
+                        Box::new(move |v| KStmt::Assign(l, v)),
+                    )
+                }
+                Tensor::Fiber(f) => match self.tensors[f.tensor].levels.get(f.depth) {
+                    Some(LevelParams::Element { val, .. }) => {
+                        let (val, pos) = (*val, f.pos.clone());
+                        (
+                            KExpr::load(val, pos.clone()),
+                            self.kernel.bufs[val.0 as usize].elem,
+                            self.tensors[f.tensor].name.clone(),
+                            Box::new(move |v| KStmt::Store {
+                                buf: val,
+                                index: pos.clone(),
+                                value: v,
+                            }),
+                        )
+                    }
+                    _ => {
+                        return Err(Error::Program(
+                            "internal: a write to a non-leaf level".into(),
+                        ))
+                    }
+                },
+                other => return Err(Error::Program(format!("internal: a write to {other:?}"))),
+            };
+        let value = match op {
+            None => rhs,
+            Some(op) => Expr::Call(op, vec![Expr::Code(old), rhs]),
+        };
+        let value = simplify_expr(value, self);
+        let (v, vt) = self.kexpr(&value)?;
+        let v = self.convert_for_store(v, vt, elem, &name)?;
+        Ok(vec![store(v)])
+    }
+
+    /// Converts a value for storing into a tensor of type `to`: identical types, `bool`
+    /// into anything, narrower into wider integers of the same signedness, unsigned into
+    /// wider signed, small integers and `f32` into `f64`, any integer into a float of
+    /// enough precision. Anything else could lose information and is a compile error.
+    fn convert_for_store(
+        &self,
+        v: KExpr,
+        from: ScalarType,
+        to: ScalarType,
+        name: &str,
+    ) -> Result<KExpr> {
+        if from == to {
+            return Ok(v);
+        }
+        if let KExpr::Lit(x) = &v {
+            // A constant converts exactly or not at all, decided now.
+            return x.convert_exact(to).map(KExpr::Lit).ok_or_else(|| {
+                Error::Program(format!(
+                    "the constant {x} cannot be stored exactly into `{name}` ({to})"
+                ))
+            });
+        }
+        let exact = from == ScalarType::Bool
+            || (from.is_integer()
+                && to.is_integer()
+                && from.is_signed_integer() == to.is_signed_integer()
+                && from.bits() < to.bits())
+            || (from.is_integer()
+                && !from.is_signed_integer()
+                && to.is_signed_integer()
+                && from.bits() < to.bits())
+            || (from.is_integer() && to == ScalarType::F64 && from.bits() <= 32)
+            || (from.is_integer() && to == ScalarType::F32 && from.bits() <= 16)
+            || (from == ScalarType::F32 && to == ScalarType::F64);
+        if exact {
+            Ok(KExpr::Op(Op::Cast(to), vec![v]))
+        } else {
+            Err(Error::Program(format!(
+                "storing a {from} value into `{name}` ({to}) could lose information; convert it explicitly, e.g. `{to}(...)`"
+            )))
+        }
+    }
+
+    /// A kernel expression and its type, with explicit conversions to the operator's
+    /// common argument type (Julia promotion, as `Op::eval`).
+    fn kexpr(&mut self, e: &Expr) -> Result<(KExpr, ScalarType)> {
+        match e {
+            Expr::Lit(v) => match v.scalar_type() {
+                Some(t) => Ok((KExpr::Lit(*v), t)),
+                None => Err(Error::Unsupported(
+                    "a `missing` value reaching compiled code (permissive indices are issue #5)"
+                        .into(),
+                )),
+            },
+            Expr::Code(k) => Ok((k.clone(), kexpr_type(&self.kernel, k))),
+            Expr::Index(i) => Err(Error::Program(format!(
+                "internal: the index `{i}` is unbound at a leaf"
+            ))),
+            Expr::Access(t, idx) => {
+                if !idx.is_empty() {
+                    return Err(Error::Program(format!(
+                        "internal: an access with {} indices left at a leaf",
+                        idx.len()
+                    )));
+                }
+                match &**t {
+                    Tensor::Scalar(s) => {
+                        let l = self.tensors[*s]
+                            .scalar
+                            .ok_or_else(|| Error::Program("internal: scalar".into()))?;
+                        Ok((KExpr::Local(l), self.kernel.locals[l.0 as usize].ty))
+                    }
+                    Tensor::Fiber(f) => match self.tensors[f.tensor].levels.get(f.depth) {
+                        Some(LevelParams::Element { val, .. }) => Ok((
+                            KExpr::load(*val, f.pos.clone()),
+                            self.kernel.bufs[val.0 as usize].elem,
+                        )),
+                        Some(LevelParams::Pattern) => {
+                            Ok((KExpr::Lit(Value::Bool(true)), ScalarType::Bool))
+                        }
+                        _ => Err(Error::Program(
+                            "internal: a read of a non-leaf level".into(),
+                        )),
+                    },
+                    Tensor::FillLeaf(v) => self.kexpr(&Expr::Lit(*v)),
+                    Tensor::Value(v) => self.kexpr(v),
+                    Tensor::Looplet(l) => Err(Error::Program(format!(
+                        "internal: an unlowered looplet {l:?}"
+                    ))),
+                }
+            }
+            Expr::Call(op, args) => {
+                let parts = args
+                    .iter()
+                    .map(|a| self.kexpr(a))
+                    .collect::<Result<Vec<_>>>()?;
+                let tys: Vec<ScalarType> = parts.iter().map(|p| p.1).collect();
+                let cast = |(k, t): (KExpr, ScalarType), to: ScalarType| {
+                    if t == to {
+                        k
+                    } else {
+                        KExpr::Op(Op::Cast(to), vec![k])
+                    }
+                };
+                let common = tys
+                    .iter()
+                    .copied()
+                    .reduce(promote)
+                    .unwrap_or(ScalarType::I64);
+                let arith = if common == ScalarType::Bool {
+                    ScalarType::I64
+                } else {
+                    common
+                };
+                let args: Vec<KExpr> = match op {
+                    Op::Add
+                    | Op::Sub
+                    | Op::Mul
+                    | Op::Pow
+                    | Op::Div
+                    | Op::Rem
+                    | Op::RemFn
+                    | Op::Mod
+                    | Op::IntDiv
+                    | Op::Fld
+                    | Op::Neg
+                    | Op::Abs => parts.into_iter().map(|p| cast(p, arith)).collect(),
+                    Op::Shl | Op::Shr => {
+                        let mut it = parts.into_iter();
+                        let a = it.next().map(|p| {
+                            cast(
+                                p.clone(),
+                                if p.1 == ScalarType::Bool {
+                                    ScalarType::I64
+                                } else {
+                                    p.1
+                                },
+                            )
+                        });
+                        a.into_iter().chain(it.map(|p| p.0)).collect()
+                    }
+                    Op::IfElse => {
+                        let value_ty = tys[1..]
+                            .iter()
+                            .copied()
+                            .reduce(promote)
+                            .unwrap_or(ScalarType::I64);
+                        parts
+                            .into_iter()
+                            .enumerate()
+                            .map(|(k, p)| if k == 0 { p.0 } else { cast(p, value_ty) })
+                            .collect()
+                    }
+                    Op::And
+                    | Op::Or
+                    | Op::Not
+                    | Op::Sqrt
+                    | Op::Exp
+                    | Op::Log
+                    | Op::Sin
+                    | Op::Cos
+                    | Op::Cast(_) => parts.into_iter().map(|p| p.0).collect(),
+                    _ => parts.into_iter().map(|p| cast(p, common)).collect(),
+                };
+                let arg_tys: Vec<ScalarType> =
+                    args.iter().map(|a| kexpr_type(&self.kernel, a)).collect();
+                match op_type(*op, &arg_tys) {
+                    Some(t) => Ok((KExpr::Op(*op, args), t)),
+                    None => Err(Error::Program(format!(
+                        "`{op}` cannot be compiled for arguments of types ({})",
+                        tys.iter()
+                            .map(|t| t.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! The simplifier: algebraic rewrites on the lowering IR, applied bottom-up to a
+//! fixpoint after every structural lowering step (finch-looplets.md §5).
+//!
+//! Expression rules (by name):
+//! * `fill-leaf`: a read of a `FillLeaf(v)` is `v`; a read of a leaf value is the value.
+//! * `fold`: an operator on literals is evaluated (unless evaluation fails: the run-time
+//!   error is kept).
+//! * `missing`: any operator but `coalesce` with a `missing` argument is `missing`;
+//!   `coalesce` drops `missing` arguments and stops at the first that cannot be missing.
+//! * `annihilate`: an annihilator argument (`0` of `*`, `false` of `&&`/`&`, `true` of
+//!   `||`/`|`, `-Inf`/`+Inf` of `min`/`max`) is the result (converted to the result
+//!   type). As in Finch.jl, `0 * NaN` is taken to be `0`.
+//! * `identity`: identity arguments of `+ * min max & | && || xor` are dropped (the result
+//!   keeps its type: a cast is added when dropping changes it).
+//! * `ifelse-const`: `ifelse(true, a, b) = a`, `ifelse(false, a, b) = b`.
+//!
+//! Statement rules: `drop-identity-update` (`x op= e` where `e` is a right identity of
+//! `op`, e.g. `+= 0`, is removed), `drop-missing-update`, `sieve-const`, `flatten-block`,
+//! `drop-empty-loop`.
+
+use crate::algebra::{promote, Op, ScalarType, Side, Value};
+use crate::looplets::{Expr, Stmt, Tensor};
+
+/// Gives the type of run-time (kernel) expressions.
+pub trait Typer {
+    /// The type of `Expr::Code` contents.
+    fn code_type(&self, e: &crate::kernel::KExpr) -> ScalarType;
+    /// The element type of a tensor in the lowering IR.
+    fn tensor_type(&self, t: &Tensor) -> ScalarType;
+}
+
+/// The type an expression evaluates to (Julia promotion, as `Op::eval`).
+pub fn type_of(e: &Expr, ty: &dyn Typer) -> Option<ScalarType> {
+    match e {
+        Expr::Lit(v) => v.scalar_type(),
+        Expr::Code(k) => Some(ty.code_type(k)),
+        Expr::Index(_) => Some(ScalarType::I64),
+        Expr::Access(t, _) => Some(ty.tensor_type(t)),
+        Expr::Call(op, args) => {
+            let tys: Option<Vec<ScalarType>> = args.iter().map(|a| type_of(a, ty)).collect();
+            let tys = tys?;
+            let samples: Vec<Value> = tys.iter().map(|&t| Value::one_of(t)).collect();
+            // Evaluate on ones of the argument types: the result type of the operator.
+            match op.eval(&samples) {
+                Ok(v) => v.scalar_type(),
+                Err(_) => match op {
+                    // `ifelse(c, a, b)` with a non-bool sample condition, or `&&` on ones:
+                    // fall back to the promoted type of the value arguments.
+                    Op::IfElse => tys.get(1..).and_then(|r| r.iter().copied().reduce(promote)),
+                    Op::And | Op::Or => Some(ScalarType::Bool),
+                    _ => tys.iter().copied().reduce(promote),
+                },
+            }
+        }
+    }
+}
+
+fn is_lit(e: &Expr, v: impl Fn(&Value) -> bool) -> bool {
+    matches!(e, Expr::Lit(x) if v(x))
+}
+
+/// Simplifies an expression bottom-up.
+pub fn simplify_expr(e: Expr, ty: &dyn Typer) -> Expr {
+    match e {
+        Expr::Access(t, idx) => {
+            let idx: Vec<Expr> = idx.into_iter().map(|x| simplify_expr(x, ty)).collect();
+            match *t {
+                Tensor::FillLeaf(v) => Expr::Lit(v),
+                Tensor::Value(v) if idx.is_empty() => simplify_expr(v, ty),
+                t => Expr::Access(Box::new(t), idx),
+            }
+        }
+        Expr::Call(op, args) => {
+            let args: Vec<Expr> = args.into_iter().map(|x| simplify_expr(x, ty)).collect();
+            simplify_call(op, args, ty)
+        }
+        other => other,
+    }
+}
+
+fn simplify_call(op: Op, mut args: Vec<Expr>, ty: &dyn Typer) -> Expr {
+    let result_type = type_of(&Expr::Call(op, args.clone()), ty);
+    if op == Op::Coalesce {
+        args.retain(|a| !is_lit(a, Value::is_missing));
+        // No missing can arise in compiled code except from literals (permissive reads
+        // come with issue #5), so the first remaining argument is the value.
+        return match args.into_iter().next() {
+            Some(a) => a,
+            None => Expr::Lit(Value::Missing),
+        };
+    }
+    if args.iter().any(|a| is_lit(a, Value::is_missing)) {
+        return Expr::Lit(Value::Missing);
+    }
+    if args.iter().all(|a| matches!(a, Expr::Lit(_))) {
+        let vals: Vec<Value> = args
+            .iter()
+            .map(|a| match a {
+                Expr::Lit(v) => *v,
+                _ => Value::Missing,
+            })
+            .collect();
+        if let Ok(v) = op.eval(&vals) {
+            return Expr::Lit(v);
+        }
+        return Expr::Call(op, args);
+    }
+    let as_result = |v: Value| match result_type.and_then(|t| v.convert_wrapping(t)) {
+        Some(w) => Expr::Lit(w),
+        None => Expr::Lit(v),
+    };
+    let commutative_binary = matches!(
+        op,
+        Op::Mul | Op::Add | Op::Min | Op::Max | Op::BitAnd | Op::BitOr | Op::And | Op::Or | Op::Xor
+    );
+    if commutative_binary {
+        if let Some(z) = args.iter().find_map(|a| match a {
+            Expr::Lit(v) if op.is_annihilator(v, Side::Left) => Some(*v),
+            _ => None,
+        }) {
+            return as_result(z);
+        }
+        let before = args.len();
+        args.retain(|a| !matches!(a, Expr::Lit(v) if op.is_identity(v, Side::Left)));
+        if args.len() < before {
+            return match args.len() {
+                0 => match result_type {
+                    Some(t) => op
+                        .identity(t, Side::Left)
+                        .map_or(Expr::Lit(Value::zero_of(t)), Expr::Lit),
+                    None => Expr::Call(op, args),
+                },
+                1 => {
+                    let a = args.remove(0);
+                    match (type_of(&a, ty), result_type) {
+                        (Some(at), Some(rt)) if at != rt => Expr::Call(Op::Cast(rt), vec![a]),
+                        _ => a,
+                    }
+                }
+                _ => Expr::Call(op, args),
+            };
+        }
+    }
+    if op == Op::IfElse {
+        if let [Expr::Lit(Value::Bool(c)), a, b] = args.as_slice() {
+            return if *c { a.clone() } else { b.clone() };
+        }
+    }
+    Expr::Call(op, args)
+}
+
+/// Simplifies a statement; returns `Stmt::Block(vec![])` for statements that vanish.
+pub fn simplify_stmt(s: Stmt, ty: &dyn Typer) -> Stmt {
+    match s {
+        Stmt::Assign { lhs, op, rhs } => {
+            let rhs = simplify_expr(rhs, ty);
+            let idx = lhs.1.into_iter().map(|x| simplify_expr(x, ty)).collect();
+            if is_lit(&rhs, Value::is_missing) {
+                return Stmt::Block(vec![]);
+            }
+            if let (Some(op), Expr::Lit(v)) = (op, &rhs) {
+                if op.is_identity(v, Side::Right) && op != Op::Overwrite {
+                    return Stmt::Block(vec![]);
+                }
+            }
+            Stmt::Assign {
+                lhs: (lhs.0, idx),
+                op,
+                rhs,
+            }
+        }
+        Stmt::Sieve {
+            cond,
+            then,
+            otherwise,
+        } => {
+            let cond = simplify_expr(cond, ty);
+            match cond {
+                Expr::Lit(Value::Bool(true)) => simplify_stmt(*then, ty),
+                Expr::Lit(Value::Bool(false)) => simplify_stmt(*otherwise, ty),
+                cond => {
+                    let then = simplify_stmt(*then, ty);
+                    let otherwise = simplify_stmt(*otherwise, ty);
+                    if is_empty(&then) && is_empty(&otherwise) {
+                        return Stmt::Block(vec![]);
+                    }
+                    Stmt::Sieve {
+                        cond,
+                        then: Box::new(then),
+                        otherwise: Box::new(otherwise),
+                    }
+                }
+            }
+        }
+        Stmt::Define { var, value, body } => {
+            let body = simplify_stmt(*body, ty);
+            if is_empty(&body) {
+                return body;
+            }
+            Stmt::Define {
+                var,
+                value: simplify_expr(value, ty),
+                body: Box::new(body),
+            }
+        }
+        Stmt::Block(v) => {
+            let mut out = Vec::new();
+            for s in v {
+                match simplify_stmt(s, ty) {
+                    Stmt::Block(inner) => out.extend(inner),
+                    s => out.push(s),
+                }
+            }
+            if out.len() == 1 {
+                out.pop().unwrap_or(Stmt::Block(vec![]))
+            } else {
+                Stmt::Block(out)
+            }
+        }
+        Stmt::Loop {
+            index,
+            lo,
+            hi,
+            body,
+        } => {
+            let body = simplify_stmt(*body, ty);
+            if is_empty(&body) {
+                return body;
+            }
+            Stmt::Loop {
+                index,
+                lo,
+                hi,
+                body: Box::new(body),
+            }
+        }
+        Stmt::SetScalar(s, e) => Stmt::SetScalar(s, simplify_expr(e, ty)),
+    }
+}
+
+/// True for a statement that does nothing.
+pub fn is_empty(s: &Stmt) -> bool {
+    matches!(s, Stmt::Block(v) if v.iter().all(is_empty))
+}

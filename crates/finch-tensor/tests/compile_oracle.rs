@@ -1,0 +1,246 @@
+//! Oracle tests of the compiler: each kernel is compiled for random input formats and run
+//! on random data (sizes 0, 1, small, medium; empty, sparse and full) with the interpreter
+//! and the C backend; the outputs must equal the dense reference interpreter's.
+
+use std::collections::HashMap;
+
+use finch::engine::Engine;
+use finch::formats::Format;
+use finch::reference::{Bindings, RunOptions};
+use finch::tensor::Tensor;
+use finch::{DenseArray, Program};
+use proptest::prelude::*;
+
+const VECTORS: [&str; 2] = ["Dense(Element(0.0))", "SparseList(Element(0.0))"];
+const MATRICES: [&str; 4] = [
+    "Dense(Dense(Element(0.0)))",
+    "Dense(SparseList(Element(0.0)))",
+    "SparseList(SparseList(Element(0.0)))",
+    "SparseList(Dense(Element(0.0)))",
+];
+
+/// A kernel template: declarations use `{A}`, `{B}`, `{x}`, `{z}` placeholders for formats.
+struct Kernel {
+    name: &'static str,
+    text: &'static str,
+    /// Input name, is a matrix, size roles: (rows, cols) as indices into the sizes.
+    inputs: &'static [(&'static str, bool, usize, usize)],
+}
+
+const KERNELS: [Kernel; 10] = [
+    Kernel { name: "spmv_col", text: "input A :: {A}\ninput x :: {x}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[j]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
+    Kernel { name: "spmv_row", text: "input A :: {A}\ninput x :: {x}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 0, 0)] },
+    Kernel { name: "dot", text: "input x :: {x}\ninput z :: {z}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "sum", text: "input A :: {A}\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "upper_triangle_sum", text: "input A :: {A}\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  if i <= j\n    s[] += A[i, j]\n  end\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "add", text: "input x :: {x}\ninput z :: {z}\noutput w :: Dense(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] + z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "mul", text: "input x :: {x}\ninput z :: {z}\noutput w :: Dense(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "max", text: "input x :: {x}\ninput z :: {z}\noutput w :: Dense(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = max(x[i], z[i])\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "matrix_mul_elementwise", text: "input A :: {A}\ninput B :: {B}\noutput C :: Dense(Dense(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n", inputs: &[("A", true, 0, 1), ("B", true, 0, 1)] },
+    Kernel { name: "spgemm_inner", text: "input A :: {A}\ninput B :: {B}\noutput C :: Dense(Dense(Element(0.0)))\nC .= 0\nfor j = _, i = _, k = _\n  C[i, j] += A[k, i] * B[k, j]\nend\n", inputs: &[("A", true, 2, 0), ("B", true, 2, 1)] },
+];
+
+fn data(n: usize, density: f64, seed: u64) -> Vec<f64> {
+    let mut s = seed
+        .wrapping_mul(2862933555777941757)
+        .wrapping_add(3037000493);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(2862933555777941757).wrapping_add(3037000493);
+            let r = (s >> 33) as f64 / (1u64 << 31) as f64;
+            if r < density {
+                ((s >> 7) % 19) as f64 - 9.0
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+fn check(
+    k: &Kernel,
+    formats: &[&str; 4],
+    sizes: [usize; 3],
+    density: f64,
+    seed: u64,
+) -> Result<(), TestCaseError> {
+    let text = k
+        .text
+        .replace("{A}", formats[0])
+        .replace("{B}", formats[1])
+        .replace("{x}", formats[2])
+        .replace("{z}", formats[3]);
+    let program = Program::parse(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+    let mut dense = Bindings::new();
+    let mut stored: HashMap<String, Tensor> = HashMap::new();
+    for (n, &(name, matrix, r, c)) in k.inputs.iter().enumerate() {
+        let shape = if matrix {
+            vec![sizes[r], sizes[c]]
+        } else {
+            vec![sizes[r]]
+        };
+        let len = shape.iter().product();
+        let a = DenseArray::from_f64(&shape, &data(len, density, seed + n as u64)).unwrap();
+        let f = Format::parse(&program.decl(name).unwrap().format.to_string()).unwrap();
+        stored.insert(name.to_string(), Tensor::from_dense(&f, &a).unwrap());
+        dense.insert(name, a);
+    }
+    program
+        .run_reference(&mut dense, &RunOptions::default())
+        .map_err(|e| TestCaseError::fail(format!("reference: {e}")))?;
+    for engine in [Engine::Interp, Engine::C] {
+        let compiled = program
+            .compile(engine)
+            .map_err(|e| TestCaseError::fail(format!("{}: {e}\n{text}", k.name)))?;
+        let mut tensors = stored.clone();
+        compiled.run(&mut tensors, &HashMap::new()).map_err(|e| {
+            TestCaseError::fail(format!(
+                "{} {engine:?}: {e}\n{text}\n{}",
+                k.name,
+                compiled.kernel()
+            ))
+        })?;
+        for d in program
+            .decls()
+            .iter()
+            .filter(|d| d.kind == finch::notation::DeclKind::Output)
+        {
+            let want = dense.get(&d.name).unwrap();
+            let got = tensors[&d.name].to_dense().unwrap();
+            prop_assert_eq!(&got.shape, &want.shape, "{} {:?}", k.name, engine);
+            prop_assert!(
+                got.data.iter().zip(&want.data).all(|(a, b)| a.same(b)),
+                "{} {:?} formats {:?} sizes {:?}:\n got {:?}\nwant {:?}\n{}",
+                k.name,
+                engine,
+                formats,
+                sizes,
+                got.data,
+                want.data,
+                compiled.kernel()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn sizes() -> impl Strategy<Value = usize> {
+    prop_oneof![Just(0usize), Just(1), 2usize..7, Just(23)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(160))]
+
+    #[test]
+    fn compiled_kernels_match_the_reference(
+        k in 0usize..KERNELS.len(),
+        fa in prop::sample::select(MATRICES.to_vec()),
+        fb in prop::sample::select(MATRICES.to_vec()),
+        fx in prop::sample::select(VECTORS.to_vec()),
+        fz in prop::sample::select(VECTORS.to_vec()),
+        m in sizes(), n in sizes(), p in sizes(),
+        density in prop::sample::select(vec![0.0, 0.15, 0.5, 1.0]),
+        seed in any::<u32>(),
+    ) {
+        check(&KERNELS[k], &[fa, fb, fx, fz], [m, n, p], density, seed as u64)?;
+    }
+}
+
+#[test]
+fn spmv_over_csc_has_no_loop_over_zeros() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/spmv.fin"
+    ))
+    .unwrap();
+    let p = Program::parse(&text).unwrap();
+    let k = p.compile(Engine::Interp).unwrap();
+    let ir = k.kernel().to_string();
+    // One `for` (over columns), one `while` (over stored entries of a column), nothing else:
+    // the runs of zeros between and after stored entries vanished.
+    assert_eq!(ir.matches("for ").count(), 1, "{ir}");
+    assert_eq!(ir.matches("while ").count(), 1, "{ir}");
+    // The interpreter does one multiply-add per stored entry: 3 stored -> 3 stores.
+    let a = DenseArray::from_rows_f64(&[
+        &[1.0, 0.0, 0.0, 0.0],
+        &[0.0, 0.0, 2.0, 0.0],
+        &[0.0, 0.0, 0.0, 3.0],
+    ])
+    .unwrap();
+    let mut t = HashMap::new();
+    t.insert(
+        "A".to_string(),
+        Tensor::from_dense(
+            &Format::parse("Dense(SparseList(Element(0.0)))").unwrap(),
+            &a,
+        )
+        .unwrap(),
+    );
+    t.insert(
+        "x".to_string(),
+        Tensor::from_dense(
+            &Format::parse("Dense(Element(0.0))").unwrap(),
+            &DenseArray::from_f64(&[4], &[1.0; 4]).unwrap(),
+        )
+        .unwrap(),
+    );
+    let r = k.run(&mut t, &HashMap::new()).unwrap();
+    assert_eq!(r.stats.unwrap().stores, 3);
+}
+
+#[test]
+fn mismatched_inputs_are_clear_errors() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/spmv.fin"
+    ))
+    .unwrap();
+    let p = Program::parse(&text).unwrap();
+    let k = p.compile(Engine::Interp).unwrap();
+    let a = DenseArray::from_f64(&[2, 3], &[1.0; 6]).unwrap();
+    let mut t = HashMap::new();
+    t.insert(
+        "A".to_string(),
+        Tensor::from_dense(&Format::parse("Dense(Dense(Element(0.0)))").unwrap(), &a).unwrap(),
+    );
+    t.insert(
+        "x".to_string(),
+        Tensor::from_dense(
+            &Format::parse("Dense(Element(0.0))").unwrap(),
+            &DenseArray::from_f64(&[3], &[1.0; 3]).unwrap(),
+        )
+        .unwrap(),
+    );
+    let e = k.run(&mut t, &HashMap::new()).unwrap_err().to_string();
+    assert!(e.contains("stored as Dense(Dense(Element(0.0)))"), "{e}");
+    t.insert(
+        "A".to_string(),
+        Tensor::from_dense(
+            &Format::parse("Dense(SparseList(Element(0.0)))").unwrap(),
+            &a,
+        )
+        .unwrap(),
+    );
+    t.insert(
+        "x".to_string(),
+        Tensor::from_dense(
+            &Format::parse("Dense(Element(0.0))").unwrap(),
+            &DenseArray::from_f64(&[4], &[1.0; 4]).unwrap(),
+        )
+        .unwrap(),
+    );
+    let e = k.run(&mut t, &HashMap::new()).unwrap_err().to_string();
+    assert!(
+        e.contains("`j`") && e.contains("size 3") && e.contains("size 4"),
+        "{e}"
+    );
+    let e = Program::parse(&text.replace("y[i] += A[i, j] * x[j]", "y[i] += A[j, i] * x[j]"))
+        .unwrap()
+        .compile(Engine::Interp)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not concordant") && e.contains("issue #5"),
+        "{e}"
+    );
+}
