@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! finch run PROGRAM.fin --input A=a.mtx --input x=x.mtx [--output y=y.mtx] [--shape y=5]
+//!           [--engine c|interp|reference] [--repeat N]
+//! finch code PROGRAM.fin [--format A=Dense(SparseList(Element(0.0)))] [--ir]
 //! finch parse PROGRAM.fin
 //! finch info FILE.mtx|FILE.tns
 //! ```
@@ -45,8 +47,22 @@ enum Command {
         #[arg(long = "shape", value_name = "NAME=DIMS")]
         shapes: Vec<String>,
         /// Which engine runs the program.
-        #[arg(long, value_enum, default_value_t = Engine::Reference)]
+        #[arg(long, value_enum, default_value_t = Engine::C)]
         engine: Engine,
+        /// Run the kernel N times and print the minimum and median kernel time.
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        repeat: usize,
+    },
+    /// Print the generated C (or, with --ir, the kernel IR) of a program.
+    Code {
+        /// The program (`.fin`).
+        program: PathBuf,
+        /// Override a declared format: `NAME=FORMAT`.
+        #[arg(long = "format", value_name = "NAME=FORMAT")]
+        formats: Vec<String>,
+        /// Print the kernel IR instead of C.
+        #[arg(long)]
+        ir: bool,
     },
     /// Parse a program and print it back in canonical form.
     Parse {
@@ -62,12 +78,13 @@ enum Command {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Engine {
-    /// The dense reference interpreter (the test oracle).
-    Reference,
-    /// Generated C, compiled and cached (not available yet: issue #3).
+    /// Generated C, compiled with the system C compiler and cached (the interpreter is
+    /// used when no C compiler is found).
     C,
-    /// The kernel-IR interpreter (not available yet: issue #3).
+    /// The kernel-IR interpreter.
     Interp,
+    /// The dense reference interpreter (the test oracle; works on dense copies).
+    Reference,
 }
 
 fn main() -> ExitCode {
@@ -79,7 +96,13 @@ fn main() -> ExitCode {
             outputs,
             shapes,
             engine,
-        } => run(&program, &inputs, &outputs, &shapes, engine),
+            repeat,
+        } => run(&program, &inputs, &outputs, &shapes, engine, repeat),
+        Command::Code {
+            program,
+            formats,
+            ir,
+        } => code(&program, &formats, ir),
         Command::Parse { program } => parse(&program),
         Command::Info { file } => info(&file),
     };
@@ -122,16 +145,32 @@ fn run(
     outputs: &[String],
     shapes: &[String],
     engine: Engine,
+    repeat: usize,
 ) -> Result<()> {
-    if engine != Engine::Reference {
-        bail!(
-            "engine `{}` is not available yet (the compiler arrives with issue #3); use --engine reference",
-            format!("{engine:?}").to_lowercase()
-        );
-    }
     let program = load_program(program_path)?;
+    let compiled = match engine {
+        Engine::Reference => None,
+        Engine::C | Engine::Interp => {
+            let e = if engine == Engine::C {
+                finch::engine::Engine::C
+            } else {
+                finch::engine::Engine::Interp
+            };
+            match program.compile(e) {
+                Ok(c) => Some(c),
+                Err(err @ finch::Error::Unsupported(_)) => {
+                    bail!("{err}\n(the dense reference engine runs every program: --engine reference)")
+                }
+                Err(err) => {
+                    return Err(err)
+                        .with_context(|| format!("compiling {}", program_path.display()))
+                }
+            }
+        }
+    };
 
     let mut bindings = Bindings::new();
+    let mut stored: HashMap<String, Tensor> = HashMap::new();
     for arg in inputs {
         let (name, source) = split_binding(arg, "input")?;
         let decl = program.decl(name).ok_or_else(|| {
@@ -146,20 +185,23 @@ fn run(
                 decl.kind.keyword()
             );
         }
-        if bindings.get(name).is_some() {
+        if stored.contains_key(name) {
             bail!("--input {name} is given twice");
         }
         let tensor = files::load_tensor(source, &decl.format)
             .with_context(|| format!("--input {name}={source}"))?;
-        let dense = tensor
-            .to_dense()
-            .with_context(|| format!("--input {name}={source}"))?;
-        bindings.insert(name, dense);
+        if compiled.is_none() {
+            let dense = tensor
+                .to_dense()
+                .with_context(|| format!("--input {name}={source}"))?;
+            bindings.insert(name, dense);
+        }
+        stored.insert(name.to_string(), tensor);
     }
     let missing: Vec<&str> = program
         .decls()
         .iter()
-        .filter(|d| d.kind == DeclKind::Input && bindings.get(&d.name).is_none())
+        .filter(|d| d.kind == DeclKind::Input && !stored.contains_key(&d.name))
         .map(|d| d.name.as_str())
         .collect();
     if !missing.is_empty() {
@@ -201,20 +243,57 @@ fn run(
         targets.insert(name, path);
     }
 
-    program
-        .run_reference(&mut bindings, &opts)
-        .with_context(|| format!("running {}", program_path.display()))?;
+    let mut times = Vec::new();
+    for _ in 0..repeat.max(1) {
+        let start = std::time::Instant::now();
+        match &compiled {
+            Some(c) => {
+                let report = c
+                    .run(&mut stored, &opts.shapes)
+                    .with_context(|| format!("running {}", program_path.display()))?;
+                times.push(report.kernel_time);
+            }
+            None => {
+                let mut b = bindings.clone();
+                program
+                    .run_reference(&mut b, &opts)
+                    .with_context(|| format!("running {}", program_path.display()))?;
+                times.push(start.elapsed());
+                if times.len() == repeat.max(1) {
+                    bindings = b;
+                }
+            }
+        }
+    }
+    if repeat > 1 {
+        times.sort();
+        eprintln!(
+            "{} runs ({}): min {:?}, median {:?}",
+            times.len(),
+            match &compiled {
+                Some(c) => format!("{:?} engine", c.engine()).to_lowercase(),
+                None => "reference engine".to_string(),
+            },
+            times[0],
+            times[times.len() / 2]
+        );
+    }
 
     for decl in program.decls() {
         let written = decl.kind == DeclKind::Output || targets.contains_key(decl.name.as_str());
         if !written {
             continue;
         }
-        let array = bindings
-            .get(&decl.name)
-            .ok_or_else(|| anyhow!("the program did not produce `{}`", decl.name))?;
-        let tensor = Tensor::from_dense(&decl.format, array)
-            .with_context(|| format!("storing `{}` as {}", decl.name, decl.format))?;
+        let tensor = match stored.get(&decl.name).filter(|_| compiled.is_some()) {
+            Some(t) => t.clone(),
+            None => {
+                let array = bindings
+                    .get(&decl.name)
+                    .ok_or_else(|| anyhow!("the program did not produce `{}`", decl.name))?;
+                Tensor::from_dense(&decl.format, array)
+                    .with_context(|| format!("storing `{}` as {}", decl.name, decl.format))?
+            }
+        };
         match targets.get(decl.name.as_str()) {
             Some(path) => {
                 files::save_tensor(&tensor, Path::new(path))
@@ -234,6 +313,35 @@ fn declared_names(program: &Program) -> String {
         .map(|d| d.name.as_str())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+fn code(path: &Path, formats: &[String], ir: bool) -> Result<()> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read program {}", path.display()))?;
+    let mut ast = finch::notation::parse_program(&text)
+        .with_context(|| format!("in program {}", path.display()))?;
+    for arg in formats {
+        let (name, fmt) = split_binding(arg, "format")?;
+        let format =
+            finch::formats::Format::parse(fmt).with_context(|| format!("--format {arg}"))?;
+        let decl = ast
+            .decls
+            .iter_mut()
+            .find(|d| d.name == name)
+            .ok_or_else(|| anyhow!("--format {name}: the program declares no tensor `{name}`"))?;
+        decl.format = format.to_string();
+    }
+    let program =
+        Program::from_ast(ast, &text).with_context(|| format!("in program {}", path.display()))?;
+    let compiled = program
+        .compile(finch::engine::Engine::Interp)
+        .with_context(|| format!("compiling {}", path.display()))?;
+    if ir {
+        print!("{}", compiled.kernel());
+    } else {
+        print!("{}", compiled.c_source()?);
+    }
+    Ok(())
 }
 
 fn parse(path: &Path) -> Result<()> {

@@ -260,6 +260,21 @@ fn a_huge_sparse_input_is_refused_not_allocated() {
         "%%MatrixMarket matrix coordinate real general\n1000000 1000000 1\n1 1 1.0\n",
     )
     .expect("write");
+    // The reference engine works on dense copies: it refuses.
+    let o = finch(&[
+        "run",
+        "examples/spmv.fin",
+        "--engine",
+        "reference",
+        "--input",
+        &format!("A={}", big.display()),
+        "--input",
+        "x=examples/data/x.mtx",
+    ]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("dense copy") && e.contains("limit"), "{e}");
+    // The compiled engine keeps the matrix sparse and reports the real problem.
     let o = finch(&[
         "run",
         "examples/spmv.fin",
@@ -270,5 +285,93 @@ fn a_huge_sparse_input_is_refused_not_allocated() {
     ]);
     assert!(!o.status.success());
     let e = stderr(&o);
-    assert!(e.contains("dense copy") && e.contains("limit"), "{e}");
+    assert!(e.contains("size 1000000") && e.contains("size 5"), "{e}");
+}
+
+#[test]
+fn all_engines_agree_on_the_demo() {
+    let mut results = Vec::new();
+    for engine in ["c", "interp", "reference"] {
+        let out = temp_path(&format!("y_{engine}.mtx"));
+        let o = finch(&[
+            "run",
+            "examples/spmv.fin",
+            "--engine",
+            engine,
+            "--input",
+            "A=examples/data/A.mtx",
+            "--input",
+            "x=examples/data/x.mtx",
+            "--output",
+            &format!("y={}", out.display()),
+        ]);
+        assert!(o.status.success(), "{engine}: {}", stderr(&o));
+        results.push(read_vector_independently(&out));
+    }
+    assert!(
+        results
+            .iter()
+            .all(|r| r == &vec![7.0, 6.0, 19.0, 31.0, 7.0]),
+        "{results:?}"
+    );
+}
+
+#[test]
+fn repeat_prints_kernel_times() {
+    let o = finch(&[
+        "run",
+        "examples/spmv.fin",
+        "--repeat",
+        "5",
+        "--input",
+        "A=examples/data/A.mtx",
+        "--input",
+        "x=examples/data/x.mtx",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("5 runs") && e.contains("min") && e.contains("median"),
+        "{e}"
+    );
+}
+
+#[test]
+fn code_prints_c_and_ir() {
+    let o = finch(&["code", "examples/spmv.fin"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        c.contains("int finch_kernel(") && c.contains("while (1)"),
+        "{c}"
+    );
+    let o = finch(&[
+        "code",
+        "examples/spmv.fin",
+        "--ir",
+        "--format",
+        "A=Dense(Dense(Element(0.0)))",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ir = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        ir.contains("kernel finch_program") && !ir.contains("while"),
+        "{ir}"
+    );
+}
+
+#[test]
+fn programs_the_compiler_cannot_take_yet_point_to_the_reference_engine() {
+    let o = finch(&[
+        "run",
+        "examples/fig12_histogram_scatter.fin",
+        "--input",
+        "I=examples/data/x.mtx",
+    ]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains("not supported yet") && e.contains("--engine reference"),
+        "{e}"
+    );
 }

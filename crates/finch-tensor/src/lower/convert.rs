@@ -541,6 +541,7 @@ fn walk_accesses(s: &notation::Stmt, f: &mut dyn FnMut(&notation::Access)) {
     match s {
         notation::Stmt::Assign { lhs, rhs, .. } => {
             f(lhs);
+            lhs.indices.iter().for_each(|x| in_expr(x, f));
             in_expr(rhs, f);
         }
         notation::Stmt::Declare { init, .. } => in_expr(init, f),
