@@ -52,7 +52,7 @@ impl std::fmt::Debug for CompiledProgram {
 }
 
 /// What a run did.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct RunReport {
     /// Time in the kernel itself.
     pub kernel_time: Duration,

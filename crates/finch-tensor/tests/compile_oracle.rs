@@ -244,3 +244,77 @@ fn mismatched_inputs_are_clear_errors() {
         "{e}"
     );
 }
+
+/// Figs. 17-18: with the `i <= j` mask the compiled upper-triangle sum reads the value of
+/// every stored entry of the upper triangle and of no other entry.
+#[test]
+fn upper_triangle_sum_reads_only_the_triangle() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/fig17_upper_triangle_sum.fin"
+    ))
+    .unwrap();
+    let p = Program::parse(
+        &text
+            .replace("Element(0)", "Element(0.0)")
+            .replace("Scalar(0)", "Scalar(0.0)"),
+    )
+    .unwrap();
+    let k = p.compile(Engine::Interp).unwrap();
+    let val = k
+        .kernel()
+        .bufs
+        .iter()
+        .position(|b| b.name == "A_lvl3_val")
+        .unwrap();
+    for (rows, sum, upper_stored) in [
+        (
+            vec![
+                vec![1.0, 0.0, 2.0],
+                vec![0.0, 3.0, 0.0],
+                vec![4.0, 0.0, 5.0],
+            ],
+            11.0,
+            4,
+        ),
+        (
+            vec![
+                vec![1.0, 0.0, 2.0],
+                vec![0.0, 3.0, 0.0],
+                vec![4.0, 0.0, 5.0],
+                vec![6.0, 7.0, 8.0],
+            ],
+            11.0,
+            4,
+        ),
+        (
+            vec![
+                vec![0.0, 0.0, 2.0],
+                vec![0.0, 0.0, 7.0],
+                vec![4.0, 0.0, 5.0],
+            ],
+            14.0,
+            3,
+        ),
+    ] {
+        let r: Vec<&[f64]> = rows.iter().map(|r| r.as_slice()).collect();
+        let a = DenseArray::from_rows_f64(&r).unwrap();
+        let mut t = HashMap::new();
+        t.insert(
+            "A".to_string(),
+            Tensor::from_dense(
+                &Format::parse("Dense(SparseList(Element(0.0)))").unwrap(),
+                &a,
+            )
+            .unwrap(),
+        );
+        let report = k.run(&mut t, &HashMap::new()).unwrap();
+        assert_eq!(t["s"].get(&[]).unwrap(), finch::Value::F64(sum));
+        assert_eq!(
+            report.stats.unwrap().buf_loads[val],
+            upper_stored,
+            "{rows:?}\n{}",
+            k.kernel()
+        );
+    }
+}

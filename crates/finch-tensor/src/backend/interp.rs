@@ -12,10 +12,12 @@ use crate::error::{Error, Result};
 use crate::kernel::{verify, BufId, KExpr, KStmt, Kernel};
 
 /// Counts of what a kernel did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct InterpStats {
     /// Buffer loads (and one per probe of `scansearch`).
     pub loads: u64,
+    /// Loads per buffer, indexed by `BufId`.
+    pub buf_loads: Vec<u64>,
     /// Buffer stores.
     pub stores: u64,
     /// Iterations of `for` and `while` bodies.
@@ -51,7 +53,10 @@ pub fn run(
         k,
         bufs,
         locals,
-        stats: InterpStats::default(),
+        stats: InterpStats {
+            buf_loads: vec![0; k.bufs.len()],
+            ..InterpStats::default()
+        },
     };
     m.block(&k.body)?;
     let outs = k.outputs.iter().map(|l| m.locals[l.0 as usize]).collect();
@@ -81,6 +86,7 @@ impl Machine<'_, '_> {
 
     fn load(&mut self, b: BufId, i: i64) -> Result<Value> {
         self.stats.loads += 1;
+        self.stats.buf_loads[b.0 as usize] += 1;
         let buf = &self.bufs[b.0 as usize];
         usize::try_from(i)
             .ok()
