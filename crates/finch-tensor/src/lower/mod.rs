@@ -1061,3 +1061,210 @@ impl Lowerer {
         }
     }
 }
+
+/// The lowering examples of Looplets §6.1 (typos fixed, finch-looplets.md §4), with
+/// hand-built looplets: each checks the loop shape of the kernel and its result.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{interp, BufArg};
+    use crate::formats::{Format, ScalarKind};
+    use crate::notation::DeclKind;
+    use crate::tensor::Buffer;
+    use std::rc::Rc;
+
+    /// A lowerer with one f64 scalar output `C` (tensor 0).
+    fn lowerer() -> Lowerer {
+        let mut kernel = Kernel::new("example");
+        let c = kernel.local("C", ScalarType::F64);
+        kernel.outputs.push(c);
+        Lowerer {
+            kernel,
+            tensors: vec![TensorInfo {
+                name: "C".into(),
+                kind: DeclKind::Output,
+                format: Format::Scalar(ScalarKind::Scalar, Value::F64(0.0)),
+                levels: vec![],
+                scalar: Some(c),
+                written: true,
+                init: None,
+            }],
+            depth: 0,
+        }
+    }
+
+    fn c_plus_eq(rhs: Expr) -> Stmt {
+        Stmt::Assign {
+            lhs: (Tensor::Scalar(0), vec![]),
+            op: Some(Op::Add),
+            rhs,
+        }
+    }
+
+    fn at(l: Looplet) -> Expr {
+        Expr::Access(Box::new(Tensor::Looplet(l)), vec![Expr::Index("i".into())])
+    }
+
+    fn lit(x: f64) -> Expr {
+        Expr::Lit(Value::F64(x))
+    }
+
+    /// Lowers `for i = lo:hi: body`, runs it on `bufs`, returns (C, kernel text).
+    fn run(mut l: Lowerer, lo: i64, hi: i64, body: Stmt, bufs: &mut [Buffer]) -> (f64, String) {
+        let code = l
+            .lower(Stmt::Loop {
+                index: "i".into(),
+                lo: KExpr::int(lo),
+                hi: KExpr::int(hi),
+                body: Box::new(body),
+            })
+            .unwrap();
+        l.kernel.body = crate::kernel::tidy(code);
+        let text = l.kernel.to_string();
+        let mut args: Vec<BufArg> = bufs.iter_mut().map(BufArg::Values).collect();
+        let (out, _) =
+            interp::run(&l.kernel, &mut args, &[]).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        (out[0].as_f64().unwrap(), text)
+    }
+
+    #[test]
+    fn example_1_lookup() {
+        let mut l = lowerer();
+        let data = l.kernel.buf("data", ScalarType::F64, false, false);
+        let a = Looplet::Lookup(Rc::new(|j| {
+            Tensor::Value(Expr::Call(
+                Op::Pow,
+                vec![Expr::Code(j), Expr::Lit(Value::I64(2))],
+            ))
+        }));
+        let b = Looplet::Lookup(Rc::new(move |j| {
+            Tensor::Value(Expr::Code(KExpr::load(
+                data,
+                KExpr::bin(Op::Sub, j, KExpr::int(1)),
+            )))
+        }));
+        let body = c_plus_eq(Expr::Call(Op::Mul, vec![lit(2.0), lit(1.0), at(a), at(b)]));
+        let (c, text) = run(l, 1, 3, body, &mut [Buffer::F64(vec![1.0, 2.0, 3.0])]);
+        assert_eq!(c, 72.0);
+        assert_eq!(text.matches("for ").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn example_2_runs_vanish_or_integrate() {
+        let l = lowerer();
+        let body = c_plus_eq(Expr::Call(
+            Op::Mul,
+            vec![
+                at(Looplet::Run(Box::new(Tensor::Value(lit(3.0))))),
+                at(Looplet::Run(Box::new(Tensor::FillLeaf(Value::F64(0.0))))),
+            ],
+        ));
+        let (c, text) = run(l, 1, 10, body, &mut []);
+        assert_eq!(c, 0.0);
+        assert!(!text.contains("for ") && !text.contains("v0 ="), "{text}");
+        // `for i in 4:10: C += Run(3)[i]` is `C += 7 * 3` with no loop.
+        let l = lowerer();
+        let (c, text) = run(
+            l,
+            4,
+            10,
+            c_plus_eq(at(Looplet::Run(Box::new(Tensor::Value(lit(3.0)))))),
+            &mut [],
+        );
+        assert_eq!(c, 21.0);
+        assert!(!text.contains("for "), "{text}");
+    }
+
+    #[test]
+    fn example_3_spike() {
+        let mut l = lowerer();
+        let ad = l.kernel.buf("Adata", ScalarType::F64, false, false);
+        let bd = l.kernel.buf("Bdata", ScalarType::F64, false, false);
+        let spike = |d| Looplet::Spike {
+            body: Box::new(Tensor::FillLeaf(Value::F64(0.0))),
+            tail: Box::new(Tensor::Value(Expr::Code(KExpr::load(d, KExpr::int(3))))),
+        };
+        let body = c_plus_eq(Expr::Call(Op::Mul, vec![at(spike(ad)), at(spike(bd))]));
+        let (c, text) = run(
+            l,
+            1,
+            4,
+            body,
+            &mut [
+                Buffer::F64(vec![0.0, 0.0, 0.0, 2.0]),
+                Buffer::F64(vec![0.0, 0.0, 0.0, 5.0]),
+            ],
+        );
+        assert_eq!(c, 10.0);
+        assert!(!text.contains("for ") && !text.contains("while"), "{text}");
+    }
+
+    #[test]
+    fn example_5_sequence() {
+        let l = lowerer();
+        let seq = |stop: i64, a: f64, b: f64| {
+            Looplet::Sequence(vec![
+                (
+                    Some(KExpr::int(stop)),
+                    Looplet::Run(Box::new(Tensor::Value(lit(a)))),
+                ),
+                (None, Looplet::Run(Box::new(Tensor::Value(lit(b))))),
+            ])
+        };
+        let body = c_plus_eq(Expr::Call(
+            Op::Mul,
+            vec![at(seq(4, 1.0, 2.0)), at(seq(6, 3.0, 4.0))],
+        ));
+        let (c, text) = run(l, 1, 10, body, &mut []);
+        assert_eq!(c, 56.0);
+        // Every phase body is constant: all four loops are integrated away.
+        assert!(!text.contains("for "), "{text}");
+    }
+
+    #[test]
+    fn example_6_steppers_coiterate() {
+        let mut l = lowerer();
+        let idx = l.kernel.buf("idx", ScalarType::I64, false, false);
+        let val = l.kernel.buf("val", ScalarType::F64, false, false);
+        let jdx = l.kernel.buf("jdx", ScalarType::I64, false, false);
+        let wal = l.kernel.buf("wal", ScalarType::F64, false, false);
+        let mut stepper = |stops, vals, name: &str| {
+            let p = l.kernel.local(name, ScalarType::I64);
+            Looplet::Stepper(Rc::new(Stepper {
+                seek: Box::new(|_| vec![]),
+                preamble: vec![],
+                stop: KExpr::load(stops, KExpr::Local(p)),
+                chunk: Looplet::Run(Box::new(Tensor::Value(Expr::Code(KExpr::load(
+                    vals,
+                    KExpr::Local(p),
+                ))))),
+                next: vec![KStmt::Assign(
+                    p,
+                    KExpr::bin(Op::Add, KExpr::Local(p), KExpr::int(1)),
+                )],
+            }))
+        };
+        let a = stepper(idx, val, "p");
+        let b = stepper(jdx, wal, "q");
+        let body = c_plus_eq(Expr::Call(Op::Mul, vec![at(a), at(b)]));
+        let (c, text) = run(
+            l,
+            1,
+            10,
+            body,
+            &mut [
+                Buffer::I64(vec![3, 7, 10]),
+                Buffer::F64(vec![1.0, 2.0, 3.0]),
+                Buffer::I64(vec![5, 10]),
+                Buffer::F64(vec![10.0, 20.0]),
+            ],
+        );
+        assert_eq!(c, 330.0);
+        // One `while` over steps; each step's constant body is integrated (no `for`).
+        assert_eq!(
+            (text.matches("while").count(), text.matches("for ").count()),
+            (1, 0),
+            "{text}"
+        );
+    }
+}
