@@ -1,15 +1,20 @@
 //! `finch-bench`: benchmarks of Finch-RS, written as ratios against a baseline measured in
 //! the same run on the same input, with the machine noted.
 //!
-//! Available now: `io` — Matrix Market read throughput of `finch::io` on the largest
+//! `spmv` — compiled SpMV against hand-written Rust loops and SciPy, plus bandwidth,
+//! compile latency and call overhead (`bench/results/spmv.md`; `bench/run.sh` creates the
+//! SciPy environment). `io` — Matrix Market read throughput of `finch::io` on the largest
 //! matrices of `../shared/data` (or `$FINCH_DATA_DIR`), against the bytes-per-second of
 //! a plain line split of the same text (the floor any reader must pay). Results go to
-//! `bench/results/io.md`. SpMV and the structured-format benchmarks arrive with the
-//! compiler (issues #3 and #4).
+//! `bench/results/io.md`.
 //!
 //! ```text
+//! bench/run.sh spmv                                     # with the SciPy baseline
+//! cargo run --release -p finch-bench -- spmv [--repeat 20] [--quick]
 //! cargo run --release -p finch-bench -- io [--repeat 5]
 //! ```
+
+mod spmv;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -17,14 +22,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 fn data_dir() -> PathBuf {
-    match std::env::var_os("FINCH_DATA_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
-    }
+    spmv::data_dir()
 }
 
 /// The machine line printed with every result table.
-fn machine_line() -> String {
+pub(crate) fn machine_line() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -112,6 +114,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut repeat = 5usize;
     let mut which = None;
+    let mut quick = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -122,7 +125,12 @@ fn main() -> Result<()> {
                     .context("--repeat needs a positive number")?;
             }
             "io" => which = Some("io"),
-            other => bail!("unknown argument `{other}` (usage: finch-bench io [--repeat N])"),
+            "spmv" => which = Some("spmv"),
+            "compile-latency" => which = Some("compile-latency"),
+            "--quick" => quick = true,
+            other => bail!(
+                "unknown argument `{other}` (usage: finch-bench spmv|io [--repeat N] [--quick])"
+            ),
         }
     }
     match which {
@@ -135,6 +143,21 @@ fn main() -> Result<()> {
             eprintln!("wrote bench/results/io.md");
             Ok(())
         }
-        _ => bail!("usage: finch-bench io [--repeat N]"),
+        Some("spmv") => {
+            let table = spmv::run(repeat, &data_dir(), quick)?;
+            print!("{table}");
+            if !quick {
+                let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
+                std::fs::create_dir_all(&results)?;
+                std::fs::write(results.join("spmv.md"), &table)?;
+                eprintln!("wrote bench/results/spmv.md");
+            }
+            Ok(())
+        }
+        Some("compile-latency") => {
+            println!("{}", spmv::compile_latency()?);
+            Ok(())
+        }
+        _ => bail!("usage: finch-bench spmv|io [--repeat N] [--quick]"),
     }
 }

@@ -95,6 +95,9 @@ pub enum Tensor {
     Value(Expr),
     /// A 0-d tensor kept in a kernel local (by lowerer scalar id).
     Scalar(usize),
+    /// A leaf held in a kernel local while a loop runs (scalar replacement of an output
+    /// element the loop reduces into).
+    Local(crate::kernel::LocalId),
 }
 
 /// An expression in the lowering IR.

@@ -101,6 +101,7 @@ impl Typer for Lowerer {
         match t {
             Tensor::Fiber(f) => self.tensors[f.tensor].format.element_type(),
             Tensor::Scalar(s) => self.tensors[*s].format.element_type(),
+            Tensor::Local(l) => self.kernel.locals[l.0 as usize].ty,
             Tensor::FillLeaf(v) => v.scalar_type().unwrap_or(ScalarType::F64),
             Tensor::Value(e) => type_of(e, self).unwrap_or(ScalarType::F64),
             Tensor::Looplet(l) => match l {
@@ -401,6 +402,11 @@ impl Lowerer {
         if is_empty(&body) {
             return Ok(vec![]);
         }
+        if lo != hi {
+            if let Some(code) = self.scalar_replace(index, &lo, &hi, &body)? {
+                return Ok(code);
+            }
+        }
         let styles = self.styles(&body, index);
         match styles.iter().max() {
             Some(Style::Thunk) => self.rule_thunk(index, lo, hi, body),
@@ -410,6 +416,111 @@ impl Lowerer {
             Some(Style::Stepper) => self.rule_stepper(index, lo, hi, body),
             Some(Style::Lookup) | None => self.rule_lookup(index, lo, hi, body),
         }
+    }
+
+    /// Scalar replacement: when the body writes an output element whose position does not
+    /// depend on the loop (its indices are all consumed) and does not otherwise read that
+    /// tensor, the element lives in a local for the loop: loaded before, stored after.
+    /// (A reduction `y[i] += ...` inside a loop over `j` then stays in a register.)
+    fn scalar_replace(
+        &mut self,
+        index: &str,
+        lo: &KExpr,
+        hi: &KExpr,
+        body: &Stmt,
+    ) -> Result<Option<Vec<KStmt>>> {
+        fn leaf_writes(s: &Stmt, out: &mut Vec<crate::looplets::Fiber>) {
+            match s {
+                Stmt::Assign {
+                    lhs: (Tensor::Fiber(f), idx),
+                    ..
+                } if idx.is_empty() => out.push(f.clone()),
+                Stmt::Loop { body, .. } | Stmt::Define { body, .. } => leaf_writes(body, out),
+                Stmt::Sieve {
+                    then, otherwise, ..
+                } => {
+                    leaf_writes(then, out);
+                    leaf_writes(otherwise, out);
+                }
+                Stmt::Block(v) => v.iter().for_each(|s| leaf_writes(s, out)),
+                _ => {}
+            }
+        }
+        let mut writes = Vec::new();
+        leaf_writes(body, &mut writes);
+        let Some(target) = writes.first().cloned() else {
+            return Ok(None);
+        };
+        if writes.iter().any(|w| w != &target) {
+            return Ok(None);
+        }
+        // The tensor must not be read, nor written through any other access, in the body.
+        let mut other_use = false;
+        let _ = map_exprs(body.clone(), &mut |e| {
+            map_accesses(e, &mut |t, idx| {
+                match &t {
+                    Tensor::Fiber(f)
+                        if f.tensor == target.tensor && !(f == &target && idx.is_empty()) =>
+                    {
+                        other_use = true
+                    }
+                    Tensor::Looplet(_) => {}
+                    _ => {}
+                }
+                Ok(Expr::Access(Box::new(t), idx))
+            })
+        });
+        let reads_target = {
+            let mut n = 0;
+            let _ = map_exprs(body.clone(), &mut |e| {
+                map_accesses(e, &mut |t, idx| {
+                    if matches!(&t, Tensor::Fiber(f) if f == &target) {
+                        n += 1;
+                    }
+                    Ok(Expr::Access(Box::new(t), idx))
+                })
+            });
+            n
+        };
+        // Each write counts once as an access in `map_exprs`; any extra is a read.
+        if other_use || reads_target != writes.len() {
+            return Ok(None);
+        }
+        let Some(LevelParams::Element { val, .. }) = self.tensors[target.tensor]
+            .levels
+            .get(target.depth)
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let ty = self.kernel.bufs[val.0 as usize].elem;
+        let acc = self.fresh(&format!("{}_acc", self.tensors[target.tensor].name), ty);
+        let replaced = map_exprs(body.clone(), &mut |e| {
+            map_accesses(e, &mut |t, idx| match t {
+                Tensor::Fiber(f) if f == target => {
+                    Ok(Expr::Access(Box::new(Tensor::Local(acc)), idx))
+                }
+                other => Ok(Expr::Access(Box::new(other), idx)),
+            })
+        })?;
+        let mut code = vec![KStmt::Assign(acc, KExpr::load(val, target.pos.clone()))];
+        let styles = self.styles(&replaced, index);
+        code.extend(match styles.iter().max() {
+            Some(Style::Thunk) => self.rule_thunk(index, lo.clone(), hi.clone(), replaced)?,
+            Some(Style::Run) => self.rule_run(index, lo.clone(), hi.clone(), replaced)?,
+            Some(Style::Spike) => self.rule_spike(index, lo.clone(), hi.clone(), replaced)?,
+            Some(Style::Sequence) => self.rule_sequence(index, lo.clone(), hi.clone(), replaced)?,
+            Some(Style::Stepper) => self.rule_stepper(index, lo.clone(), hi.clone(), replaced)?,
+            Some(Style::Lookup) | None => {
+                self.rule_lookup(index, lo.clone(), hi.clone(), replaced)?
+            }
+        });
+        code.push(KStmt::Store {
+            buf: val,
+            index: target.pos,
+            value: KExpr::Local(acc),
+        });
+        Ok(Some(code))
     }
 
     /// Masks (Finch paper Table 5): a comparison of the loop index with a value that does
@@ -849,6 +960,12 @@ impl Lowerer {
                         Box::new(move |v| KStmt::Assign(l, v)),
                     )
                 }
+                Tensor::Local(l) => (
+                    KExpr::Local(l),
+                    self.kernel.locals[l.0 as usize].ty,
+                    "an accumulator".to_string(),
+                    Box::new(move |v| KStmt::Assign(l, v)),
+                ),
                 Tensor::Fiber(f) => match self.tensors[f.tensor].levels.get(f.depth) {
                     Some(LevelParams::Element { val, .. }) => {
                         let (val, pos) = (*val, f.pos.clone());
@@ -966,6 +1083,7 @@ impl Lowerer {
                         )),
                     },
                     Tensor::FillLeaf(v) => self.kexpr(&Expr::Lit(*v)),
+                    Tensor::Local(l) => Ok((KExpr::Local(*l), self.kernel.locals[l.0 as usize].ty)),
                     Tensor::Value(v) => self.kexpr(v),
                     Tensor::Looplet(l) => Err(Error::Program(format!(
                         "internal: an unlowered looplet {l:?}"

@@ -174,6 +174,17 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
         e.out,
         "int {name}(finch_buf *bufs, void **scalars, void *ctx, finch_resize_fn resize) {{\n  int err = 0;\n  (void)ctx; (void)resize; (void)scalars;"
     );
+    for (n, b) in k.bufs.iter().enumerate() {
+        if !b.growable {
+            let t = c_type(b.elem);
+            let c = if b.writable { "" } else { "const " };
+            let _ = writeln!(
+                e.out,
+                "  {c}{t} *restrict p{n} = ({c}{t} *)bufs[{n}].data; const int64_t n{n} = bufs[{n}].len; (void)p{n}; (void)n{n}; /* {} */",
+                b.name
+            );
+        }
+    }
     for (n, l) in k.locals.iter().enumerate() {
         let _ = writeln!(e.out, "  {} v{n} = 0; /* {} */", c_type(l.ty), l.name);
     }
@@ -232,9 +243,24 @@ impl Emitter<'_> {
         self.k.bufs[b.0 as usize].elem
     }
 
-    /// The C pointer expression for a buffer.
+    /// The C pointer expression for a buffer: a `restrict` local for buffers that never
+    /// move (distinct Rust vectors never alias), the descriptor for growable ones (a resize
+    /// may move them).
     fn ptr(&self, b: BufId) -> String {
-        format!("(({} *)bufs[{}].data)", c_type(self.elem(b)), b.0)
+        if self.k.bufs[b.0 as usize].growable {
+            format!("(({} *)bufs[{}].data)", c_type(self.elem(b)), b.0)
+        } else {
+            format!("p{}", b.0)
+        }
+    }
+
+    /// The C expression for a buffer's length.
+    fn len(&self, b: BufId) -> String {
+        if self.k.bufs[b.0 as usize].growable {
+            format!("bufs[{}].len", b.0)
+        } else {
+            format!("n{}", b.0)
+        }
     }
 
     fn searches(&mut self) -> Result<()> {
@@ -330,7 +356,7 @@ impl Emitter<'_> {
         match e {
             KExpr::Lit(v) => lit(v),
             KExpr::Local(l) => format!("v{}", l.0),
-            KExpr::Len(b) => format!("bufs[{}].len", b.0),
+            KExpr::Len(b) => self.len(*b),
             KExpr::Load(b, i) => {
                 let i = self.expr(i);
                 match self.mode {
@@ -339,8 +365,8 @@ impl Emitter<'_> {
                         // Out of bounds: no access, `err` is set and the statement's
                         // `if (err) goto finish` leaves before the dummy value is used.
                         format!(
-                            "(((uint64_t)({i}) < (uint64_t)bufs[{b}].len) ? {p}[{i}] : (err = 5, ({t})0))",
-                            b = b.0,
+                            "(((uint64_t)({i}) < (uint64_t){n}) ? {p}[{i}] : (err = 5, ({t})0))",
+                            n = self.len(*b),
                             p = self.ptr(*b),
                             t = c_type(self.elem(*b))
                         )
@@ -350,7 +376,8 @@ impl Emitter<'_> {
             KExpr::Search { buf, value, lo, hi } => {
                 let (lo, hi) = (self.expr(lo), self.expr(hi));
                 format!(
-                    "((0 <= ({lo}) && ({lo}) <= ({hi}) && ({hi}) <= bufs[{b}].len) ? finch_search_b{b}({p}, {v}, {lo}, {hi}) : (err = 5, (int64_t)0))",
+                    "((0 <= ({lo}) && ({lo}) <= ({hi}) && ({hi}) <= {n}) ? finch_search_b{b}({p}, {v}, {lo}, {hi}) : (err = 5, (int64_t)0))",
+                    n = self.len(*buf),
                     b = buf.0,
                     p = self.ptr(*buf),
                     v = self.expr(value)
@@ -569,8 +596,8 @@ impl Emitter<'_> {
                         let t = c_type(self.elem(*buf));
                         let _ = writeln!(
                             self.out,
-                            "{pad}{{ int64_t i_ = {i}; {t} x_ = {v}; if (err) goto finish; if ((uint64_t)i_ >= (uint64_t)bufs[{b}].len) {{ err = 5; goto finish; }} {p}[i_] = x_; }}",
-                            b = buf.0
+                            "{pad}{{ int64_t i_ = {i}; {t} x_ = {v}; if (err) goto finish; if ((uint64_t)i_ >= (uint64_t){n}) {{ err = 5; goto finish; }} {p}[i_] = x_; }}",
+                            n = self.len(*buf)
                         );
                     }
                 }
