@@ -325,12 +325,12 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
         // Hand-written Rust loops on the same buffers.
         let mut y = vec![0.0; a.m];
         let (rust_csr, _) = time(repeat, || {
-            for i in 0..a.m {
+            for (i, yi) in y.iter_mut().enumerate() {
                 let mut s = 0.0;
                 for q in a.ptr[i]..a.ptr[i + 1] {
                     s += a.val[q] * x[a.idx[q]];
                 }
-                y[i] = s;
+                *yi = s;
             }
             std::hint::black_box(&y);
             Ok(())
