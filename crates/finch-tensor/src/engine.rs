@@ -94,6 +94,15 @@ enum Source<'a> {
     Indices(&'a [usize]),
     Values(&'a Buffer),
     Output(usize),
+    OutputPtr(usize),
+    OutputIdx(usize),
+}
+
+/// The buffers of an output: values, and for a sparse output its counts and indices.
+struct OutBufs {
+    val: Buffer,
+    ptr: Vec<usize>,
+    idx: Vec<usize>,
 }
 
 impl CompiledProgram {
@@ -204,8 +213,9 @@ impl CompiledProgram {
             };
             shape_of.insert(k, sh);
         }
-        // Output value buffers, filled with their declared initial value.
-        let mut out_vals: HashMap<usize, Buffer> = HashMap::new();
+        // Output buffers: dense values filled with the declared initial value; for a sparse
+        // output, per-fiber counts (one per parent position, plus one) and empty idx/val.
+        let mut out_vals: HashMap<usize, OutBufs> = HashMap::new();
         for (k, info) in infos.iter().enumerate() {
             if info.kind != DeclKind::Input && info.scalar.is_none() {
                 let ty = info.format.element_type();
@@ -213,8 +223,28 @@ impl CompiledProgram {
                 let init = init.convert_exact(ty).ok_or_else(|| {
                     Error::Program(format!("`{}` cannot be initialized with {init}", info.name))
                 })?;
-                let n = checked_len(&shape_of[&k])?;
-                out_vals.insert(k, Buffer::filled(ty, n, init)?);
+                let shape = &shape_of[&k];
+                let sparse_depth = info
+                    .levels
+                    .iter()
+                    .position(|l| matches!(l, LevelParams::SparseListOut { .. }));
+                let bufs = match sparse_depth {
+                    None => OutBufs {
+                        val: Buffer::filled(ty, checked_len(shape)?, init)?,
+                        ptr: vec![],
+                        idx: vec![],
+                    },
+                    Some(d) => {
+                        // Parent positions: the product of the Dense sizes above the level.
+                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
+                        OutBufs {
+                            val: Buffer::new(ty),
+                            ptr: vec![0; checked_len(&outer)? + 1],
+                            idx: Vec::new(),
+                        }
+                    }
+                };
+                out_vals.insert(k, bufs);
             }
         }
         // Kernel inputs (shapes and scalars) and buffer sources.
@@ -264,6 +294,16 @@ impl CompiledProgram {
                     (LevelParams::Element { val, .. }, None) => {
                         sources.insert(*val, Source::Output(k));
                     }
+                    (
+                        LevelParams::SparseListOut {
+                            shape, ptr, idx, ..
+                        },
+                        None,
+                    ) => {
+                        local_values.insert(*shape, Value::I64(mode_size as i64));
+                        sources.insert(*ptr, Source::OutputPtr(k));
+                        sources.insert(*idx, Source::OutputIdx(k));
+                    }
                     (LevelParams::Pattern, _) => {}
                     _ => {
                         return Err(Error::Program(format!(
@@ -284,19 +324,30 @@ impl CompiledProgram {
             })
             .collect::<Result<_>>()?;
         // Borrow output buffers mutably, in kernel buffer order.
-        let mut out_refs: HashMap<usize, &mut Buffer> =
-            out_vals.iter_mut().map(|(k, b)| (*k, b)).collect();
+        let mut vals: HashMap<usize, &mut Buffer> = HashMap::new();
+        let mut ptrs: HashMap<usize, &mut Vec<usize>> = HashMap::new();
+        let mut idxs: HashMap<usize, &mut Vec<usize>> = HashMap::new();
+        for (k, o) in out_vals.iter_mut() {
+            vals.insert(*k, &mut o.val);
+            ptrs.insert(*k, &mut o.ptr);
+            idxs.insert(*k, &mut o.idx);
+        }
+        let internal = |what: &str| Error::Program(format!("internal: output {what}"));
         let mut args: Vec<BufArg> = Vec::with_capacity(kernel.bufs.len());
         for b in 0..kernel.bufs.len() {
             let id = BufId(b as u32);
             args.push(match sources.remove(&id) {
                 Some(Source::Indices(v)) => BufArg::ReadIndices(v),
                 Some(Source::Values(v)) => BufArg::ReadValues(v),
-                Some(Source::Output(k)) => BufArg::Values(
-                    out_refs
-                        .remove(&k)
-                        .ok_or_else(|| Error::Program("internal: output buffer".into()))?,
-                ),
+                Some(Source::Output(k)) => {
+                    BufArg::Values(vals.remove(&k).ok_or_else(|| internal("values"))?)
+                }
+                Some(Source::OutputPtr(k)) => {
+                    BufArg::Indices(ptrs.remove(&k).ok_or_else(|| internal("counts"))?)
+                }
+                Some(Source::OutputIdx(k)) => {
+                    BufArg::Indices(idxs.remove(&k).ok_or_else(|| internal("indices"))?)
+                }
                 None => {
                     return Err(Error::Program(format!(
                         "internal: no source for kernel buffer {id}"
@@ -333,14 +384,25 @@ impl CompiledProgram {
                     }),
                 )?,
                 (Format::Levels(lf), None) => {
-                    let vals = out_vals
+                    let mut bufs = out_vals
                         .remove(&k)
                         .ok_or_else(|| Error::Program("internal: output values".into()))?;
+                    // Freeze a sparse output: counts become offsets, buffers are trimmed.
+                    if !bufs.ptr.is_empty() {
+                        for p in 1..bufs.ptr.len() {
+                            bufs.ptr[p] += bufs.ptr[p - 1];
+                        }
+                        let n = bufs.ptr[bufs.ptr.len() - 1];
+                        bufs.idx.truncate(n);
+                        bufs.val.truncate(n);
+                    }
                     let shape = shape_of[&k].clone();
+                    // `from_parts` validates: a kernel that broke the extrude contract (an
+                    // index written out of order) yields an error, not a malformed tensor.
                     Tensor::from_parts(
                         info.format.clone(),
                         shape.clone(),
-                        TensorStorage::Levels(dense_storage(lf, &shape, vals)?),
+                        TensorStorage::Levels(output_storage(lf, &shape, bufs)?),
                     )?
                 }
                 _ => return Err(Error::Program("internal: output kind".into())),
@@ -353,21 +415,42 @@ impl CompiledProgram {
     }
 }
 
-/// Dense levels over an Element leaf holding `vals`.
-fn dense_storage(lf: &LevelFormat, shape: &[usize], vals: Buffer) -> Result<LevelStorage> {
+/// The storage of an output: Dense levels, possibly one SparseList level, an Element leaf.
+fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<LevelStorage> {
     match lf {
         LevelFormat::Element(fill) => Ok(LevelStorage::Element(ElementStorage {
             fill: *fill,
-            val: vals,
+            val: bufs.val,
         })),
-        LevelFormat::Inner { child, .. } => {
+        LevelFormat::Inner { kind, child } => {
             let (last, rest) = shape
                 .split_last()
                 .ok_or_else(|| Error::Program(format!("internal: shape {}", fmt_shape(shape))))?;
-            Ok(LevelStorage::Dense(DenseStorage {
-                shape: *last,
-                child: Box::new(dense_storage(child, rest, vals)?),
-            }))
+            match kind {
+                crate::formats::LevelKind::SparseList => {
+                    let OutBufs { val, ptr, idx } = bufs;
+                    Ok(LevelStorage::SparseList(
+                        crate::formats::SparseListStorage {
+                            shape: *last,
+                            ptr,
+                            idx,
+                            child: Box::new(output_storage(
+                                child,
+                                rest,
+                                OutBufs {
+                                    val,
+                                    ptr: vec![],
+                                    idx: vec![],
+                                },
+                            )?),
+                        },
+                    ))
+                }
+                _ => Ok(LevelStorage::Dense(DenseStorage {
+                    shape: *last,
+                    child: Box::new(output_storage(child, rest, bufs)?),
+                })),
+            }
         }
         LevelFormat::Pattern => Err(Error::Program("internal: pattern output".into())),
     }

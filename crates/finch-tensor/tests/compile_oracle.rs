@@ -27,7 +27,12 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 10] = [
+const KERNELS: [Kernel; 15] = [
+    Kernel { name: "add_sparse_out", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] + z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "mul_sparse_out", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "max_sparse_out", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] <<max>>= max(x[i], z[i])\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "matrix_mul_sparse_out", text: "input A :: {A}\ninput B :: {B}\noutput C :: Dense(SparseList(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n", inputs: &[("A", true, 0, 1), ("B", true, 0, 1)] },
+    Kernel { name: "spgemm_inner_sparse_out", text: "input A :: {A}\ninput B :: {B}\noutput C :: Dense(SparseList(Element(0.0)))\nC .= 0\nfor j = _, i = _, k = _\n  C[i, j] += A[k, i] * B[k, j]\nend\n", inputs: &[("A", true, 2, 0), ("B", true, 2, 1)] },
     Kernel { name: "spmv_col", text: "input A :: {A}\ninput x :: {x}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[j]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "spmv_row", text: "input A :: {A}\ninput x :: {x}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 0, 0)] },
     Kernel { name: "dot", text: "input x :: {x}\ninput z :: {z}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
@@ -317,4 +322,56 @@ fn upper_triangle_sum_reads_only_the_triangle() {
             k.kernel()
         );
     }
+}
+
+/// Sparse outputs store the union (`+`) or intersection (`*`) of the operands' patterns:
+/// fill regions write nothing.
+#[test]
+fn sparse_outputs_store_only_the_structure() {
+    let f = Format::parse("SparseList(Element(0.0))").unwrap();
+    let x = Tensor::from_dense(
+        &f,
+        &DenseArray::from_f64(&[8], &[1.0, 0.0, 2.0, 0.0, 0.0, 3.0, 0.0, 0.0]).unwrap(),
+    )
+    .unwrap();
+    let z = Tensor::from_dense(
+        &f,
+        &DenseArray::from_f64(&[8], &[0.0, 0.0, 5.0, 0.0, 7.0, 3.0, 0.0, 1.0]).unwrap(),
+    )
+    .unwrap();
+    for (op, stored, want) in [
+        ("+", 5, vec![1.0, 0.0, 7.0, 0.0, 7.0, 6.0, 0.0, 1.0]),
+        ("*", 2, vec![0.0, 0.0, 10.0, 0.0, 0.0, 9.0, 0.0, 0.0]),
+    ] {
+        let text = format!(
+            "input x :: SparseList(Element(0.0))\ninput z :: SparseList(Element(0.0))\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] {op} z[i]\nend\n"
+        );
+        for engine in [Engine::Interp, Engine::C] {
+            let k = Program::parse(&text).unwrap().compile(engine).unwrap();
+            let mut t = HashMap::from([("x".to_string(), x.clone()), ("z".to_string(), z.clone())]);
+            k.run(&mut t, &HashMap::new()).unwrap();
+            assert_eq!(
+                t["w"].countstored(),
+                stored,
+                "{op} {engine:?}\n{}",
+                k.kernel()
+            );
+            let got: Vec<f64> = t["w"]
+                .to_dense()
+                .unwrap()
+                .data
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect();
+            assert_eq!(got, want, "{op} {engine:?}");
+        }
+    }
+    // Writing a sparse output from two statements breaks the in-order, once-per-index rule.
+    let two = "input x :: SparseList(Element(0.0))\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i]\nend\nfor i = _\n  w[i] += x[i]\nend\n";
+    let e = Program::parse(two)
+        .unwrap()
+        .compile(Engine::Interp)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("more than one statement"), "{e}");
 }

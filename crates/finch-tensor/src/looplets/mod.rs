@@ -24,6 +24,23 @@ pub struct Fiber {
     pub depth: usize,
     /// Position within the level (`i64`, 0-based).
     pub pos: KExpr,
+    /// For a leaf position a sparse output level is extruding: how a write claims it.
+    pub hollow: Option<Hollow>,
+}
+
+/// A leaf position handed out by an extruding sparse level (Finch's hollow subfiber): the
+/// first write grows the buffers if needed, initializes the value and sets `dirty`, which
+/// the level reads after the index's statements to record the index.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hollow {
+    /// Set by the first write.
+    pub dirty: crate::kernel::LocalId,
+    /// The level's index buffer (grows with the values).
+    pub idx: crate::kernel::BufId,
+    /// The leaf's value buffer.
+    pub val: crate::kernel::BufId,
+    /// The value a claimed position starts from.
+    pub init: Value,
 }
 
 /// A looplet for the dimension indexed by the loop being lowered.
@@ -31,6 +48,14 @@ pub struct Fiber {
 pub enum Looplet {
     /// Random access: the element at index `i` is `f(i)`.
     Lookup(Rc<dyn Fn(KExpr) -> Tensor>),
+    /// Random access for writes, with code to run after the statements of each index
+    /// (a sparse level records the index if a write happened).
+    LookupWrite {
+        /// The element at index `i`.
+        body: Rc<dyn Fn(KExpr) -> Tensor>,
+        /// Runs after each index's statements.
+        epilogue: Rc<dyn Fn(KExpr) -> Vec<KStmt>>,
+    },
     /// Every element is `body`.
     Run(Box<Tensor>),
     /// `body` up to `stop - 1`, `tail` at `stop` (the end of the enclosing extent).
@@ -51,6 +76,8 @@ pub enum Looplet {
         preamble: Vec<KStmt>,
         /// The looplet.
         body: Box<Looplet>,
+        /// Emitted after the loop.
+        epilogue: Vec<KStmt>,
     },
 }
 
@@ -73,6 +100,7 @@ impl std::fmt::Debug for Looplet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Looplet::Lookup(_) => f.write_str("Lookup"),
+            Looplet::LookupWrite { .. } => f.write_str("LookupWrite"),
             Looplet::Run(b) => write!(f, "Run({b:?})"),
             Looplet::Spike { body, tail } => write!(f, "Spike({body:?}, {tail:?})"),
             Looplet::Sequence(p) => write!(f, "Sequence({} phases)", p.len()),
@@ -167,9 +195,14 @@ pub enum Stmt {
 pub fn truncate_before_stop(l: &Looplet) -> Looplet {
     match l {
         Looplet::Spike { body, .. } => Looplet::Run(body.clone()),
-        Looplet::Thunk { preamble, body } => Looplet::Thunk {
+        Looplet::Thunk {
+            preamble,
+            body,
+            epilogue,
+        } => Looplet::Thunk {
             preamble: preamble.clone(),
             body: Box::new(truncate_before_stop(body)),
+            epilogue: epilogue.clone(),
         },
         other => other.clone(),
     }

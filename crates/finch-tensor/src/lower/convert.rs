@@ -35,6 +35,20 @@ pub enum LevelParams {
         /// Stored indices (0-based).
         idx: BufId,
     },
+    /// A SparseList level of an output, written in order (extrude): `ptr` holds per-fiber
+    /// counts until the run time prefix-sums it; `idx` grows by doubling.
+    SparseListOut {
+        /// Size of the mode.
+        shape: LocalId,
+        /// Per-fiber counts (`P + 1` entries, prefix-summed after the kernel).
+        ptr: BufId,
+        /// Stored indices (0-based), growable.
+        idx: BufId,
+        /// The next free position.
+        qos: LocalId,
+        /// Whether the current index was written.
+        dirty: LocalId,
+    },
     /// The value buffer.
     Element {
         /// Values.
@@ -156,6 +170,13 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, false, false);
                                     info.levels.push(LevelParams::SparseList { shape, ptr, idx });
                                 }
+                                LevelKind::SparseList if matches!(**child, LevelFormat::Element(_)) => {
+                                    let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, true, false);
+                                    let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, true);
+                                    let qos = kernel.local(format!("{}_lvl{depth}_qos", d.name), ScalarType::I64);
+                                    let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
+                                    info.levels.push(LevelParams::SparseListOut { shape, ptr, idx, qos, dirty });
+                                }
                                 other => {
                                     return unsupported(format!(
                                         "compiling {} `{}` as {} (this release compiles reads of Dense and SparseList levels and writes of Dense levels; more arrive with issues #3 and #4)",
@@ -170,11 +191,16 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                         }
                         LevelFormat::Element(fill) => {
                             let ty = fill.scalar_type().unwrap_or(ScalarType::F64);
+                            // Under a sparse output level the values grow with the entries.
+                            let sparse_out = matches!(
+                                info.levels.last(),
+                                Some(LevelParams::SparseListOut { .. })
+                            );
                             let val = kernel.buf(
                                 format!("{}_lvl{depth}_val", d.name),
                                 ty,
                                 is_written,
-                                false,
+                                sparse_out,
                             );
                             info.levels.push(LevelParams::Element { val, fill: *fill });
                             break;
@@ -208,6 +234,8 @@ struct Converter<'a> {
     constraints: Vec<(Size, Size, String)>,
     output_shapes: HashMap<usize, Vec<Option<Size>>>,
     top_level: bool,
+    /// Sparse outputs already written by a statement.
+    sparse_written: std::collections::HashSet<usize>,
 }
 
 /// Converts a checked program.
@@ -227,6 +255,7 @@ pub fn convert(program: &crate::Program) -> Result<Converted> {
         constraints: Vec::new(),
         output_shapes: HashMap::new(),
         top_level: true,
+        sparse_written: std::collections::HashSet::new(),
     };
     let body = c.stmt(&program.ast().body)?;
     let constraints = std::mem::take(&mut c.constraints);
@@ -309,11 +338,35 @@ impl Converter<'_> {
                 if self.tensors[t].kind == DeclKind::Input {
                     return unsupported(format!("re-declaring the input `{tensor}` (issue #3)"));
                 }
+                let sparse = self.tensors[t]
+                    .levels
+                    .iter()
+                    .any(|l| matches!(l, LevelParams::SparseListOut { .. }));
+                let fill = self.tensors[t].format.fill_value();
+                if sparse
+                    && !init
+                        .convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64))
+                        .is_some_and(|v| v.same(&fill))
+                {
+                    return unsupported(format!(
+                        "declaring the sparse output `{tensor}` with {init}, which is not its fill value {fill}"
+                    ));
+                }
                 self.tensors[t].init = Some(init);
                 Stmt::Block(vec![])
             }
             notation::Stmt::Assign { lhs, op, rhs } => {
                 let t = self.tensor(&lhs.tensor)?;
+                let sparse = self.tensors[t]
+                    .levels
+                    .iter()
+                    .any(|l| matches!(l, LevelParams::SparseListOut { .. }));
+                if sparse && !self.sparse_written.insert(t) {
+                    return unsupported(format!(
+                        "`{}` is written by more than one statement; a SparseList output is written once, in order (issue #3)",
+                        lhs.tensor
+                    ));
+                }
                 if self.tensors[t].kind == DeclKind::Input {
                     return unsupported(format!(
                         "updating the input `{}` in place (issue #3)",
@@ -428,9 +481,9 @@ impl Converter<'_> {
         let ndims = info.format.ndims();
         let depth = ndims - 1 - m;
         match info.levels.get(depth) {
-            Some(LevelParams::Dense { shape }) | Some(LevelParams::SparseList { shape, .. }) => {
-                Ok(KExpr::Local(*shape))
-            }
+            Some(LevelParams::Dense { shape })
+            | Some(LevelParams::SparseList { shape, .. })
+            | Some(LevelParams::SparseListOut { shape, .. }) => Ok(KExpr::Local(*shape)),
             _ => Err(Error::Program(format!(
                 "`{}` has no mode {}",
                 info.name,
@@ -496,6 +549,7 @@ impl Converter<'_> {
             tensor: t,
             depth: 0,
             pos: KExpr::int(0),
+            hollow: None,
         });
         Ok((root, idx))
     }

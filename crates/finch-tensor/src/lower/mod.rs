@@ -14,6 +14,7 @@ mod unfurl;
 pub use convert::{LevelParams, Size, TensorInfo};
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use crate::algebra::{promote, Op, ScalarType, Value};
 use crate::error::{Error, Result};
@@ -65,7 +66,7 @@ enum Style {
 
 fn style_of(l: &Looplet) -> Style {
     match l {
-        Looplet::Lookup(_) => Style::Lookup,
+        Looplet::Lookup(_) | Looplet::LookupWrite { .. } => Style::Lookup,
         Looplet::Stepper(_) => Style::Stepper,
         Looplet::Sequence(_) => Style::Sequence,
         Looplet::Spike { .. } => Style::Spike,
@@ -107,7 +108,9 @@ impl Typer for Lowerer {
             Tensor::Looplet(l) => match l {
                 Looplet::Run(t) => self.tensor_type(t),
                 Looplet::Spike { tail, .. } => self.tensor_type(tail),
-                Looplet::Lookup(f) => self.tensor_type(&f(KExpr::int(1))),
+                Looplet::Lookup(f) | Looplet::LookupWrite { body: f, .. } => {
+                    self.tensor_type(&f(KExpr::int(1)))
+                }
                 Looplet::Sequence(p) => p.first().map_or(ScalarType::F64, |(_, l)| {
                     self.tensor_type(&Tensor::Looplet(l.clone()))
                 }),
@@ -431,10 +434,18 @@ impl Lowerer {
     ) -> Result<Option<Vec<KStmt>>> {
         fn leaf_writes(s: &Stmt, out: &mut Vec<crate::looplets::Fiber>) {
             match s {
+                // A position a sparse level hands out must be claimed by its own writes,
+                // so it is never replaced (marked with an impossible tensor id).
                 Stmt::Assign {
                     lhs: (Tensor::Fiber(f), idx),
                     ..
-                } if idx.is_empty() => out.push(f.clone()),
+                } if idx.is_empty() => out.push(match f.hollow {
+                    None => f.clone(),
+                    Some(_) => crate::looplets::Fiber {
+                        tensor: usize::MAX,
+                        ..f.clone()
+                    },
+                }),
                 Stmt::Loop { body, .. } | Stmt::Define { body, .. } => leaf_writes(body, out),
                 Stmt::Sieve {
                     then, otherwise, ..
@@ -451,7 +462,7 @@ impl Lowerer {
         let Some(target) = writes.first().cloned() else {
             return Ok(None);
         };
-        if writes.iter().any(|w| w != &target) {
+        if target.tensor == usize::MAX || writes.iter().any(|w| w != &target) {
             return Ok(None);
         }
         // The tensor must not be read, nor written through any other access, in the body.
@@ -607,9 +618,15 @@ impl Lowerer {
     /// Thunk: hoist every preamble before the loop, then lower the loop over the bodies.
     fn rule_thunk(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
         let mut pre = Vec::new();
+        let mut post = Vec::new();
         let body = self.rewrite(body, index, &mut |_, l| match l {
-            Looplet::Thunk { preamble, body } => {
+            Looplet::Thunk {
+                preamble,
+                body,
+                epilogue,
+            } => {
                 pre.extend(preamble.iter().cloned());
+                post.extend(epilogue.iter().cloned());
                 Repl::Looplet((**body).clone())
             }
             _ => Repl::Keep,
@@ -620,6 +637,7 @@ impl Lowerer {
             hi,
             body: Box::new(body),
         })?);
+        pre.extend(post);
         Ok(pre)
     }
 
@@ -853,12 +871,25 @@ impl Lowerer {
     /// Lookup (or no looplet): a plain loop binding the index; a loop of one iteration
     /// binds it without looping; a body that does not use the index is integrated.
     fn rule_lookup(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
+        // Per-index epilogues of written lookups run after the index's statements, and only
+        // where those statements did something.
+        let mut epilogues: Vec<Rc<dyn Fn(KExpr) -> Vec<KStmt>>> = Vec::new();
         if lo == hi {
             let body = self.rewrite(body, index, &mut |_, l| match l {
                 Looplet::Lookup(f) => Repl::Consume(f(hi.clone())),
+                Looplet::LookupWrite { body, epilogue } => {
+                    epilogues.push(epilogue.clone());
+                    Repl::Consume(body(hi.clone()))
+                }
                 _ => Repl::Keep,
             })?;
-            return self.lower(bind(body, index, &hi)?);
+            let mut code = self.lower(bind(body, index, &hi)?)?;
+            if !code.is_empty() {
+                for e in &epilogues {
+                    code.extend(e(hi.clone()));
+                }
+            }
+            return Ok(code);
         }
         if self.styles(&body, index).is_empty() && !mentions(&body, index) {
             if let Some(code) = self.integrate(&lo, &hi, &body)? {
@@ -868,11 +899,18 @@ impl Lowerer {
         let var = self.fresh(index, ScalarType::I64);
         let body = self.rewrite(body, index, &mut |_, l| match l {
             Looplet::Lookup(f) => Repl::Consume(f(KExpr::Local(var))),
+            Looplet::LookupWrite { body, epilogue } => {
+                epilogues.push(epilogue.clone());
+                Repl::Consume(body(KExpr::Local(var)))
+            }
             _ => Repl::Keep,
         })?;
-        let inner = self.lower(bind(body, index, &KExpr::Local(var))?)?;
+        let mut inner = self.lower(bind(body, index, &KExpr::Local(var))?)?;
         if inner.is_empty() {
             return Ok(vec![]);
+        }
+        for e in &epilogues {
+            inner.extend(e(KExpr::Local(var)));
         }
         Ok(vec![KStmt::For {
             var,
@@ -947,6 +985,14 @@ impl Lowerer {
                 "internal: a write with indices left after lowering".into(),
             ));
         }
+        if let Tensor::Fiber(
+            f @ crate::looplets::Fiber {
+                hollow: Some(_), ..
+            },
+        ) = &t
+        {
+            return self.emit_hollow(f.clone(), op, rhs);
+        }
         let (old, elem, name, store): (KExpr, ScalarType, String, Box<dyn Fn(KExpr) -> KStmt>) =
             match t {
                 Tensor::Scalar(s) => {
@@ -996,6 +1042,72 @@ impl Lowerer {
         let (v, vt) = self.kexpr(&value)?;
         let v = self.convert_for_store(v, vt, elem, &name)?;
         Ok(vec![store(v)])
+    }
+
+    /// A write to a position an extruding sparse level hands out: the first write of the
+    /// index claims the position (growing the buffers by doubling), then the value is
+    /// updated. Storing the fill value into an unclaimed position does nothing.
+    fn emit_hollow(
+        &mut self,
+        f: crate::looplets::Fiber,
+        op: Option<Op>,
+        rhs: Expr,
+    ) -> Result<Vec<KStmt>> {
+        let Some(h) = f.hollow.clone() else {
+            return Err(Error::Program("internal: not a hollow position".into()));
+        };
+        let fill = self.fill_of(f.tensor);
+        let plain = Tensor::Fiber(crate::looplets::Fiber {
+            hollow: None,
+            ..f.clone()
+        });
+        let store = self.emit_assign((plain, vec![]), op, rhs.clone())?;
+        if op.is_none() && matches!(simplify_expr(rhs, self), Expr::Lit(v) if v.same(&fill)) {
+            return Ok(vec![KStmt::If {
+                cond: KExpr::Local(h.dirty),
+                then: store,
+                otherwise: vec![],
+            }]);
+        }
+        let qos = f.pos.clone();
+        let grown = KExpr::Op(
+            Op::Max,
+            vec![
+                KExpr::bin(Op::Mul, KExpr::Len(h.val), KExpr::int(2)),
+                KExpr::int(1),
+            ],
+        );
+        let claim = vec![
+            KStmt::If {
+                cond: KExpr::bin(Op::Ge, qos.clone(), KExpr::Len(h.val)),
+                then: vec![
+                    KStmt::Resize {
+                        buf: h.val,
+                        len: grown.clone(),
+                        fill: h.init,
+                    },
+                    KStmt::Resize {
+                        buf: h.idx,
+                        len: grown,
+                        fill: Value::I64(0),
+                    },
+                ],
+                otherwise: vec![],
+            },
+            KStmt::Store {
+                buf: h.val,
+                index: qos,
+                value: KExpr::Lit(h.init),
+            },
+            KStmt::Assign(h.dirty, KExpr::Lit(Value::Bool(true))),
+        ];
+        let mut code = vec![KStmt::If {
+            cond: KExpr::Op(Op::Not, vec![KExpr::Local(h.dirty)]),
+            then: claim,
+            otherwise: vec![],
+        }];
+        code.extend(store);
+        Ok(code)
     }
 
     /// Converts a value for storing into a tensor of type `to`: identical types, `bool`

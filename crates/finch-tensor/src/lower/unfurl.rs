@@ -44,6 +44,7 @@ impl Lowerer {
                     tensor: t,
                     depth,
                     pos: child,
+                    hollow: None,
                 })
             }))),
             LevelParams::SparseList { ptr, idx, .. } => {
@@ -108,16 +109,86 @@ impl Lowerer {
                             tensor: t,
                             depth,
                             pos: l(q),
+                            hollow: None,
                         })),
                     },
                     next: vec![KStmt::Assign(q, plus1(l(q)))],
                 };
                 Ok(Looplet::Thunk {
+                    epilogue: vec![],
                     preamble,
                     body: Box::new(Looplet::Sequence(vec![
                         (Some(l(i_last)), Looplet::Stepper(Rc::new(stepper))),
                         (None, Looplet::Run(Box::new(Tensor::FillLeaf(fill)))),
                     ])),
+                })
+            }
+            LevelParams::SparseListOut {
+                ptr,
+                idx,
+                qos,
+                dirty,
+                ..
+            } => {
+                let Some(LevelParams::Element { val, .. }) =
+                    self.tensors[t].levels.get(depth).cloned()
+                else {
+                    return Err(Error::Program(format!(
+                        "internal: `{name}` has no leaf under its sparse output level"
+                    )));
+                };
+                let fill = self.fill_of(t);
+                // The declared initial value, in the element type (checked equal to the fill
+                // when the program was converted).
+                let init = self.tensors[t]
+                    .init
+                    .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
+                    .unwrap_or(fill);
+                let start = self
+                    .kernel
+                    .local(format!("{name}_lvl{depth}_qos_start"), ScalarType::I64);
+                let l = KExpr::Local;
+                let hollow = crate::looplets::Hollow {
+                    dirty,
+                    idx,
+                    val,
+                    init,
+                };
+                // After each index's statements: record it if written.
+                let record = move |i: KExpr| {
+                    vec![KStmt::If {
+                        cond: l(dirty),
+                        then: vec![
+                            KStmt::Store {
+                                buf: idx,
+                                index: l(qos),
+                                value: KExpr::bin(Op::Sub, i, KExpr::int(1)),
+                            },
+                            KStmt::Assign(qos, KExpr::bin(Op::Add, l(qos), KExpr::int(1))),
+                            KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+                        ],
+                        otherwise: vec![],
+                    }]
+                };
+                Ok(Looplet::Thunk {
+                    preamble: vec![KStmt::Assign(start, l(qos))],
+                    body: Box::new(Looplet::LookupWrite {
+                        body: Rc::new(move |_i: KExpr| {
+                            Tensor::Fiber(Fiber {
+                                tensor: t,
+                                depth,
+                                pos: l(qos),
+                                hollow: Some(hollow.clone()),
+                            })
+                        }),
+                        epilogue: Rc::new(record),
+                    }),
+                    // The fiber's count; the run time prefix-sums the counts at freeze.
+                    epilogue: vec![KStmt::Store {
+                        buf: ptr,
+                        index: KExpr::bin(Op::Add, pos, KExpr::int(1)),
+                        value: KExpr::bin(Op::Sub, l(qos), l(start)),
+                    }],
                 })
             }
             LevelParams::Element { .. } | LevelParams::Pattern => Err(Error::Program(format!(
