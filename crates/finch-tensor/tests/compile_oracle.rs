@@ -27,7 +27,9 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 15] = [
+const KERNELS: [Kernel; 17] = [
+    Kernel { name: "dot_follow", text: "input x :: {x}\ninput z :: {z}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i] * z[follow(i)]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "spmv_follow", text: "input A :: {A}\ninput x :: {x}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[follow(j)]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "add_sparse_out", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] + z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "mul_sparse_out", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "max_sparse_out", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] <<max>>= max(x[i], z[i])\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
@@ -134,7 +136,7 @@ fn sizes() -> impl Strategy<Value = usize> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(160))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn compiled_kernels_match_the_reference(

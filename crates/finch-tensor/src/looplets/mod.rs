@@ -26,6 +26,8 @@ pub struct Fiber {
     pub pos: KExpr,
     /// For a leaf position a sparse output level is extruding: how a write claims it.
     pub hollow: Option<Hollow>,
+    /// Levels (bit `d` for depth `d`) read with the `follow` protocol (random access).
+    pub follow: u64,
 }
 
 /// A leaf position handed out by an extruding sparse level (Finch's hollow subfiber): the
@@ -126,6 +128,19 @@ pub enum Tensor {
     /// A leaf held in a kernel local while a loop runs (scalar replacement of an output
     /// element the loop reduces into).
     Local(crate::kernel::LocalId),
+    /// A choice made at run time: after `pre` runs, `then` if `cond` holds, else
+    /// `otherwise` (a random access that may miss). Resolved by an `if` around the
+    /// statement that reads it.
+    Switch {
+        /// Code computing the condition.
+        pre: Vec<KStmt>,
+        /// The condition (`bool`).
+        cond: KExpr,
+        /// The tensor when it holds.
+        then: Box<Tensor>,
+        /// The tensor otherwise.
+        otherwise: Box<Tensor>,
+    },
 }
 
 /// An expression in the lowering IR.

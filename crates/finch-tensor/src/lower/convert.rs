@@ -500,9 +500,18 @@ impl Converter<'_> {
         }
         let mut depths = Vec::new();
         let mut idx = Vec::new();
-        for e in &a.indices {
+        let mut follow = 0u64;
+        let ndims = a.indices.len();
+        for (m, e) in a.indices.iter().enumerate() {
             let name = match e {
                 notation::Expr::Index(i) => i,
+                notation::Expr::Protocol(notation::Protocol::Follow, x) if !is_write && ndims - 1 - m < 64 => match &**x {
+                    notation::Expr::Index(i) => {
+                        follow |= 1 << (ndims - 1 - m);
+                        i
+                    }
+                    _ => return unsupported(format!("a protocol around a non-index in `{}[...]` (issue #5)", a.tensor)),
+                },
                 notation::Expr::Protocol(p, x) => match &**x {
                     notation::Expr::Index(i) if *p == notation::Protocol::Walk || *p == notation::Protocol::Extrude => i,
                     _ => return unsupported(format!("the protocol `{}` in `{}[...]` (issue #3)", p.name(), a.tensor)),
@@ -550,6 +559,7 @@ impl Converter<'_> {
             depth: 0,
             pos: KExpr::int(0),
             hollow: None,
+            follow,
         });
         Ok((root, idx))
     }

@@ -103,6 +103,7 @@ impl Typer for Lowerer {
             Tensor::Fiber(f) => self.tensors[f.tensor].format.element_type(),
             Tensor::Scalar(s) => self.tensors[*s].format.element_type(),
             Tensor::Local(l) => self.kernel.locals[l.0 as usize].ty,
+            Tensor::Switch { then, .. } => self.tensor_type(then),
             Tensor::FillLeaf(v) => v.scalar_type().unwrap_or(ScalarType::F64),
             Tensor::Value(e) => type_of(e, self).unwrap_or(ScalarType::F64),
             Tensor::Looplet(l) => match l {
@@ -284,6 +285,10 @@ impl Lowerer {
             ));
         }
         let s = simplify_stmt(s, self);
+        if let Some(code) = self.resolve_switch(&s)? {
+            self.depth -= 1;
+            return Ok(code);
+        }
         let r = match s {
             Stmt::Block(v) => {
                 let mut out = Vec::new();
@@ -339,6 +344,50 @@ impl Lowerer {
         };
         self.depth -= 1;
         r
+    }
+
+    /// Resolves the first `Switch` tensor read or written by a statement: its `pre` code,
+    /// then an `if` with the statement lowered for each choice.
+    fn resolve_switch(&mut self, s: &Stmt) -> Result<Option<Vec<KStmt>>> {
+        let mut found: Option<(Vec<KStmt>, KExpr)> = None;
+        let _ = map_exprs(s.clone(), &mut |e| {
+            map_accesses(e, &mut |t, idx| {
+                if let (None, Tensor::Switch { pre, cond, .. }) = (&found, &t) {
+                    found = Some((pre.clone(), cond.clone()));
+                }
+                Ok(Expr::Access(Box::new(t), idx))
+            })
+        })?;
+        let Some((pre, cond)) = found else {
+            return Ok(None);
+        };
+        let pick = |l: &mut Lowerer, take_then: bool| -> Result<Stmt> {
+            let mut done = false;
+            let _ = l;
+            map_exprs(s.clone(), &mut |e| {
+                map_accesses(e, &mut |t, idx| match (done, t) {
+                    (
+                        false,
+                        Tensor::Switch {
+                            then, otherwise, ..
+                        },
+                    ) => {
+                        done = true;
+                        Ok(Expr::Access(if take_then { then } else { otherwise }, idx))
+                    }
+                    (_, other) => Ok(Expr::Access(Box::new(other), idx)),
+                })
+            })
+        };
+        let then = pick(self, true)?;
+        let otherwise = pick(self, false)?;
+        let mut code = pre;
+        code.push(KStmt::If {
+            cond,
+            then: self.lower(then)?,
+            otherwise: self.lower(otherwise)?,
+        });
+        Ok(Some(code))
     }
 
     /// Unfurls every fiber indexed last by `index`.
@@ -1196,6 +1245,9 @@ impl Lowerer {
                     },
                     Tensor::FillLeaf(v) => self.kexpr(&Expr::Lit(*v)),
                     Tensor::Local(l) => Ok((KExpr::Local(*l), self.kernel.locals[l.0 as usize].ty)),
+                    Tensor::Switch { .. } => Err(Error::Program(
+                        "internal: an unresolved switch at a leaf".into(),
+                    )),
                     Tensor::Value(v) => self.kexpr(v),
                     Tensor::Looplet(l) => Err(Error::Program(format!(
                         "internal: an unlowered looplet {l:?}"

@@ -32,7 +32,7 @@ impl Lowerer {
         let level = info.levels.get(f.depth).cloned().ok_or_else(|| {
             Error::Program(format!("internal: `{name}` has no level {}", f.depth + 1))
         })?;
-        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let (t, depth, pos, follow) = (f.tensor, f.depth + 1, f.pos.clone(), f.follow);
         match level {
             LevelParams::Dense { shape } => Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
                 let child = KExpr::bin(
@@ -45,8 +45,59 @@ impl Lowerer {
                     depth,
                     pos: child,
                     hollow: None,
+                    follow,
                 })
             }))),
+            LevelParams::SparseList { ptr, idx, .. } if f.follow & (1 << f.depth) != 0 => {
+                // follow: random access by binary search in the fiber; a miss reads fill.
+                let fill = self.fill_of(t);
+                let r = self
+                    .kernel
+                    .local(format!("{name}_lvl{depth}_r"), ScalarType::I64);
+                let found = self
+                    .kernel
+                    .local(format!("{name}_lvl{depth}_found"), ScalarType::Bool);
+                let hi = self
+                    .kernel
+                    .local(format!("{name}_lvl{depth}_q_stop"), ScalarType::I64);
+                let l = KExpr::Local;
+                let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+                Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
+                    let target = KExpr::bin(Op::Sub, i, KExpr::int(1));
+                    Tensor::Switch {
+                        pre: vec![
+                            KStmt::Assign(hi, KExpr::load(ptr, plus1(pos.clone()))),
+                            KStmt::Assign(
+                                r,
+                                KExpr::Search {
+                                    buf: idx,
+                                    value: Box::new(target.clone()),
+                                    lo: Box::new(KExpr::load(ptr, pos.clone())),
+                                    hi: Box::new(l(hi)),
+                                },
+                            ),
+                            KStmt::Assign(found, KExpr::Lit(Value::Bool(false))),
+                            KStmt::If {
+                                cond: KExpr::bin(Op::Lt, l(r), l(hi)),
+                                then: vec![KStmt::Assign(
+                                    found,
+                                    KExpr::bin(Op::Eq, KExpr::load(idx, l(r)), target),
+                                )],
+                                otherwise: vec![],
+                            },
+                        ],
+                        cond: l(found),
+                        then: Box::new(Tensor::Fiber(Fiber {
+                            tensor: t,
+                            depth,
+                            pos: l(r),
+                            hollow: None,
+                            follow,
+                        })),
+                        otherwise: Box::new(Tensor::FillLeaf(fill)),
+                    }
+                })))
+            }
             LevelParams::SparseList { ptr, idx, .. } => {
                 let fill = self.fill_of(t);
                 let q = self
@@ -110,6 +161,7 @@ impl Lowerer {
                             depth,
                             pos: l(q),
                             hollow: None,
+                            follow,
                         })),
                     },
                     next: vec![KStmt::Assign(q, plus1(l(q)))],
@@ -179,6 +231,7 @@ impl Lowerer {
                                 depth,
                                 pos: l(qos),
                                 hollow: Some(hollow.clone()),
+                                follow: 0,
                             })
                         }),
                         epilogue: Rc::new(record),
