@@ -257,6 +257,7 @@ pub fn convert(program: &crate::Program) -> Result<Converted> {
         top_level: true,
         sparse_written: std::collections::HashSet::new(),
     };
+    check_lifecycles(&c, &program.ast().body)?;
     let body = c.stmt(&program.ast().body)?;
     let constraints = std::mem::take(&mut c.constraints);
     let output_shapes = std::mem::take(&mut c.output_shapes);
@@ -403,6 +404,15 @@ impl Converter<'_> {
                         // inputs first (an output is sized by the loops that write it).
                         uses.sort_by_key(|&(t, _)| self.tensors[t].kind != DeclKind::Input);
                         let Some(&(t, m)) = uses.first() else {
+                            let mut indexed = false;
+                            walk_accesses(body, &mut |a| {
+                                indexed |= a.indices.iter().any(|e| mentions_index(e, index));
+                            });
+                            if indexed {
+                                return unsupported(format!(
+                                    "the loop `for {index} = _` indexes tensors only through expressions of `{index}` (offsets, permissive or indirect indices need wrapperization, issue #5)"
+                                ));
+                            }
                             return Err(Error::Program(format!(
                                 "cannot determine the extent of `for {index} = _`: no tensor is indexed by `{index}` in its body"
                             )));
@@ -586,6 +596,144 @@ impl Converter<'_> {
                 ))
             }
         })
+    }
+}
+
+/// Lifecycles (Finch paper §5.5): within one top-level statement a tensor is either read
+/// (frozen) or updated (thawed), so a non-scalar tensor both read and written there is an
+/// error; a sparse output, once written, cannot be read (that needs freeze/thaw of sparse
+/// levels, issue #3).
+fn check_lifecycles(c: &Converter<'_>, body: &notation::Stmt) -> Result<()> {
+    let mut written_sparse: Vec<String> = Vec::new();
+    check_scope(c, body, &mut written_sparse)
+}
+
+/// Checks each statement of a scope (a block, or a loop's or branch's body), then the
+/// scopes nested in it: a non-scalar tensor declared outside a statement may not be both
+/// read and written inside it; one declared (`.=`) inside is private to it.
+fn check_scope(
+    c: &Converter<'_>,
+    body: &notation::Stmt,
+    written_sparse: &mut Vec<String>,
+) -> Result<()> {
+    let stmts: Vec<&notation::Stmt> = match body {
+        notation::Stmt::Block(v) => v.iter().collect(),
+        s => vec![s],
+    };
+    for s in stmts {
+        let mut reads = std::collections::HashSet::new();
+        let mut writes = std::collections::HashSet::new();
+        let mut declared = std::collections::HashSet::new();
+        collect_uses(s, &mut reads, &mut writes, &mut declared);
+        let mut both: Vec<&String> = reads
+            .intersection(&writes)
+            .filter(|n| !declared.contains(*n))
+            .collect();
+        both.sort();
+        for name in both {
+            let Some(&t) = c.by_name.get(name) else {
+                continue;
+            };
+            if c.tensors[t].scalar.is_none() {
+                return Err(Error::Program(format!(
+                    "`{name}` is read and written in the same loop nest; a tensor declared outside a scope is either read or updated within it (split the loops)"
+                )));
+            }
+        }
+        if let Some(name) = reads.iter().find(|n| written_sparse.contains(n)) {
+            return unsupported(format!(
+                "reading the sparse output `{name}` after writing it (issue #3)"
+            ));
+        }
+        for name in &writes {
+            let sparse = c.by_name.get(name).is_some_and(|&t| {
+                c.tensors[t]
+                    .levels
+                    .iter()
+                    .any(|l| matches!(l, LevelParams::SparseListOut { .. }))
+            });
+            if sparse {
+                written_sparse.push(name.clone());
+            }
+        }
+        match s {
+            notation::Stmt::Loop { body, .. } | notation::Stmt::Define { body, .. } => {
+                check_scope(c, body, written_sparse)?
+            }
+            notation::Stmt::Sieve {
+                then, otherwise, ..
+            } => {
+                check_scope(c, then, written_sparse)?;
+                if let Some(o) = otherwise {
+                    check_scope(c, o, written_sparse)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Names of the tensors a statement reads and writes.
+fn collect_uses(
+    s: &notation::Stmt,
+    reads: &mut std::collections::HashSet<String>,
+    writes: &mut std::collections::HashSet<String>,
+    declared: &mut std::collections::HashSet<String>,
+) {
+    fn in_expr(e: &notation::Expr, reads: &mut std::collections::HashSet<String>) {
+        match e {
+            notation::Expr::Access(a) => {
+                reads.insert(a.tensor.clone());
+                a.indices.iter().for_each(|x| in_expr(x, reads));
+            }
+            notation::Expr::Call { args, .. } => args.iter().for_each(|x| in_expr(x, reads)),
+            notation::Expr::Permissive(x) | notation::Expr::Protocol(_, x) => in_expr(x, reads),
+            _ => {}
+        }
+    }
+    match s {
+        notation::Stmt::Assign { lhs, rhs, .. } => {
+            writes.insert(lhs.tensor.clone());
+            lhs.indices.iter().for_each(|x| in_expr(x, reads));
+            in_expr(rhs, reads);
+        }
+        notation::Stmt::Declare { tensor, init } => {
+            writes.insert(tensor.clone());
+            declared.insert(tensor.clone());
+            in_expr(init, reads);
+        }
+        notation::Stmt::Loop { body, .. } => collect_uses(body, reads, writes, declared),
+        notation::Stmt::Sieve {
+            cond,
+            then,
+            otherwise,
+        } => {
+            in_expr(cond, reads);
+            collect_uses(then, reads, writes, declared);
+            if let Some(o) = otherwise {
+                collect_uses(o, reads, writes, declared);
+            }
+        }
+        notation::Stmt::Define { value, body, .. } => {
+            in_expr(value, reads);
+            collect_uses(body, reads, writes, declared);
+        }
+        notation::Stmt::Block(v) => v
+            .iter()
+            .for_each(|s| collect_uses(s, reads, writes, declared)),
+        _ => {}
+    }
+}
+
+/// Does an expression mention the index?
+fn mentions_index(e: &notation::Expr, index: &str) -> bool {
+    match e {
+        notation::Expr::Index(i) => i == index,
+        notation::Expr::Call { args, .. } => args.iter().any(|a| mentions_index(a, index)),
+        notation::Expr::Access(a) => a.indices.iter().any(|x| mentions_index(x, index)),
+        notation::Expr::Permissive(x) | notation::Expr::Protocol(_, x) => mentions_index(x, index),
+        _ => false,
     }
 }
 
