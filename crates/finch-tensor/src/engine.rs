@@ -153,18 +153,67 @@ impl CompiledProgram {
                 }
             }
         }
-        let size = |s: &Size, shape_of: &HashMap<usize, Vec<usize>>| -> Option<usize> {
+        // Sizes of every (tensor, mode): inputs and given shapes first, then propagated
+        // through the dimension constraints and the loops that write outputs, to a fixpoint
+        // (a workspace can size an output and the other way round).
+        let mut known: HashMap<(usize, usize), usize> = HashMap::new();
+        for (k, sh) in &shape_of {
+            for (m, &n) in sh.iter().enumerate() {
+                known.insert((*k, m), n);
+            }
+        }
+        for (k, info) in infos.iter().enumerate() {
+            if let Some(sh) = shapes.get(&info.name) {
+                if sh.len() != info.format.ndims() {
+                    return Err(Error::Program(format!(
+                        "a shape of {} modes was given for `{}`, which has {}",
+                        sh.len(),
+                        info.name,
+                        info.format.ndims()
+                    )));
+                }
+                for (m, &n) in sh.iter().enumerate() {
+                    known.entry((k, m)).or_insert(n);
+                }
+            }
+        }
+        let value = |s: &Size, known: &HashMap<(usize, usize), usize>| -> Option<usize> {
             match s {
                 Size::Const(n) => usize::try_from(*n).ok(),
-                Size::Mode(t, m) => shape_of.get(t).and_then(|sh| sh.get(*m).copied()),
+                Size::Mode(t, m) => known.get(&(*t, *m)).copied(),
             }
         };
+        loop {
+            let mut changed = false;
+            let mut learn = |from: &Size, to: &Size, known: &mut HashMap<(usize, usize), usize>| {
+                if let (Some(n), Size::Mode(t, m)) = (value(from, known), to) {
+                    if !known.contains_key(&(*t, *m)) {
+                        known.insert((*t, *m), n);
+                        changed = true;
+                    }
+                }
+            };
+            for (a, b, _) in &self.lowered.constraints {
+                learn(a, b, &mut known);
+                learn(b, a, &mut known);
+            }
+            for (k, sizes) in &self.lowered.output_shapes {
+                for (m, s) in sizes.iter().enumerate() {
+                    if let Some(s) = s {
+                        learn(s, &Size::Mode(*k, m), &mut known);
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
         let describe = |s: &Size| match s {
             Size::Const(n) => format!("the loop range 1:{n}"),
             Size::Mode(t, m) => format!("`{}` (mode {})", infos[*t].name, m + 1),
         };
         for (a, b, index) in &self.lowered.constraints {
-            if let (Some(x), Some(y)) = (size(a, &shape_of), size(b, &shape_of)) {
+            if let (Some(x), Some(y)) = (value(a, &known), value(b, &known)) {
                 if x != y {
                     return Err(Error::Program(format!(
                         "the loop index `{index}` ranges over {} of size {x} and over {} of size {y}; the sizes must be equal",
@@ -178,39 +227,19 @@ impl CompiledProgram {
             if info.kind == DeclKind::Input || info.scalar.is_some() {
                 continue;
             }
-            let ndims = info.format.ndims();
-            let sh = match shapes.get(&info.name) {
-                Some(s) if s.len() == ndims => s.clone(),
-                Some(s) => {
-                    return Err(Error::Program(format!(
-                        "a shape of {} modes was given for `{}`, which has {ndims}",
-                        s.len(),
-                        info.name
-                    )))
-                }
-                None => {
-                    let sizes = self
-                        .lowered
-                        .output_shapes
-                        .get(&k)
-                        .cloned()
-                        .unwrap_or_else(|| vec![None; ndims]);
-                    let mut sh = Vec::with_capacity(ndims);
-                    for (m, s) in sizes.iter().enumerate() {
-                        match s.as_ref().and_then(|s| size(s, &shape_of)) {
-                            Some(n) => sh.push(n),
-                            None => {
-                                return Err(Error::Program(format!(
-                                    "cannot determine the size of mode {} of `{}`; give its shape",
-                                    m + 1,
-                                    info.name
-                                )))
-                            }
-                        }
+            let mut sh = Vec::with_capacity(info.format.ndims());
+            for m in 0..info.format.ndims() {
+                match known.get(&(k, m)) {
+                    Some(&n) => sh.push(n),
+                    None => {
+                        return Err(Error::Program(format!(
+                            "cannot determine the size of mode {} of `{}`; give its shape",
+                            m + 1,
+                            info.name
+                        )))
                     }
-                    sh
                 }
-            };
+            }
             shape_of.insert(k, sh);
         }
         // Output buffers: dense values filled with the declared initial value; for a sparse

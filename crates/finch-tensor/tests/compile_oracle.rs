@@ -27,7 +27,8 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 17] = [
+const KERNELS: [Kernel; 18] = [
+    Kernel { name: "workspace_per_column", text: "input A :: {A}\ninput x :: {x}\noutput C :: Dense(Dense(Element(0.0)))\ntemp w :: Dense(Element(0.0))\nC .= 0\nfor j = _\n  w .= 0\n  for i = _\n    w[i] = A[i, j] * 2.0\n  end\n  for i = _\n    C[i, j] = w[i] + x[j]\n  end\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "dot_follow", text: "input x :: {x}\ninput z :: {z}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i] * z[follow(i)]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "spmv_follow", text: "input A :: {A}\ninput x :: {x}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[follow(j)]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "add_sparse_out", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] + z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
@@ -487,6 +488,17 @@ fn compiled_paper_examples() {
             .run(&mut t, &HashMap::new())
             .unwrap();
         assert_eq!(out(&t, "y"), vec![4.0, 19.0, 23.0]);
+
+        let p = example("fig16_unfurl.fin");
+        let mut t = HashMap::from([
+            stored(&p, "B", imat(&[&[1, 0], &[0, 2], &[3, 0]])),
+            stored(&p, "D", ints(&[0, 5])),
+        ]);
+        p.compile(engine)
+            .unwrap()
+            .run(&mut t, &HashMap::new())
+            .unwrap();
+        assert_eq!(out(&t, "C"), vec![4.0, 0.0, 36.0, 5.0, 21.0, 5.0]);
 
         let p = example("fig21_spgemm_inner.fin");
         let mut t = HashMap::from([

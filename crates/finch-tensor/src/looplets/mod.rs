@@ -203,6 +203,9 @@ pub enum Stmt {
     Block(Vec<Stmt>),
     /// Sets a scalar target to a value (a nested `s .= v`).
     SetScalar(usize, Expr),
+    /// Sets every element of a dense tensor's values to a constant (a `X .= v` inside a
+    /// loop: a workspace reset).
+    Reset(usize, Value),
 }
 
 /// The looplet a truncated child becomes when the step ends before the child's stop: a

@@ -331,10 +331,19 @@ impl Converter<'_> {
                     let _ = l;
                     return Ok(Stmt::SetScalar(t, Expr::Lit(init)));
                 }
+                let dense = self.tensors[t]
+                    .levels
+                    .iter()
+                    .all(|l| matches!(l, LevelParams::Dense { .. } | LevelParams::Element { .. }));
                 if !top {
-                    return unsupported(format!(
-                        "declaring the tensor `{tensor}` inside a loop or branch (workspaces arrive with the rest of issue #3)"
-                    ));
+                    if !dense || self.tensors[t].kind == DeclKind::Input {
+                        return unsupported(format!(
+                            "declaring the tensor `{tensor}` inside a loop or branch (only dense workspaces so far; issue #3)"
+                        ));
+                    }
+                    // Allocated once by the run time; reset here on every execution.
+                    self.tensors[t].init.get_or_insert(init);
+                    return Ok(Stmt::Reset(t, init));
                 }
                 if self.tensors[t].kind == DeclKind::Input {
                     return unsupported(format!("re-declaring the input `{tensor}` (issue #3)"));

@@ -187,6 +187,7 @@ fn map_exprs(s: Stmt, f: &mut dyn FnMut(Expr) -> Result<Expr>) -> Result<Stmt> {
                 .collect::<Result<_>>()?,
         ),
         Stmt::SetScalar(t, e) => Stmt::SetScalar(t, f(e)?),
+        Stmt::Reset(t, v) => Stmt::Reset(t, v),
     })
 }
 
@@ -244,6 +245,7 @@ fn mentions(s: &Stmt, index: &str) -> bool {
         Stmt::Define { value, body, .. } => in_expr(value, index) || mentions(body, index),
         Stmt::Block(v) => v.iter().any(|s| mentions(s, index)),
         Stmt::SetScalar(_, e) => in_expr(e, index),
+        Stmt::Reset(..) => false,
     }
 }
 
@@ -327,6 +329,32 @@ impl Lowerer {
                 let mut out = vec![KStmt::Assign(l, v)];
                 out.extend(self.lower(bind(*body, &var, &KExpr::Local(l))?)?);
                 Ok(out)
+            }
+            Stmt::Reset(t, v) => {
+                let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.last().cloned()
+                else {
+                    return Err(Error::Program(
+                        "internal: reset of a non-dense tensor".into(),
+                    ));
+                };
+                let elem = self.kernel.bufs[val.0 as usize].elem;
+                let v = v.convert_exact(elem).ok_or_else(|| {
+                    Error::Program(format!(
+                        "`{}` ({elem}) cannot be set to {v}",
+                        self.tensors[t].name
+                    ))
+                })?;
+                let q = self.fresh(&format!("{}_reset", self.tensors[t].name), ScalarType::I64);
+                Ok(vec![KStmt::For {
+                    var: q,
+                    lo: KExpr::int(0),
+                    hi: KExpr::Len(val),
+                    body: vec![KStmt::Store {
+                        buf: val,
+                        index: KExpr::Local(q),
+                        value: KExpr::Lit(v),
+                    }],
+                }])
             }
             Stmt::SetScalar(t, e) => {
                 let target = self.tensors[t]
