@@ -187,8 +187,8 @@ impl CompiledProgram {
             let mut changed = false;
             let mut learn = |from: &Size, to: &Size, known: &mut HashMap<(usize, usize), usize>| {
                 if let (Some(n), Size::Mode(t, m)) = (value(from, known), to) {
-                    if !known.contains_key(&(*t, *m)) {
-                        known.insert((*t, *m), n);
+                    if let std::collections::hash_map::Entry::Vacant(e) = known.entry((*t, *m)) {
+                        e.insert(n);
                         changed = true;
                     }
                 }
