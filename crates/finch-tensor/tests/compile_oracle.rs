@@ -27,7 +27,8 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 18] = [
+const KERNELS: [Kernel; 19] = [
+    Kernel { name: "first_nonzero_short_circuit", text: "input x :: {x}\noutput p :: ShortCircuitScalar(0)\np .= 0\nfor i = _\n  if x[i] != 0.0\n    p[] <<choose(0)>>= i\n  end\nend\n", inputs: &[("x", false, 0, 0)] },
     Kernel { name: "workspace_per_column", text: "input A :: {A}\ninput x :: {x}\noutput C :: Dense(Dense(Element(0.0)))\ntemp w :: Dense(Element(0.0))\nC .= 0\nfor j = _\n  w .= 0\n  for i = _\n    w[i] = A[i, j] * 2.0\n  end\n  for i = _\n    C[i, j] = w[i] + x[j]\n  end\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "dot_follow", text: "input x :: {x}\ninput z :: {z}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i] * z[follow(i)]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "spmv_follow", text: "input A :: {A}\ninput x :: {x}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[follow(j)]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
@@ -515,5 +516,43 @@ fn compiled_paper_examples() {
             2,
             "the sparse result stores only the two nonzeros"
         );
+    }
+}
+
+/// Fig. 7: a product into a ShortCircuitScalar stops once it is 0: with a zero at
+/// position k, at most k + 1 steps run however long the vector is.
+#[test]
+fn short_circuit_product_stops_early() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/fig07_product_early_exit.fin"
+    ))
+    .unwrap();
+    let p = Program::parse(&text).unwrap();
+    let f = p.decl("A").unwrap().format.clone();
+    let ints = |v: &[i64]| {
+        DenseArray::from_data(
+            finch::ScalarType::I64,
+            &[v.len()],
+            v.iter().map(|&x| finch::Value::I64(x)).collect(),
+            finch::Value::I64(0),
+        )
+        .unwrap()
+    };
+    let k = p.compile(Engine::Interp).unwrap();
+    let mut long = vec![2, 3, 0];
+    long.extend(std::iter::repeat_n(5, 1000));
+    for (a, want, max_steps) in [(long, 0, 4), (vec![2, 3, 4], 24, 3)] {
+        let mut t = HashMap::from([("A".to_string(), Tensor::from_dense(&f, &ints(&a)).unwrap())]);
+        let r = k.run(&mut t, &HashMap::new()).unwrap();
+        assert_eq!(t["p"].get(&[]).unwrap(), finch::Value::I64(want));
+        assert!(
+            r.stats.clone().unwrap().iterations <= max_steps,
+            "{:?}",
+            r.stats
+        );
+        let c = p.compile(Engine::C).unwrap();
+        c.run(&mut t, &HashMap::new()).unwrap();
+        assert_eq!(t["p"].get(&[]).unwrap(), finch::Value::I64(want));
     }
 }

@@ -862,6 +862,16 @@ impl Lowerer {
             out.extend((s.seek)(KExpr::Local(i)));
         }
         let mut step = Vec::new();
+        // Short-circuit (Finch paper §3.3.3): when the body only reduces into
+        // ShortCircuitScalars and all of them hold an annihilator, the rest of the loop
+        // cannot change anything: leave it.
+        if let Some(guard) = self.short_circuit_guard(&body) {
+            step.push(KStmt::If {
+                cond: guard,
+                then: vec![KStmt::Break],
+                otherwise: vec![],
+            });
+        }
         for s in &steppers {
             step.extend(s.preamble.iter().cloned());
         }
@@ -886,6 +896,57 @@ impl Lowerer {
             body: step,
         });
         Ok(out)
+    }
+
+    /// The condition under which every reduction of `body` is into a ShortCircuitScalar
+    /// that already holds an annihilator of its operator; `None` when the body does
+    /// anything else or an operator has no annihilator test.
+    fn short_circuit_guard(&self, body: &Stmt) -> Option<KExpr> {
+        fn targets(s: &Stmt, out: &mut Vec<(usize, Op)>) -> bool {
+            match s {
+                Stmt::Assign {
+                    lhs: (Tensor::Scalar(t), _),
+                    op: Some(op),
+                    ..
+                } => {
+                    out.push((*t, *op));
+                    true
+                }
+                Stmt::Sieve {
+                    then, otherwise, ..
+                } => targets(then, out) && targets(otherwise, out),
+                Stmt::Define { body, .. } | Stmt::Loop { body, .. } => targets(body, out),
+                Stmt::Block(v) => v.iter().all(|s| targets(s, out)),
+                _ => false,
+            }
+        }
+        let mut found = Vec::new();
+        if !targets(body, &mut found) || found.is_empty() {
+            return None;
+        }
+        let mut conds = Vec::new();
+        for (t, op) in found {
+            let info = &self.tensors[t];
+            if !matches!(
+                info.format,
+                crate::formats::Format::Scalar(crate::formats::ScalarKind::ShortCircuitScalar, _)
+            ) {
+                return None;
+            }
+            let local = KExpr::Local(info.scalar?);
+            let ty = info.format.element_type();
+            conds.push(match op {
+                Op::Choose(z) => KExpr::bin(Op::Ne, local, KExpr::Lit(z.convert_exact(ty)?)),
+                op => KExpr::bin(
+                    Op::Eq,
+                    local,
+                    KExpr::Lit(op.annihilator(ty, crate::algebra::Side::Left)?),
+                ),
+            });
+        }
+        conds
+            .into_iter()
+            .reduce(|a, b| KExpr::Op(Op::And, vec![a, b]))
     }
 
     /// The step body for every combination of full/truncated steppers, as nested `if`s on
@@ -1031,6 +1092,24 @@ impl Lowerer {
                     ],
                 );
                 let code = self.emit_assign(lhs.clone(), Some(*op), rhs)?;
+                Ok(Some(vec![KStmt::If {
+                    cond: KExpr::bin(Op::Le, lo.clone(), hi.clone()),
+                    then: code,
+                    otherwise: vec![],
+                }]))
+            }
+            Op::Mul => {
+                // `x *= r` repeated n times is `x *= r ^ n`.
+                let rt = type_of(rhs, self).unwrap_or(ScalarType::F64);
+                let pow = Expr::Call(
+                    Op::Pow,
+                    vec![
+                        rhs.clone(),
+                        Expr::Call(Op::Cast(ScalarType::I64), vec![Expr::Code(n.clone())]),
+                    ],
+                );
+                let _ = rt;
+                let code = self.emit_assign(lhs.clone(), Some(Op::Mul), pow)?;
                 Ok(Some(vec![KStmt::If {
                     cond: KExpr::bin(Op::Le, lo.clone(), hi.clone()),
                     then: code,
