@@ -27,7 +27,9 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 19] = [
+const KERNELS: [Kernel; 21] = [
+    Kernel { name: "dot_gallop_both", text: "input x :: {x}\ninput z :: {z}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[gallop(i)] * z[gallop(i)]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "dot_gallop_walk", text: "input x :: {x}\ninput z :: {z}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[gallop(i)] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "first_nonzero_short_circuit", text: "input x :: {x}\noutput p :: ShortCircuitScalar(0)\np .= 0\nfor i = _\n  if x[i] != 0.0\n    p[] <<choose(0)>>= i\n  end\nend\n", inputs: &[("x", false, 0, 0)] },
     Kernel { name: "workspace_per_column", text: "input A :: {A}\ninput x :: {x}\noutput C :: Dense(Dense(Element(0.0)))\ntemp w :: Dense(Element(0.0))\nC .= 0\nfor j = _\n  w .= 0\n  for i = _\n    w[i] = A[i, j] * 2.0\n  end\n  for i = _\n    C[i, j] = w[i] + x[j]\n  end\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "dot_follow", text: "input x :: {x}\ninput z :: {z}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i] * z[follow(i)]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },

@@ -26,8 +26,9 @@ pub struct Fiber {
     pub pos: KExpr,
     /// For a leaf position a sparse output level is extruding: how a write claims it.
     pub hollow: Option<Hollow>,
-    /// Levels (bit `d` for depth `d`) read with the `follow` protocol (random access).
-    pub follow: u64,
+    /// Read protocols requested per level: bit `d` set means `follow` (random access) at
+    /// depth `d`, bit `32 + d` means `gallop` (a Jumper); neither means `walk`.
+    pub protocols: u64,
 }
 
 /// A leaf position handed out by an extruding sparse level (Finch's hollow subfiber): the
@@ -72,6 +73,10 @@ pub enum Looplet {
     Sequence(Vec<(Option<KExpr>, Looplet)>),
     /// Children of the same shape one after another, driven by run-time state.
     Stepper(Rc<Stepper>),
+    /// Like a Stepper, but when coiterated the step ends at the *largest* stop among the
+    /// jumpers (the leader); the others are walked as Steppers within the step
+    /// (galloping, Looplets §4.7).
+    Jumper(Rc<Stepper>),
     /// Hoisted setup code around a looplet.
     Thunk {
         /// Emitted before the loop.
@@ -107,6 +112,7 @@ impl std::fmt::Debug for Looplet {
             Looplet::Spike { body, tail } => write!(f, "Spike({body:?}, {tail:?})"),
             Looplet::Sequence(p) => write!(f, "Sequence({} phases)", p.len()),
             Looplet::Stepper(_) => f.write_str("Stepper"),
+            Looplet::Jumper(_) => f.write_str("Jumper"),
             Looplet::Thunk { body, .. } => write!(f, "Thunk({body:?})"),
         }
     }

@@ -519,14 +519,15 @@ impl Converter<'_> {
         }
         let mut depths = Vec::new();
         let mut idx = Vec::new();
-        let mut follow = 0u64;
+        let mut protocols = 0u64;
         let ndims = a.indices.len();
         for (m, e) in a.indices.iter().enumerate() {
             let name = match e {
                 notation::Expr::Index(i) => i,
-                notation::Expr::Protocol(notation::Protocol::Follow, x) if !is_write && ndims - 1 - m < 64 => match &**x {
+                notation::Expr::Protocol(p @ (notation::Protocol::Follow | notation::Protocol::Gallop), x) if !is_write && ndims - 1 - m < 32 => match &**x {
                     notation::Expr::Index(i) => {
-                        follow |= 1 << (ndims - 1 - m);
+                        let shift = if *p == notation::Protocol::Follow { 0 } else { 32 };
+                        protocols |= 1 << (shift + ndims - 1 - m);
                         i
                     }
                     _ => return unsupported(format!("a protocol around a non-index in `{}[...]` (issue #5)", a.tensor)),
@@ -578,7 +579,7 @@ impl Converter<'_> {
             depth: 0,
             pos: KExpr::int(0),
             hollow: None,
-            follow,
+            protocols,
         });
         Ok((root, idx))
     }

@@ -58,6 +58,7 @@ pub fn lower_program(program: &crate::Program) -> Result<Lowered> {
 enum Style {
     Lookup,
     Stepper,
+    Jumper,
     Sequence,
     Spike,
     Run,
@@ -68,6 +69,7 @@ fn style_of(l: &Looplet) -> Style {
     match l {
         Looplet::Lookup(_) | Looplet::LookupWrite { .. } => Style::Lookup,
         Looplet::Stepper(_) => Style::Stepper,
+        Looplet::Jumper(_) => Style::Jumper,
         Looplet::Sequence(_) => Style::Sequence,
         Looplet::Spike { .. } => Style::Spike,
         Looplet::Run(_) => Style::Run,
@@ -115,7 +117,9 @@ impl Typer for Lowerer {
                 Looplet::Sequence(p) => p.first().map_or(ScalarType::F64, |(_, l)| {
                     self.tensor_type(&Tensor::Looplet(l.clone()))
                 }),
-                Looplet::Stepper(s) => self.tensor_type(&Tensor::Looplet(s.chunk.clone())),
+                Looplet::Stepper(s) | Looplet::Jumper(s) => {
+                    self.tensor_type(&Tensor::Looplet(s.chunk.clone()))
+                }
                 Looplet::Thunk { body, .. } => self.tensor_type(&Tensor::Looplet((**body).clone())),
             },
         }
@@ -487,15 +491,133 @@ impl Lowerer {
                 return Ok(code);
             }
         }
-        let styles = self.styles(&body, index);
-        match styles.iter().max() {
+        self.dispatch(index, lo, hi, body)
+    }
+
+    /// Applies the rule of the highest-priority looplet style in the body.
+    fn dispatch(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
+        match self.styles(&body, index).iter().max() {
             Some(Style::Thunk) => self.rule_thunk(index, lo, hi, body),
             Some(Style::Run) => self.rule_run(index, lo, hi, body),
             Some(Style::Spike) => self.rule_spike(index, lo, hi, body),
             Some(Style::Sequence) => self.rule_sequence(index, lo, hi, body),
+            Some(Style::Jumper) => self.rule_jumper(index, lo, hi, body),
             Some(Style::Stepper) => self.rule_stepper(index, lo, hi, body),
             Some(Style::Lookup) | None => self.rule_lookup(index, lo, hi, body),
         }
+    }
+
+    /// Jumper (Looplets §4.7): each step ends at the largest stop among the jumpers (the
+    /// leader, clipped to the extent); a jumper whose stop ends the step contributes its
+    /// full chunk and advances, the others are walked as Steppers within the step. Every
+    /// jumper seeks to the step's start first (another leader may have jumped past it).
+    fn rule_jumper(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
+        let mut jumpers: Vec<Rc<Stepper>> = Vec::new();
+        let _ = self.rewrite(body.clone(), index, &mut |_, l| {
+            if let Looplet::Jumper(s) = l {
+                jumpers.push(s.clone());
+            }
+            Repl::Keep
+        })?;
+        if jumpers.len() > 3 {
+            return Err(Error::Unsupported(format!(
+                "galloping over {} operands in one loop (at most 3 for now)",
+                jumpers.len()
+            )));
+        }
+        let i = self.fresh(&format!("{index}_jump_start"), ScalarType::I64);
+        let st = self.fresh(&format!("{index}_jump_stop"), ScalarType::I64);
+        let mut step = Vec::new();
+        if let Some(guard) = self.short_circuit_guard(&body) {
+            step.push(KStmt::If {
+                cond: guard,
+                then: vec![KStmt::Break],
+                otherwise: vec![],
+            });
+        }
+        for j in &jumpers {
+            step.extend((j.seek)(KExpr::Local(i)));
+            step.extend(j.preamble.iter().cloned());
+        }
+        let leader = KExpr::Op(Op::Max, jumpers.iter().map(|j| j.stop.clone()).collect());
+        step.push(KStmt::Assign(
+            st,
+            KExpr::Op(Op::Min, vec![hi.clone(), leader]),
+        ));
+        step.extend(self.jumper_variants(
+            index,
+            &body,
+            &jumpers,
+            KExpr::Local(i),
+            KExpr::Local(st),
+            0,
+            &mut Vec::new(),
+        )?);
+        step.push(KStmt::Assign(
+            i,
+            KExpr::bin(Op::Add, KExpr::Local(st), KExpr::int(1)),
+        ));
+        Ok(vec![
+            KStmt::Assign(i, lo),
+            KStmt::While {
+                cond: KExpr::bin(Op::Le, KExpr::Local(i), hi),
+                body: step,
+            },
+        ])
+    }
+
+    /// The step body for every combination of leading (full chunk) and demoted (walked)
+    /// jumpers, as nested `if`s on `stop_k == st`.
+    #[allow(clippy::too_many_arguments)]
+    fn jumper_variants(
+        &mut self,
+        index: &str,
+        body: &Stmt,
+        jumpers: &[Rc<Stepper>],
+        lo: KExpr,
+        st: KExpr,
+        k: usize,
+        leads: &mut Vec<bool>,
+    ) -> Result<Vec<KStmt>> {
+        if k == jumpers.len() {
+            let choice = leads.clone();
+            let step_body = self.rewrite(body.clone(), index, &mut |_, l| match l {
+                Looplet::Jumper(s) => {
+                    let n = jumpers.iter().position(|x| Rc::ptr_eq(x, s)).unwrap_or(0);
+                    Repl::Looplet(if choice[n] {
+                        s.chunk.clone()
+                    } else {
+                        Looplet::Stepper(s.clone())
+                    })
+                }
+                _ => Repl::Keep,
+            })?;
+            let mut code = self.lower(Stmt::Loop {
+                index: index.into(),
+                lo,
+                hi: st,
+                body: Box::new(step_body),
+            })?;
+            for (j, &lead) in jumpers.iter().zip(leads.iter()) {
+                if lead {
+                    code.extend(j.next.iter().cloned());
+                }
+            }
+            return Ok(code);
+        }
+        let cond = KExpr::bin(Op::Eq, jumpers[k].stop.clone(), st.clone());
+        leads.push(true);
+        let then =
+            self.jumper_variants(index, body, jumpers, lo.clone(), st.clone(), k + 1, leads)?;
+        leads.pop();
+        leads.push(false);
+        let otherwise = self.jumper_variants(index, body, jumpers, lo, st, k + 1, leads)?;
+        leads.pop();
+        Ok(vec![KStmt::If {
+            cond,
+            then,
+            otherwise,
+        }])
     }
 
     /// Scalar replacement: when the body writes an output element whose position does not
@@ -592,17 +714,7 @@ impl Lowerer {
             })
         })?;
         let mut code = vec![KStmt::Assign(acc, KExpr::load(val, target.pos.clone()))];
-        let styles = self.styles(&replaced, index);
-        code.extend(match styles.iter().max() {
-            Some(Style::Thunk) => self.rule_thunk(index, lo.clone(), hi.clone(), replaced)?,
-            Some(Style::Run) => self.rule_run(index, lo.clone(), hi.clone(), replaced)?,
-            Some(Style::Spike) => self.rule_spike(index, lo.clone(), hi.clone(), replaced)?,
-            Some(Style::Sequence) => self.rule_sequence(index, lo.clone(), hi.clone(), replaced)?,
-            Some(Style::Stepper) => self.rule_stepper(index, lo.clone(), hi.clone(), replaced)?,
-            Some(Style::Lookup) | None => {
-                self.rule_lookup(index, lo.clone(), hi.clone(), replaced)?
-            }
-        });
+        code.extend(self.dispatch(index, lo.clone(), hi.clone(), replaced)?);
         code.push(KStmt::Store {
             buf: val,
             index: target.pos,
@@ -1608,6 +1720,58 @@ mod tests {
         assert_eq!(c, 56.0);
         // Every phase body is constant: all four loops are integrated away.
         assert!(!text.contains("for "), "{text}");
+    }
+
+    #[test]
+    fn example_7_jumpers_gallop() {
+        let mut l = lowerer();
+        let idx = l.kernel.buf("idx", ScalarType::I64, false, false);
+        let val = l.kernel.buf("val", ScalarType::F64, false, false);
+        let jdx = l.kernel.buf("jdx", ScalarType::I64, false, false);
+        let wal = l.kernel.buf("wal", ScalarType::F64, false, false);
+        let mut jumper = |stops, vals, name: &str| {
+            let p = l.kernel.local(name, ScalarType::I64);
+            Looplet::Jumper(Rc::new(Stepper {
+                // Seek: advance while the current child ends before `start`.
+                seek: Box::new(move |start| {
+                    vec![KStmt::While {
+                        cond: KExpr::bin(Op::Lt, KExpr::load(stops, KExpr::Local(p)), start),
+                        body: vec![KStmt::Assign(
+                            p,
+                            KExpr::bin(Op::Add, KExpr::Local(p), KExpr::int(1)),
+                        )],
+                    }]
+                }),
+                preamble: vec![],
+                stop: KExpr::load(stops, KExpr::Local(p)),
+                chunk: Looplet::Run(Box::new(Tensor::Value(Expr::Code(KExpr::load(
+                    vals,
+                    KExpr::Local(p),
+                ))))),
+                next: vec![KStmt::Assign(
+                    p,
+                    KExpr::bin(Op::Add, KExpr::Local(p), KExpr::int(1)),
+                )],
+            }))
+        };
+        let a = jumper(idx, val, "p");
+        let b = jumper(jdx, wal, "q");
+        let body = c_plus_eq(Expr::Call(Op::Mul, vec![at(a), at(b)]));
+        let (c, text) = run(
+            l,
+            1,
+            10,
+            body,
+            &mut [
+                Buffer::I64(vec![3, 7, 10]),
+                Buffer::F64(vec![1.0, 2.0, 3.0]),
+                Buffer::I64(vec![5, 10]),
+                Buffer::F64(vec![10.0, 20.0]),
+            ],
+        );
+        assert_eq!(c, 330.0);
+        // An outer `while` over leader steps, with demoted steppers walking inside.
+        assert!(text.matches("while").count() >= 2, "{text}");
     }
 
     #[test]

@@ -32,7 +32,7 @@ impl Lowerer {
         let level = info.levels.get(f.depth).cloned().ok_or_else(|| {
             Error::Program(format!("internal: `{name}` has no level {}", f.depth + 1))
         })?;
-        let (t, depth, pos, follow) = (f.tensor, f.depth + 1, f.pos.clone(), f.follow);
+        let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
         match level {
             LevelParams::Dense { shape } => Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
                 let child = KExpr::bin(
@@ -45,10 +45,10 @@ impl Lowerer {
                     depth,
                     pos: child,
                     hollow: None,
-                    follow,
+                    protocols,
                 })
             }))),
-            LevelParams::SparseList { ptr, idx, .. } if f.follow & (1 << f.depth) != 0 => {
+            LevelParams::SparseList { ptr, idx, .. } if f.protocols & (1 << f.depth) != 0 => {
                 // follow: random access by binary search in the fiber; a miss reads fill.
                 let fill = self.fill_of(t);
                 let r = self
@@ -92,7 +92,7 @@ impl Lowerer {
                             depth,
                             pos: l(r),
                             hollow: None,
-                            follow,
+                            protocols,
                         })),
                         otherwise: Box::new(Tensor::FillLeaf(fill)),
                     }
@@ -161,16 +161,22 @@ impl Lowerer {
                             depth,
                             pos: l(q),
                             hollow: None,
-                            follow,
+                            protocols,
                         })),
                     },
                     next: vec![KStmt::Assign(q, plus1(l(q)))],
+                };
+                let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+                let walker = if gallop {
+                    Looplet::Jumper(Rc::new(stepper))
+                } else {
+                    Looplet::Stepper(Rc::new(stepper))
                 };
                 Ok(Looplet::Thunk {
                     epilogue: vec![],
                     preamble,
                     body: Box::new(Looplet::Sequence(vec![
-                        (Some(l(i_last)), Looplet::Stepper(Rc::new(stepper))),
+                        (Some(l(i_last)), walker),
                         (None, Looplet::Run(Box::new(Tensor::FillLeaf(fill)))),
                     ])),
                 })
@@ -231,7 +237,7 @@ impl Lowerer {
                                 depth,
                                 pos: l(qos),
                                 hollow: Some(hollow.clone()),
-                                follow: 0,
+                                protocols: 0,
                             })
                         }),
                         epilogue: Rc::new(record),
