@@ -41,6 +41,7 @@ pub fn lower_program(program: &crate::Program) -> Result<Lowered> {
         kernel: c.kernel,
         tensors: c.tensors,
         depth: 0,
+        nonempty: Vec::new(),
     };
     let body = l.lower(c.body)?;
     l.kernel.body = crate::kernel::tidy(body);
@@ -93,6 +94,9 @@ pub(crate) struct Lowerer {
     pub(crate) tensors: Vec<TensorInfo>,
     /// Recursion depth (a guard against runaway rules).
     depth: usize,
+    /// Extents `(lo, hi)` known to be non-empty where they are lowered (a stepper's step:
+    /// the loop condition gives `lo <= hi` and seeking gives `stop >= lo`).
+    nonempty: Vec<(KExpr, KExpr)>,
 }
 
 impl Typer for Lowerer {
@@ -494,6 +498,24 @@ impl Lowerer {
         self.dispatch(index, lo, hi, body)
     }
 
+    /// Is the extent `lo:hi` known to be non-empty here?
+    fn is_nonempty(&self, lo: &KExpr, hi: &KExpr) -> bool {
+        lo == hi || self.nonempty.iter().any(|(a, b)| a == lo && b == hi)
+    }
+
+    /// `code` guarded by `lo <= hi` unless that is known.
+    fn guarded(&self, lo: &KExpr, hi: &KExpr, code: Vec<KStmt>) -> Vec<KStmt> {
+        if code.is_empty() || self.is_nonempty(lo, hi) {
+            code
+        } else {
+            vec![KStmt::If {
+                cond: KExpr::bin(Op::Le, lo.clone(), hi.clone()),
+                then: code,
+                otherwise: vec![],
+            }]
+        }
+    }
+
     /// Applies the rule of the highest-priority looplet style in the body.
     fn dispatch(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
         match self.styles(&body, index).iter().max() {
@@ -592,12 +614,17 @@ impl Lowerer {
                 }
                 _ => Repl::Keep,
             })?;
-            let mut code = self.lower(Stmt::Loop {
+            // A step is never empty: the loop runs while `lo <= hi` and seeking leaves
+            // every stop at or after `lo`.
+            self.nonempty.push((lo.clone(), st.clone()));
+            let code = self.lower(Stmt::Loop {
                 index: index.into(),
                 lo,
                 hi: st,
                 body: Box::new(step_body),
-            })?;
+            });
+            self.nonempty.pop();
+            let mut code = code?;
             for (j, &lead) in jumpers.iter().zip(leads.iter()) {
                 if lead {
                     code.extend(j.next.iter().cloned());
@@ -862,28 +889,14 @@ impl Lowerer {
             hi: before.clone(),
             body: Box::new(run_part),
         })?;
-        if !first.is_empty() {
-            out.push(KStmt::If {
-                cond: KExpr::bin(Op::Le, lo.clone(), before),
-                then: first,
-                otherwise: vec![],
-            });
-        }
+        out.extend(self.guarded(&lo, &before, first));
         let tail = self.lower(Stmt::Loop {
             index: index.into(),
             lo: hi.clone(),
             hi: hi.clone(),
             body: Box::new(tail_part),
         })?;
-        if lo == hi {
-            out.extend(tail);
-        } else if !tail.is_empty() {
-            out.push(KStmt::If {
-                cond: KExpr::bin(Op::Le, lo, hi),
-                then: tail,
-                otherwise: vec![],
-            });
-        }
+        out.extend(self.guarded(&lo, &hi, tail));
         Ok(out)
     }
 
@@ -1090,12 +1103,17 @@ impl Lowerer {
                 }
                 _ => Repl::Keep,
             })?;
-            let mut code = self.lower(Stmt::Loop {
+            // A step is never empty: the loop runs while `lo <= hi` and seeking leaves
+            // every stop at or after `lo`.
+            self.nonempty.push((lo.clone(), st.clone()));
+            let code = self.lower(Stmt::Loop {
                 index: index.into(),
                 lo,
                 hi: st,
                 body: Box::new(step_body),
-            })?;
+            });
+            self.nonempty.pop();
+            let mut code = code?;
             for (s, &f) in steppers.iter().zip(full.iter()) {
                 if f {
                     code.extend(s.next.iter().cloned());
@@ -1204,15 +1222,10 @@ impl Lowerer {
                     ],
                 );
                 let code = self.emit_assign(lhs.clone(), Some(*op), rhs)?;
-                Ok(Some(vec![KStmt::If {
-                    cond: KExpr::bin(Op::Le, lo.clone(), hi.clone()),
-                    then: code,
-                    otherwise: vec![],
-                }]))
+                Ok(Some(self.guarded(lo, hi, code)))
             }
             Op::Mul => {
                 // `x *= r` repeated n times is `x *= r ^ n`.
-                let rt = type_of(rhs, self).unwrap_or(ScalarType::F64);
                 let pow = Expr::Call(
                     Op::Pow,
                     vec![
@@ -1220,21 +1233,12 @@ impl Lowerer {
                         Expr::Call(Op::Cast(ScalarType::I64), vec![Expr::Code(n.clone())]),
                     ],
                 );
-                let _ = rt;
                 let code = self.emit_assign(lhs.clone(), Some(Op::Mul), pow)?;
-                Ok(Some(vec![KStmt::If {
-                    cond: KExpr::bin(Op::Le, lo.clone(), hi.clone()),
-                    then: code,
-                    otherwise: vec![],
-                }]))
+                Ok(Some(self.guarded(lo, hi, code)))
             }
             op if op.is_idempotent() => {
                 let code = self.emit_assign(lhs.clone(), Some(*op), rhs.clone())?;
-                Ok(Some(vec![KStmt::If {
-                    cond: KExpr::bin(Op::Le, lo.clone(), hi.clone()),
-                    then: code,
-                    otherwise: vec![],
-                }]))
+                Ok(Some(self.guarded(lo, hi, code)))
             }
             _ => Ok(None),
         }
@@ -1591,6 +1595,7 @@ mod tests {
                 init: None,
             }],
             depth: 0,
+            nonempty: Vec::new(),
         }
     }
 
