@@ -166,10 +166,18 @@ fn stream_gbs() -> f64 {
     (v.len() * 8) as f64 / min.as_secs_f64() / 1e9
 }
 
-fn scipy(a: &Csr, x: &[f64], repeat: usize, dir: &Path) -> Option<(Duration, Duration, f64)> {
+/// One baseline's timing: name, minimum, median, checksum of `y`.
+struct Baseline {
+    name: String,
+    min: Duration,
+    checksum: f64,
+}
+
+/// The Python baselines (SciPy, MKL, GraphBLAS) on `a` and `x`, each that could run.
+fn python_baselines(a: &Csr, x: &[f64], repeat: usize, dir: &Path) -> Vec<Baseline> {
     let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/.venv/bin/python");
     if !py.exists() {
-        return None;
+        return vec![];
     }
     let write = |name: &str, bytes: Vec<u8>| std::fs::write(dir.join(name), bytes);
     let ok = write(
@@ -194,33 +202,189 @@ fn scipy(a: &Csr, x: &[f64], repeat: usize, dir: &Path) -> Option<(Duration, Dur
         )
         .is_ok()
         && write("x.bin", x.iter().flat_map(|v| v.to_le_bytes()).collect()).is_ok();
-    if !ok {
-        return None;
-    }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/spmv_baseline.py");
-    let out = Command::new(py)
-        .arg(script)
-        .arg(dir)
-        .arg(a.m.to_string())
-        .arg(a.n.to_string())
-        .arg(repeat.to_string())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let parts: Vec<&str> = text.split_whitespace().collect();
-    if parts.len() != 4 || parts[0] != "scipy" {
-        eprintln!(
-            "note: scipy baseline failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
+    let out = ok
+        .then(|| {
+            Command::new(py)
+                .arg(script)
+                .arg(dir)
+                .arg(a.m.to_string())
+                .arg(a.n.to_string())
+                .arg(repeat.to_string())
+                .output()
+                .ok()
+        })
+        .flatten();
+    for f in ["indptr.bin", "indices.bin", "data.bin", "x.bin"] {
+        let _ = std::fs::remove_file(dir.join(f));
     }
-    let secs = |s: &str| s.parse::<f64>().ok().map(Duration::from_secs_f64);
-    Some((secs(parts[1])?, secs(parts[2])?, parts[3].parse().ok()?))
+    let Some(out) = out else {
+        return vec![];
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !stderr.trim().is_empty() {
+        eprintln!("{}", stderr.trim());
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            let [name, min, _median, sum] = parts[..] else {
+                return None;
+            };
+            Some(Baseline {
+                name: name.to_string(),
+                min: Duration::from_secs_f64(min.parse().ok()?),
+                checksum: sum.parse().ok()?,
+            })
+        })
+        .collect()
 }
 
 fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+/// Where a benchmark matrix comes from.
+enum MatrixSource {
+    /// A Matrix Market file.
+    File(PathBuf),
+    /// `random(n, nnz)`.
+    Random(usize, usize),
+    /// `banded(n, w)`.
+    Banded(usize, usize),
+}
+
+impl MatrixSource {
+    fn load(&self) -> Result<Csr> {
+        Ok(match self {
+            MatrixSource::File(p) => from_mtx(p).with_context(|| p.display().to_string())?,
+            MatrixSource::Random(n, nnz) => random(*n, *nnz),
+            MatrixSource::Banded(n, w) => banded(*n, *w),
+        })
+    }
+}
+
+/// The timings of one matrix.
+struct Measured {
+    name: String,
+    m: usize,
+    n: usize,
+    nnz: usize,
+    finch_row: Duration,
+    finch_col: Duration,
+    rust_csr: Duration,
+    rust_csc: Duration,
+    baselines: Vec<Baseline>,
+}
+
+impl Measured {
+    fn best_finch(&self) -> Duration {
+        self.finch_row.min(self.finch_col)
+    }
+
+    fn best_baseline(&self) -> Duration {
+        self.baselines
+            .iter()
+            .map(|b| b.min)
+            .fold(self.rust_csr.min(self.rust_csc), Duration::min)
+    }
+}
+
+fn display_name(baseline: &str) -> &str {
+    match baseline {
+        "scipy" => "SciPy",
+        "mkl" => "MKL",
+        "graphblas" => "GraphBLAS",
+        other => other,
+    }
+}
+
+/// Times every variant on `a`, consuming it: its arrays move into the Finch tensors
+/// rather than being copied.
+fn measure(
+    a: Csr,
+    col_k: &finch::engine::CompiledProgram,
+    row_k: &finch::engine::CompiledProgram,
+    repeat: usize,
+    tmp: &Path,
+) -> Result<Measured> {
+    let x: Vec<f64> = (0..a.n).map(|j| ((j % 7) as f64) * 0.25 + 1.0).collect();
+    let xt = Tensor::from_dense(
+        &Format::parse("Dense(Element(0.0))")?,
+        &finch::DenseArray::from_f64(&[a.n], &x)?,
+    )?;
+    let baselines = python_baselines(&a, &x, repeat, tmp);
+    // Hand-written Rust loops on the same buffers.
+    let mut y = vec![0.0; a.m];
+    let (rust_csr, _) = time(repeat, || {
+        for (i, yi) in y.iter_mut().enumerate() {
+            let mut s = 0.0;
+            for q in a.ptr[i]..a.ptr[i + 1] {
+                s += a.val[q] * x[a.idx[q]];
+            }
+            *yi = s;
+        }
+        std::hint::black_box(&y);
+        Ok(())
+    })?;
+    let (cp, ci, cv) = csc(&a);
+    let (rust_csc, _) = time(repeat, || {
+        y.iter_mut().for_each(|v| *v = 0.0);
+        for j in 0..a.n {
+            let xj = x[j];
+            for q in cp[j]..cp[j + 1] {
+                y[ci[q]] += cv[q] * xj;
+            }
+        }
+        std::hint::black_box(&y);
+        Ok(())
+    })?;
+    let shapes = HashMap::new();
+    // Column-major over CSC.
+    let a_csc = Tensor::from_csc(a.m, a.n, cp, ci, Buffer::F64(cv))?;
+    let mut t_col: HashMap<String, Tensor> =
+        HashMap::from([("A".into(), a_csc), ("x".into(), xt.clone())]);
+    let mut finch_col = Vec::new();
+    for _ in 0..repeat.max(1) {
+        finch_col.push(col_k.run(&mut t_col, &shapes)?.kernel_time);
+    }
+    finch_col.sort();
+    drop(t_col);
+    // Row-major: CSR of A is CSC of A^T, without a copy.
+    let (name, m, n, nnz) = (a.name, a.m, a.n, a.idx.len());
+    let at = Tensor::from_csr_transposed(m, n, a.ptr, a.idx, Buffer::F64(a.val))?;
+    let mut t_row: HashMap<String, Tensor> = HashMap::from([("AT".into(), at), ("x".into(), xt)]);
+    let mut finch_row = Vec::new();
+    for _ in 0..repeat.max(1) {
+        finch_row.push(row_k.run(&mut t_row, &shapes)?.kernel_time);
+    }
+    finch_row.sort();
+    let checksum: f64 = t_row["y"]
+        .to_coo()
+        .vals
+        .iter()
+        .filter_map(|v| v.as_f64())
+        .sum();
+    for b in &baselines {
+        if (b.checksum - checksum).abs() > 1e-6 * checksum.abs().max(1.0) {
+            eprintln!(
+                "warning: {name}: {} checksum {} differs from finch {checksum}",
+                b.name, b.checksum
+            );
+        }
+    }
+    Ok(Measured {
+        name,
+        m,
+        n,
+        nnz,
+        finch_row: finch_row[0],
+        finch_col: finch_col[0],
+        rust_csr,
+        rust_csc,
+        baselines,
+    })
 }
 
 /// Runs the SpMV benchmark and returns the Markdown report.
@@ -253,7 +417,9 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
         .map(Duration::from_secs_f64);
     let row_k = row.compile(Engine::C)?;
 
-    let mut mats: Vec<Csr> = Vec::new();
+    // Matrices are loaded (or generated) one at a time, so the process holds one matrix
+    // and its CSC copy at most (the 2M x 2M banded matrix alone is 4 GB as CSR).
+    let mut sources: Vec<MatrixSource> = Vec::new();
     let names: &[&str] = if quick {
         &["bcsstk16"]
     } else {
@@ -269,115 +435,39 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
     for n in names {
         let p = data.join("matrices").join(format!("{n}.mtx"));
         if p.exists() {
-            mats.push(from_mtx(&p).with_context(|| p.display().to_string())?);
+            sources.push(MatrixSource::File(p));
         } else {
             eprintln!("note: {} missing", p.display());
         }
     }
-    mats.push(random(
-        if quick { 10_000 } else { 100_000 },
-        if quick { 100_000 } else { 1_000_000 },
-    ));
-    // The issue asks for 2M x 2M; 500k x 500k (64.5M nonzeros) keeps the copies this
-    // benchmark makes (CSR, CSC, SciPy's) within the machine's memory.
-    mats.push(banded(if quick { 20_000 } else { 500_000 }, 64));
+    sources.push(if quick {
+        MatrixSource::Random(10_000, 100_000)
+    } else {
+        MatrixSource::Random(100_000, 1_000_000)
+    });
+    sources.push(if quick {
+        MatrixSource::Banded(20_000, 64)
+    } else {
+        MatrixSource::Banded(2_000_000, 64)
+    });
 
     let stream = stream_gbs();
     let tmp = std::env::temp_dir().join(format!("finch-bench-spmv-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
     let mut rows = Vec::new();
     let mut ratios_best = Vec::new();
-    for a in &mats {
+    let mut baseline_names: Vec<String> = Vec::new();
+    for source in &sources {
+        let a = source.load()?;
         eprintln!("spmv: {} ({}x{}, {} nnz)", a.name, a.m, a.n, a.idx.len());
-        let x: Vec<f64> = (0..a.n).map(|j| ((j % 7) as f64) * 0.25 + 1.0).collect();
-        let xt = Tensor::from_dense(
-            &Format::parse("Dense(Element(0.0))")?,
-            &finch::DenseArray::from_f64(&[a.n], &x)?,
-        )?;
-        // Column-major: CSC of A.
-        let (cp, ci, cv) = csc(a);
-        let a_csc = Tensor::from_csc(a.m, a.n, cp.clone(), ci.clone(), Buffer::F64(cv.clone()))?;
-        let mut t_col: HashMap<String, Tensor> =
-            HashMap::from([("A".into(), a_csc), ("x".into(), xt.clone())]);
-        let shapes = HashMap::new();
-        let mut finch_col = Vec::new();
-        for _ in 0..repeat {
-            finch_col.push(col_k.run(&mut t_col, &shapes)?.kernel_time);
-        }
-        finch_col.sort();
-        // Row-major: CSR of A is CSC of A^T, without a copy.
-        let at = Tensor::from_csr_transposed(
-            a.m,
-            a.n,
-            a.ptr.clone(),
-            a.idx.clone(),
-            Buffer::F64(a.val.clone()),
-        )?;
-        let mut t_row: HashMap<String, Tensor> =
-            HashMap::from([("AT".into(), at), ("x".into(), xt)]);
-        let mut finch_row = Vec::new();
-        for _ in 0..repeat {
-            finch_row.push(row_k.run(&mut t_row, &shapes)?.kernel_time);
-        }
-        finch_row.sort();
-        let y_row = t_row["y"].to_coo();
-        let checksum: f64 = y_row.vals.iter().filter_map(|v| v.as_f64()).sum();
-        // Hand-written Rust loops on the same buffers.
-        let mut y = vec![0.0; a.m];
-        let (rust_csr, _) = time(repeat, || {
-            for (i, yi) in y.iter_mut().enumerate() {
-                let mut s = 0.0;
-                for q in a.ptr[i]..a.ptr[i + 1] {
-                    s += a.val[q] * x[a.idx[q]];
-                }
-                *yi = s;
-            }
-            std::hint::black_box(&y);
-            Ok(())
-        })?;
-        let (rust_csc, _) = time(repeat, || {
-            y.iter_mut().for_each(|v| *v = 0.0);
-            for j in 0..a.n {
-                let xj = x[j];
-                for q in cp[j]..cp[j + 1] {
-                    y[ci[q]] += cv[q] * xj;
-                }
-            }
-            std::hint::black_box(&y);
-            Ok(())
-        })?;
-        let sc = scipy(a, &x, repeat, &tmp);
-        if let Some((_, _, sum)) = sc {
-            if (sum - checksum).abs() > 1e-6 * checksum.abs().max(1.0) {
-                eprintln!(
-                    "warning: {}: scipy checksum {sum} differs from finch {checksum}",
-                    a.name
-                );
+        let m = measure(a, &col_k, &row_k, repeat, &tmp)?;
+        for b in &m.baselines {
+            if !baseline_names.contains(&b.name) {
+                baseline_names.push(b.name.clone());
             }
         }
-        let best_finch = finch_col[0].min(finch_row[0]);
-        let mut best_base = rust_csr.min(rust_csc);
-        if let Some((m, _, _)) = sc {
-            best_base = best_base.min(m);
-        }
-        ratios_best.push(best_base.as_secs_f64() / best_finch.as_secs_f64());
-        let bytes = (a.idx.len() * 16 + (a.m + 1) * 8 + a.n * 8 + a.m * 8) as f64;
-        let bw = bytes / finch_row[0].as_secs_f64() / 1e9;
-        rows.push(format!(
-            "| {} | {}x{} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.0}% |",
-            a.name,
-            a.m,
-            a.n,
-            a.idx.len(),
-            ms(finch_row[0]),
-            ms(finch_col[0]),
-            ms(rust_csr),
-            ms(rust_csc),
-            sc.map_or("–".to_string(), |(m, _, _)| ms(m)),
-            ms(best_base),
-            best_base.as_secs_f64() / best_finch.as_secs_f64(),
-            100.0 * bw / stream
-        ));
+        ratios_best.push(m.best_baseline().as_secs_f64() / m.best_finch().as_secs_f64());
+        rows.push(m);
     }
     let _ = std::fs::remove_dir_all(&tmp);
     let geomean =
@@ -403,22 +493,58 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
     out.push_str(&format!(
         "Minimum of {repeat} runs, milliseconds, single thread. Finch row = `y[i] += AT[j, i] * x[j]` over CSR (the \
          transposed tensor, no copy); Finch col = `y[i] += A[i, j] * x[j]` over CSC; Rust = hand-written loops over the \
-         same arrays; SciPy = `csr_matrix @ x` ({}). Ratio = best baseline / best Finch (> 1: Finch faster). Bandwidth = \
+         same arrays; SciPy = `csr_matrix @ x`, MKL = `sparse_dot_mkl.dot_product_mkl` (mkl_sparse_d_mv), GraphBLAS = python-graphblas `A @ x` (SuiteSparse, nthreads = 1) ({}). Ratio = best baseline / best Finch (> 1: Finch faster). Bandwidth = \
          bytes the row-major kernel must read and write / time, as a share of the STREAM-like read bandwidth measured in \
          this run ({stream:.1} GB/s). Kernels are compiled with `cc -O3` (trusted mode, no bounds checks).\n\n",
         if Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/.venv/bin/python").exists() { "bench/.venv" } else { "not installed: run bench/run.sh" }
     ));
-    out.push_str("| matrix | shape | nnz | Finch row | Finch col | Rust CSR | Rust CSC | SciPy | best baseline | ratio | bandwidth |\n");
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for r in &rows {
-        out.push_str(r);
-        out.push('\n');
+    let mut header =
+        String::from("| matrix | shape | nnz | Finch row | Finch col | Rust CSR | Rust CSC |");
+    for name in &baseline_names {
+        header.push_str(&format!(" {} |", display_name(name)));
+    }
+    header.push_str(" best baseline | ratio | bandwidth |\n");
+    out.push_str(&header);
+    out.push_str(&"|---".repeat(10 + baseline_names.len()));
+    out.push_str("|\n");
+    for m in &rows {
+        let mut line = format!(
+            "| {} | {}x{} | {} | {} | {} | {} | {} |",
+            m.name,
+            m.m,
+            m.n,
+            m.nnz,
+            ms(m.finch_row),
+            ms(m.finch_col),
+            ms(m.rust_csr),
+            ms(m.rust_csc)
+        );
+        for name in &baseline_names {
+            let cell = m
+                .baselines
+                .iter()
+                .find(|b| &b.name == name)
+                .map_or("–".to_string(), |b| ms(b.min));
+            line.push_str(&format!(" {cell} |"));
+        }
+        let best = m.best_baseline();
+        let bytes = (m.nnz * 16 + (m.m + 1) * 8 + m.n * 8 + m.m * 8) as f64;
+        let bw = bytes / m.finch_row.as_secs_f64() / 1e9;
+        line.push_str(&format!(
+            " {} | {:.2} | {:.0}% |\n",
+            ms(best),
+            best.as_secs_f64() / m.best_finch().as_secs_f64(),
+            100.0 * bw / stream
+        ));
+        out.push_str(&line);
     }
     out.push_str(&format!(
         "\nGeomean ratio (best baseline / best Finch): **{geomean:.2}**.\n\n"
     ));
     out.push_str(
-        "MKL and python-graphblas baselines are not measured yet (issue #3 remains open).\n\n",
+        "Index width: Finch-RS stores indices and positions as 64-bit integers (16 bytes per \
+         stored entry with the value); SciPy, MKL and GraphBLAS are given 32-bit indices \
+         (12 bytes per entry), so on memory-bound matrices they read 25% fewer bytes.\n\n",
     );
     out.push_str("## Compile latency and call overhead\n\n| what | time |\n|---|---|\n");
     out.push_str(&format!(
@@ -442,7 +568,24 @@ pub fn compile_latency() -> Result<f64> {
     let p = Program::parse(COL)?;
     let t = Instant::now();
     p.compile(Engine::C)?;
-    Ok(t.elapsed().as_secs_f64())
+    let total = t.elapsed().as_secs_f64();
+    if std::env::var_os("FINCH_BENCH_BREAKDOWN").is_some() {
+        let t = Instant::now();
+        let lowered = finch::lower::lower_program(&p)?;
+        let lower = t.elapsed();
+        let t = Instant::now();
+        let src = finch::backend::c::emit(
+            &lowered.kernel,
+            "finch_kernel",
+            finch::backend::c::CheckMode::Trusted,
+        )?;
+        let emit = t.elapsed();
+        eprintln!(
+            "breakdown: lower {lower:?}, emit {emit:?} ({} bytes), total first compile {total:.6}s",
+            src.len()
+        );
+    }
+    Ok(total)
 }
 
 /// Where the shared data lives.

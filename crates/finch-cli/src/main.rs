@@ -3,7 +3,7 @@
 //! ```text
 //! finch run PROGRAM.fin --input A=a.mtx --input x=x.mtx [--output y=y.mtx] [--shape y=5]
 //!           [--engine c|interp|reference] [--repeat N]
-//! finch code PROGRAM.fin [--format A=Dense(SparseList(Element(0.0)))] [--ir]
+//! finch code PROGRAM.fin [--format A=Dense(SparseList(Element(0.0)))] [--ir | --checked]
 //! finch parse PROGRAM.fin
 //! finch info FILE.mtx|FILE.tns
 //! ```
@@ -63,6 +63,9 @@ enum Command {
         /// Print the kernel IR instead of C.
         #[arg(long)]
         ir: bool,
+        /// Print the bounds-checked C instead of the C the engine runs.
+        #[arg(long, conflicts_with = "ir")]
+        checked: bool,
     },
     /// Parse a program and print it back in canonical form.
     Parse {
@@ -102,7 +105,8 @@ fn main() -> ExitCode {
             program,
             formats,
             ir,
-        } => code(&program, &formats, ir),
+            checked,
+        } => code(&program, &formats, ir, checked),
         Command::Parse { program } => parse(&program),
         Command::Info { file } => info(&file),
     };
@@ -315,7 +319,7 @@ fn declared_names(program: &Program) -> String {
         .join(", ")
 }
 
-fn code(path: &Path, formats: &[String], ir: bool) -> Result<()> {
+fn code(path: &Path, formats: &[String], ir: bool, checked: bool) -> Result<()> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read program {}", path.display()))?;
     let mut ast = finch::notation::parse_program(&text)
@@ -339,7 +343,12 @@ fn code(path: &Path, formats: &[String], ir: bool) -> Result<()> {
     if ir {
         print!("{}", compiled.kernel());
     } else {
-        print!("{}", compiled.c_source()?);
+        let mode = if checked {
+            finch::backend::c::CheckMode::Checked
+        } else {
+            finch::backend::c::CheckMode::Trusted
+        };
+        print!("{}", compiled.c_source(mode)?);
     }
     Ok(())
 }

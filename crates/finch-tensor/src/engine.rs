@@ -116,9 +116,10 @@ impl CompiledProgram {
         self.engine
     }
 
-    /// The C source of the kernel (bounds-checked form).
-    pub fn c_source(&self) -> Result<String> {
-        c::emit(&self.lowered.kernel, "finch_kernel", c::CheckMode::Checked)
+    /// The C source of the kernel: `Trusted` is what the C engine runs, `Checked` the
+    /// bounds-checked form.
+    pub fn c_source(&self, mode: c::CheckMode) -> Result<String> {
+        c::emit(&self.lowered.kernel, "finch_kernel", mode)
     }
 
     /// Runs on `tensors`: inputs are read from it (each must have the declared format),
@@ -258,11 +259,26 @@ impl CompiledProgram {
                     .iter()
                     .position(|l| matches!(l, LevelParams::SparseListOut { .. }));
                 let bufs = match sparse_depth {
-                    None => OutBufs {
-                        val: Buffer::filled(ty, checked_len(shape)?, init)?,
-                        ptr: vec![],
-                        idx: vec![],
-                    },
+                    None => {
+                        // An output left in the map by an earlier run, of the same format
+                        // and shape, lends its value buffer (refilled, not reallocated).
+                        let reusable = tensors.get(&info.name).is_some_and(|t| {
+                            info.kind == DeclKind::Output
+                                && t.format() == &info.format
+                                && t.shape() == shape.as_slice()
+                        });
+                        let mut val = reusable
+                            .then(|| tensors.remove(&info.name))
+                            .flatten()
+                            .and_then(Tensor::into_dense_values)
+                            .unwrap_or_else(|| Buffer::new(ty));
+                        val.resize_filled(checked_len(shape)?, init)?;
+                        OutBufs {
+                            val,
+                            ptr: vec![],
+                            idx: vec![],
+                        }
+                    }
                     Some(d) => {
                         // Parent positions: the product of the Dense sizes above the level.
                         let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();

@@ -167,10 +167,17 @@ fn spmv_over_csc_has_no_loop_over_zeros() {
     let p = Program::parse(&text).unwrap();
     let k = p.compile(Engine::Interp).unwrap();
     let ir = k.kernel().to_string();
-    // One `for` (over columns), one `while` (over stored entries of a column), nothing else:
-    // the runs of zeros between and after stored entries vanished.
+    // One `for` (over columns) and, per column, a `while` over its stored entries (a
+    // counted one over positions when the column's extent reaches its last entry, the
+    // general stepper otherwise); nothing else: the runs of zeros vanished.
     assert_eq!(ir.matches("for ").count(), 1, "{ir}");
-    assert_eq!(ir.matches("while ").count(), 1, "{ir}");
+    assert_eq!(ir.matches("while ").count(), 2, "{ir}");
+    assert!(
+        ir.contains("local v5: i64 A_lvl2_q\n")
+            && ir.contains("local v6: i64 A_lvl2_q_stop\n")
+            && ir.contains("while (v5 < v6)"),
+        "a counted walk over A_lvl2_q < A_lvl2_q_stop: {ir}"
+    );
     // The interpreter does one multiply-add per stored entry: 3 stored -> 3 stores.
     let a = DenseArray::from_rows_f64(&[
         &[1.0, 0.0, 0.0, 0.0],

@@ -101,6 +101,18 @@ pub struct Stepper {
     pub chunk: Looplet,
     /// Advances to the next child.
     pub next: Vec<KStmt>,
+    /// Set when the children are one per stored position, so the walk can be a counted
+    /// loop over positions wherever the extent reaches the last child's stop.
+    pub counted: Option<Counted>,
+}
+
+/// A stepper whose children are one per stored position (a SparseList fiber's entries).
+#[derive(Clone, Debug)]
+pub struct Counted {
+    /// Holds while children remain (`q < q_stop`).
+    pub more: KExpr,
+    /// The stop of the last child: the stepper never extends past it.
+    pub last: KExpr,
 }
 
 impl std::fmt::Debug for Looplet {

@@ -1016,10 +1016,49 @@ impl Lowerer {
             i,
             KExpr::bin(Op::Add, KExpr::Local(st), KExpr::int(1)),
         ));
-        out.push(KStmt::While {
-            cond: KExpr::bin(Op::Le, KExpr::Local(i), hi),
+        let general = KStmt::While {
+            cond: KExpr::bin(Op::Le, KExpr::Local(i), hi.clone()),
             body: step,
-        });
+        };
+        // One stepper over stored positions (Finch's common case: a SparseList walked
+        // against dense operands): where the extent reaches its last stop, every remaining
+        // step is whole, so the loop counts positions with no per-step clipping.
+        if let [only] = steppers.as_slice() {
+            if let Some(counted) = &only.counted {
+                let mut fast = Vec::new();
+                if let Some(guard) = self.short_circuit_guard(&body) {
+                    fast.push(KStmt::If {
+                        cond: guard,
+                        then: vec![KStmt::Break],
+                        otherwise: vec![],
+                    });
+                }
+                fast.extend(only.preamble.iter().cloned());
+                fast.extend(self.stepper_variants(
+                    index,
+                    &body,
+                    &steppers,
+                    KExpr::Local(i),
+                    only.stop.clone(),
+                    1,
+                    &mut vec![true],
+                )?);
+                fast.push(KStmt::Assign(
+                    i,
+                    KExpr::bin(Op::Add, only.stop.clone(), KExpr::int(1)),
+                ));
+                out.push(KStmt::If {
+                    cond: KExpr::bin(Op::Le, counted.last.clone(), hi),
+                    then: vec![KStmt::While {
+                        cond: counted.more.clone(),
+                        body: fast,
+                    }],
+                    otherwise: vec![general],
+                });
+                return Ok(out);
+            }
+        }
+        out.push(general);
         Ok(out)
     }
 
@@ -1757,6 +1796,7 @@ mod tests {
                     p,
                     KExpr::bin(Op::Add, KExpr::Local(p), KExpr::int(1)),
                 )],
+                counted: None,
             }))
         };
         let a = jumper(idx, val, "p");
@@ -1800,6 +1840,7 @@ mod tests {
                     p,
                     KExpr::bin(Op::Add, KExpr::Local(p), KExpr::int(1)),
                 )],
+                counted: None,
             }))
         };
         let a = stepper(idx, val, "p");

@@ -165,6 +165,10 @@ impl Lowerer {
                         })),
                     },
                     next: vec![KStmt::Assign(q, plus1(l(q)))],
+                    counted: Some(crate::looplets::Counted {
+                        more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
+                        last: l(i_last),
+                    }),
                 };
                 let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
                 let walker = if gallop {

@@ -61,11 +61,35 @@ impl Buffer {
     /// `n` copies of `v` (which must have type `ty`).
     pub fn filled(ty: ScalarType, n: usize, v: Value) -> Result<Buffer> {
         let mut b = Buffer::new(ty);
-        b.reserve(n);
-        for _ in 0..n {
-            b.push(v)?;
-        }
+        b.resize_filled(n, v)?;
         Ok(b)
+    }
+
+    /// Makes the buffer `n` long with every element `v` (of the buffer's type), reusing its
+    /// allocation: a dense output handed back for another run is refilled in place rather
+    /// than allocated (and page-faulted) again.
+    pub fn resize_filled(&mut self, n: usize, x: Value) -> Result<()> {
+        macro_rules! refill {
+            ($v:expr, $a:expr) => {{
+                $v.clear();
+                $v.resize(n, $a);
+            }};
+        }
+        match (self, x) {
+            (Buffer::F64(v), Value::F64(a)) => refill!(v, a),
+            (Buffer::F32(v), Value::F32(a)) => refill!(v, a),
+            (Buffer::I64(v), Value::I64(a)) => refill!(v, a),
+            (Buffer::I32(v), Value::I32(a)) => refill!(v, a),
+            (Buffer::I16(v), Value::I16(a)) => refill!(v, a),
+            (Buffer::I8(v), Value::I8(a)) => refill!(v, a),
+            (Buffer::U64(v), Value::U64(a)) => refill!(v, a),
+            (Buffer::U32(v), Value::U32(a)) => refill!(v, a),
+            (Buffer::U16(v), Value::U16(a)) => refill!(v, a),
+            (Buffer::U8(v), Value::U8(a)) => refill!(v, a),
+            (Buffer::Bool(v), Value::Bool(a)) => refill!(v, a),
+            (b, x) => return Err(b.type_error(x)),
+        }
+        Ok(())
     }
 
     /// A buffer holding `vals`, all of type `ty`.

@@ -9,7 +9,7 @@
 use crate::algebra::{ScalarType, Value};
 use crate::error::{Error, Result};
 use crate::formats::{Format, LevelFormat, LevelKind, LevelStorage, ScalarStorage};
-use crate::tensor::{fmt_shape, Coo, DenseArray};
+use crate::tensor::{fmt_shape, Buffer, Coo, DenseArray};
 
 /// The storage of a tensor: a scalar, or a tree of levels.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,6 +44,21 @@ impl Tensor {
     /// The format, shape and storage.
     pub fn into_parts(self) -> (Format, Vec<usize>, TensorStorage) {
         (self.format, self.shape, self.storage)
+    }
+
+    /// The value buffer of a tensor whose levels are all Dense over an Element leaf,
+    /// consuming the tensor; `None` for any other structure.
+    pub fn into_dense_values(self) -> Option<Buffer> {
+        let TensorStorage::Levels(mut level) = self.storage else {
+            return None;
+        };
+        loop {
+            match level {
+                LevelStorage::Dense(d) => level = *d.child,
+                LevelStorage::Element(e) => return Some(e.val),
+                _ => return None,
+            }
+        }
     }
 
     /// The format.

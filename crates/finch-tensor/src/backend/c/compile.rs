@@ -1,8 +1,11 @@
 //! Compiling C to a shared library with the system compiler, with a disk cache.
 //!
-//! Compiler: `$CC`, else `cc`. Flags: `$FINCH_CFLAGS` (split on whitespace), else
-//! `-O3 -march=native`-free portable `-O3`, plus `-fPIC -shared -lm` always. Cache key: the
-//! SHA-256 of (C source, compiler path and `--version` output, flags, crate version).
+//! Compiler: `$CC`, else `cc`, found on `PATH`. Flags: `$FINCH_CFLAGS` (split on
+//! whitespace), else a portable `-O3`, plus `-std=c99 -fPIC -shared -lm` always. Cache key:
+//! the SHA-256 of (C source, compiler path and `--version` output, flags, crate version).
+//! The `--version` text is itself cached on disk under the compiler's resolved path, size
+//! and modification time, so a warm start from the disk cache spawns no process; replacing
+//! the compiler binary changes that identity and the version is asked again.
 //! Cache directory: `$FINCH_CACHE_DIR`, else the user cache dir + `finch-rs`. Libraries
 //! are written to a temporary file and renamed into place, so a concurrent reader never
 //! sees a partial library.
@@ -34,21 +37,86 @@ pub fn compiler() -> Option<&'static Compiler> {
             .ok()
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| "cc".to_string());
-        let out = Command::new(&program).arg("--version").output().ok()?;
-        if !out.status.success() {
-            return None;
-        }
+        let version = compiler_version(&program)?;
         let flags = match std::env::var("FINCH_CFLAGS") {
             Ok(f) if !f.trim().is_empty() => f.split_whitespace().map(String::from).collect(),
             _ => vec!["-O3".to_string()],
         };
         Some(Compiler {
             program,
-            version: String::from_utf8_lossy(&out.stdout).into_owned(),
+            version,
             flags,
         })
     })
     .as_ref()
+}
+
+/// The `--version` output of `program`, from the disk cache when the binary it resolves
+/// to is unchanged, else by running it (and remembering the answer).
+fn compiler_version(program: &str) -> Option<String> {
+    let memo = resolve_program(program).and_then(|path| {
+        let meta = std::fs::metadata(&path).ok()?;
+        let mtime = meta
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?;
+        let identity = format!(
+            "{}\0{}\0{}.{:09}",
+            path.display(),
+            meta.len(),
+            mtime.as_secs(),
+            mtime.subsec_nanos()
+        );
+        let digest: String = Sha256::digest(identity.as_bytes())
+            .iter()
+            .take(16)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Some(cache_dir().join(format!("cc-{digest}.version")))
+    });
+    if let Some(text) = memo
+        .as_ref()
+        .and_then(|m| std::fs::read_to_string(m).ok())
+        .filter(|t| !t.is_empty())
+    {
+        return Some(text);
+    }
+    let out = Command::new(program).arg("--version").output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if let Some(memo) = memo {
+        // Best effort: a cache that cannot be written only costs a process spawn next time.
+        let _ = write_atomically(&memo, text.as_bytes());
+    }
+    Some(text)
+}
+
+/// The file `program` names: itself when it contains a path separator, else the first
+/// match on `PATH`, with symbolic links resolved.
+fn resolve_program(program: &str) -> Option<PathBuf> {
+    let candidate = Path::new(program);
+    let found = if candidate.components().count() > 1 {
+        Some(candidate.to_path_buf())
+    } else {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())
+    }?;
+    std::fs::canonicalize(found).ok()
+}
+
+fn write_atomically(dst: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = dst.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = dst.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, dst).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 /// The cache directory (created on demand).
