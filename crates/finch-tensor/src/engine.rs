@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crate::algebra::Value;
 use crate::backend::{c, interp, BufArg};
 use crate::error::{Error, Result};
+use crate::formats::KernelBuf;
 use crate::formats::{
     DenseStorage, ElementStorage, Format, LevelFormat, LevelStorage, ScalarStorage,
 };
@@ -348,6 +349,19 @@ impl CompiledProgram {
                         local_values.insert(*shape, Value::I64(mode_size as i64));
                         sources.insert(*ptr, Source::OutputPtr(k));
                         sources.insert(*idx, Source::OutputIdx(k));
+                    }
+                    (LevelParams::Structured { shape, bufs, .. }, Some(l)) => {
+                        local_values.insert(*shape, Value::I64(mode_size as i64));
+                        for (b, kb) in bufs.iter().zip(l.kernel_buffers()) {
+                            sources.insert(
+                                *b,
+                                match kb {
+                                    KernelBuf::Indices(v) => Source::Indices(v),
+                                    KernelBuf::Values(v) => Source::Values(v),
+                                },
+                            );
+                        }
+                        level = l.child();
                     }
                     (LevelParams::Pattern, _) => {}
                     _ => {

@@ -6,10 +6,27 @@
 use super::dense::DenseStorage;
 use super::element::ElementStorage;
 use super::pattern::PatternStorage;
+use super::run_list::RunListStorage;
+use super::sparse_band::SparseBandStorage;
+use super::sparse_block_list::SparseBlockListStorage;
+use super::sparse_byte_map::SparseByteMapStorage;
 use super::sparse_coo::SparseCooStorage;
+use super::sparse_hash::SparseHashStorage;
+use super::sparse_interval::SparseIntervalStorage;
 use super::sparse_list::SparseListStorage;
+use super::sparse_point::SparsePointStorage;
+use super::sparse_run_list::SparseRunListStorage;
 use crate::algebra::Value;
 use crate::error::{Error, Result};
+use crate::tensor::Buffer;
+
+/// A buffer as a compiled kernel receives it.
+pub(crate) enum KernelBuf<'a> {
+    /// Indices or positions (`i64` in the kernel).
+    Indices(&'a [usize]),
+    /// Typed values (flags, element values).
+    Values(&'a Buffer),
+}
 
 /// Storage of one level and (recursively) its children.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,6 +37,22 @@ pub enum LevelStorage {
     SparseList(SparseListStorage),
     /// A SparseCOO{N} level.
     SparseCoo(SparseCooStorage),
+    /// A SparsePoint level.
+    SparsePoint(SparsePointStorage),
+    /// A SparseInterval level.
+    SparseInterval(SparseIntervalStorage),
+    /// A SparseBand level.
+    SparseBand(SparseBandStorage),
+    /// A SparseBlockList level.
+    SparseBlockList(SparseBlockListStorage),
+    /// A RunList level.
+    RunList(RunListStorage),
+    /// A SparseRunList level.
+    SparseRunList(SparseRunListStorage),
+    /// A SparseByteMap level.
+    SparseByteMap(SparseByteMapStorage),
+    /// A SparseHash level.
+    SparseHash(SparseHashStorage),
     /// An Element leaf.
     Element(ElementStorage),
     /// A Pattern leaf.
@@ -33,6 +66,14 @@ impl LevelStorage {
             LevelStorage::Dense(_) => "Dense",
             LevelStorage::SparseList(_) => "SparseList",
             LevelStorage::SparseCoo(_) => "SparseCOO",
+            LevelStorage::SparsePoint(_) => "SparsePoint",
+            LevelStorage::SparseInterval(_) => "SparseInterval",
+            LevelStorage::SparseBand(_) => "SparseBand",
+            LevelStorage::SparseBlockList(_) => "SparseBlockList",
+            LevelStorage::RunList(_) => "RunList",
+            LevelStorage::SparseRunList(_) => "SparseRunList",
+            LevelStorage::SparseByteMap(_) => "SparseByteMap",
+            LevelStorage::SparseHash(_) => "SparseHash",
             LevelStorage::Element(_) => "Element",
             LevelStorage::Pattern(_) => "Pattern",
         }
@@ -44,6 +85,14 @@ impl LevelStorage {
             LevelStorage::Dense(l) => Some(&l.child),
             LevelStorage::SparseList(l) => Some(&l.child),
             LevelStorage::SparseCoo(l) => Some(&l.child),
+            LevelStorage::SparsePoint(l) => Some(&l.child),
+            LevelStorage::SparseInterval(l) => Some(&l.child),
+            LevelStorage::SparseBand(l) => Some(&l.child),
+            LevelStorage::SparseBlockList(l) => Some(&l.child),
+            LevelStorage::RunList(l) => Some(&l.child),
+            LevelStorage::SparseRunList(l) => Some(&l.child),
+            LevelStorage::SparseByteMap(l) => Some(&l.child),
+            LevelStorage::SparseHash(l) => Some(&l.child),
             LevelStorage::Element(_) | LevelStorage::Pattern(_) => None,
         }
     }
@@ -54,7 +103,62 @@ impl LevelStorage {
             LevelStorage::Dense(l) => vec![l.shape],
             LevelStorage::SparseList(l) => vec![l.shape],
             LevelStorage::SparseCoo(l) => l.shape.clone(),
+            LevelStorage::SparsePoint(l) => vec![l.shape],
+            LevelStorage::SparseInterval(l) => vec![l.shape],
+            LevelStorage::SparseBand(l) => vec![l.shape],
+            LevelStorage::SparseBlockList(l) => vec![l.shape],
+            LevelStorage::RunList(l) => vec![l.shape],
+            LevelStorage::SparseRunList(l) => vec![l.shape],
+            LevelStorage::SparseByteMap(l) => vec![l.shape],
+            LevelStorage::SparseHash(l) => vec![l.shape],
             LevelStorage::Element(_) | LevelStorage::Pattern(_) => vec![],
+        }
+    }
+
+    /// The stored children of fiber `p` of a one-mode level as `(first index, last index,
+    /// child position)`, in index order (a run covers several indices); `None` for
+    /// Dense, SparseCOO and leaves.
+    pub fn children(&self, p: usize) -> Option<Vec<(usize, usize, usize)>> {
+        Some(match self {
+            LevelStorage::SparseList(l) => (l.ptr[p]..l.ptr[p + 1])
+                .map(|q| (l.idx[q], l.idx[q], q))
+                .collect(),
+            LevelStorage::SparsePoint(l) => l.children(p),
+            LevelStorage::SparseInterval(l) => l.children(p),
+            LevelStorage::SparseBand(l) => l.children(p),
+            LevelStorage::SparseBlockList(l) => l.children(p),
+            LevelStorage::RunList(l) => l.children(p),
+            LevelStorage::SparseRunList(l) => l.children(p),
+            LevelStorage::SparseByteMap(l) => l.children(p),
+            LevelStorage::SparseHash(l) => l.children(p),
+            LevelStorage::Dense(_)
+            | LevelStorage::SparseCoo(_)
+            | LevelStorage::Element(_)
+            | LevelStorage::Pattern(_) => return None,
+        })
+    }
+
+    /// The buffers a compiled kernel reads, in the order of the level's `BUFFERS` names.
+    pub(crate) fn kernel_buffers(&self) -> Vec<KernelBuf<'_>> {
+        match self {
+            LevelStorage::SparseList(l) => {
+                vec![KernelBuf::Indices(&l.ptr), KernelBuf::Indices(&l.idx)]
+            }
+            LevelStorage::SparsePoint(l) => l.kernel_buffers(),
+            LevelStorage::SparseInterval(l) => l.kernel_buffers(),
+            LevelStorage::SparseBand(l) => l.kernel_buffers(),
+            LevelStorage::SparseBlockList(l) => l.kernel_buffers(),
+            LevelStorage::RunList(l) => l.kernel_buffers(),
+            LevelStorage::SparseRunList(l) => l.kernel_buffers(),
+            LevelStorage::SparseByteMap(l) => l.kernel_buffers(),
+            LevelStorage::SparseHash(l) => l.kernel_buffers(),
+            LevelStorage::SparseCoo(l) => {
+                let mut v = vec![KernelBuf::Indices(&l.ptr)];
+                v.extend(l.tbl.iter().map(|t| KernelBuf::Indices(t)));
+                v
+            }
+            LevelStorage::Element(l) => vec![KernelBuf::Values(&l.val)],
+            LevelStorage::Dense(_) | LevelStorage::Pattern(_) => vec![],
         }
     }
 
@@ -65,6 +169,14 @@ impl LevelStorage {
             LevelStorage::Dense(l) => l.validate(depth, parents)?,
             LevelStorage::SparseList(l) => l.validate(depth, parents)?,
             LevelStorage::SparseCoo(l) => l.validate(depth, parents)?,
+            LevelStorage::SparsePoint(l) => l.validate(depth, parents)?,
+            LevelStorage::SparseInterval(l) => l.validate(depth, parents)?,
+            LevelStorage::SparseBand(l) => l.validate(depth, parents)?,
+            LevelStorage::SparseBlockList(l) => l.validate(depth, parents)?,
+            LevelStorage::RunList(l) => l.validate(depth, parents)?,
+            LevelStorage::SparseRunList(l) => l.validate(depth, parents)?,
+            LevelStorage::SparseByteMap(l) => l.validate(depth, parents)?,
+            LevelStorage::SparseHash(l) => l.validate(depth, parents)?,
             LevelStorage::Element(l) => return l.validate(depth, parents),
             LevelStorage::Pattern(_) => return Ok(parents),
         };
@@ -79,12 +191,41 @@ impl LevelStorage {
         }
     }
 
+    /// True when the subfiber at position `p` stores nothing but the fill (used to check
+    /// that positions a level declares empty hold no data). Assumes the storage below is
+    /// valid.
+    pub fn is_fill_at(&self, p: usize) -> bool {
+        let fill = self.fill();
+        let mut all_fill = true;
+        self.walk(p, &mut Vec::new(), &mut |_, v| {
+            if !v.same(&fill) {
+                all_fill = false;
+            }
+        });
+        all_fill
+    }
+
+    /// The fill value of the leaf below this level.
+    pub fn fill(&self) -> Value {
+        match self {
+            LevelStorage::Element(e) => e.fill,
+            LevelStorage::Pattern(_) => Value::Bool(false),
+            inner => inner.child().map_or(Value::Bool(false), LevelStorage::fill),
+        }
+    }
+
     /// The value at coordinates (outermost mode first) below position `p`, or `None` when
     /// it is not stored (it reads as the fill). Assumes the storage is valid.
     pub fn get(&self, p: usize, coords: &[usize]) -> Option<Value> {
         match self {
             LevelStorage::Dense(l) => l.child.get(l.locate(p, *coords.first()?)?, &coords[1..]),
             LevelStorage::SparseList(l) => {
+                l.child.get(l.locate(p, *coords.first()?)?, &coords[1..])
+            }
+            LevelStorage::SparseByteMap(l) => {
+                l.child.get(l.locate(p, *coords.first()?)?, &coords[1..])
+            }
+            LevelStorage::SparseHash(l) => {
                 l.child.get(l.locate(p, *coords.first()?)?, &coords[1..])
             }
             LevelStorage::SparseCoo(l) => {
@@ -96,24 +237,26 @@ impl LevelStorage {
             }
             LevelStorage::Element(l) => l.val.get(p),
             LevelStorage::Pattern(_) => Some(Value::Bool(true)),
+            other => {
+                let i = *coords.first()?;
+                let (_, _, q) = other
+                    .children(p)?
+                    .into_iter()
+                    .find(|&(a, b, _)| a <= i && i <= b)?;
+                other.child()?.get(q, &coords[1..])
+            }
         }
     }
 
     /// Calls `f(coords, value)` for every stored leaf position below `p`, in storage order;
-    /// `coords` are outermost mode first. Assumes the storage is valid.
+    /// `coords` are outermost mode first; a run's child is visited once per index it
+    /// covers. Assumes the storage is valid.
     pub fn walk(&self, p: usize, prefix: &mut Vec<usize>, f: &mut dyn FnMut(&[usize], Value)) {
         match self {
             LevelStorage::Dense(l) => {
                 for i in 0..l.shape {
                     prefix.push(i);
                     l.child.walk(p * l.shape + i, prefix, f);
-                    prefix.pop();
-                }
-            }
-            LevelStorage::SparseList(l) => {
-                for q in l.ptr[p]..l.ptr[p + 1] {
-                    prefix.push(l.idx[q]);
-                    l.child.walk(q, prefix, f);
                     prefix.pop();
                 }
             }
@@ -131,6 +274,18 @@ impl LevelStorage {
                 }
             }
             LevelStorage::Pattern(_) => f(prefix, Value::Bool(true)),
+            other => {
+                let (Some(children), Some(child)) = (other.children(p), other.child()) else {
+                    return;
+                };
+                for (a, b, q) in children {
+                    for i in a..=b {
+                        prefix.push(i);
+                        child.walk(q, prefix, f);
+                        prefix.pop();
+                    }
+                }
+            }
         }
     }
 
@@ -140,6 +295,13 @@ impl LevelStorage {
             LevelStorage::Dense(l) => parents.saturating_mul(l.shape),
             LevelStorage::SparseList(l) => l.ptr.get(parents).copied().unwrap_or(0),
             LevelStorage::SparseCoo(l) => l.ptr.get(parents).copied().unwrap_or(0),
+            LevelStorage::SparsePoint(_) | LevelStorage::SparseInterval(_) => parents,
+            LevelStorage::SparseBand(l) => l.ofs.get(parents).copied().unwrap_or(0),
+            LevelStorage::SparseBlockList(l) => l.ofs.last().copied().unwrap_or(0),
+            LevelStorage::RunList(l) => l.ptr.get(parents).copied().unwrap_or(0),
+            LevelStorage::SparseRunList(l) => l.ptr.get(parents).copied().unwrap_or(0),
+            LevelStorage::SparseByteMap(l) => l.srt.len(),
+            LevelStorage::SparseHash(l) => l.idx.len(),
             LevelStorage::Element(_) | LevelStorage::Pattern(_) => return parents,
         };
         self.child()

@@ -49,6 +49,17 @@ pub enum LevelParams {
         /// Whether the current index was written.
         dirty: LocalId,
     },
+    /// A read-only structured level (SparsePoint, SparseInterval, SparseBand,
+    /// SparseBlockList, RunList, SparseRunList, SparseByteMap, SparseHash): its kind and
+    /// its buffers in the order of the storage's `BUFFERS`.
+    Structured {
+        /// Which level.
+        kind: LevelKind,
+        /// Size of the mode.
+        shape: LocalId,
+        /// The level's buffers.
+        bufs: Vec<BufId>,
+    },
     /// The value buffer.
     Element {
         /// Values.
@@ -177,9 +188,17 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
                                     info.levels.push(LevelParams::SparseListOut { shape, ptr, idx, qos, dirty });
                                 }
+                                kind if !is_written && structured_buffers(*kind).is_some() => {
+                                    let bufs = structured_buffers(*kind)
+                                        .unwrap_or_default()
+                                        .iter()
+                                        .map(|(name, ty)| kernel.buf(format!("{}_lvl{depth}_{name}", d.name), *ty, false, false))
+                                        .collect();
+                                    info.levels.push(LevelParams::Structured { kind: *kind, shape, bufs });
+                                }
                                 other => {
                                     return unsupported(format!(
-                                        "compiling {} `{}` as {} (this release compiles reads of Dense and SparseList levels and writes of Dense levels; more arrive with issues #3 and #4)",
+                                        "compiling {} `{}` as {} (this release compiles reads of every level but SparseCOO, and writes of Dense and SparseList levels)",
                                         if is_written { "writes to" } else { "reads of" },
                                         d.name,
                                         other.name()
@@ -222,6 +241,38 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
         tensors.push(info);
     }
     Ok(tensors)
+}
+
+/// The kernel buffers (name, element type) of a structured level read by a kernel, in
+/// the order of its storage's `BUFFERS`; `None` for levels with their own parameters.
+fn structured_buffers(kind: LevelKind) -> Option<Vec<(&'static str, ScalarType)>> {
+    use crate::formats as f;
+    let names: &[&str] = match kind {
+        LevelKind::SparsePoint => f::SparsePointStorage::BUFFERS,
+        LevelKind::SparseInterval => f::SparseIntervalStorage::BUFFERS,
+        LevelKind::SparseBand => f::SparseBandStorage::BUFFERS,
+        LevelKind::SparseBlockList => f::SparseBlockListStorage::BUFFERS,
+        LevelKind::RunList => f::RunListStorage::BUFFERS,
+        LevelKind::SparseRunList => f::SparseRunListStorage::BUFFERS,
+        LevelKind::SparseByteMap => f::SparseByteMapStorage::BUFFERS,
+        LevelKind::SparseHash => f::SparseHashStorage::BUFFERS,
+        LevelKind::Dense | LevelKind::SparseList | LevelKind::SparseCoo(_) => return None,
+    };
+    Some(
+        names
+            .iter()
+            .map(|&n| {
+                (
+                    n,
+                    if n == "tbl" {
+                        ScalarType::Bool
+                    } else {
+                        ScalarType::I64
+                    },
+                )
+            })
+            .collect(),
+    )
 }
 
 struct Converter<'a> {
@@ -502,6 +553,7 @@ impl Converter<'_> {
         match info.levels.get(depth) {
             Some(LevelParams::Dense { shape })
             | Some(LevelParams::SparseList { shape, .. })
+            | Some(LevelParams::Structured { shape, .. })
             | Some(LevelParams::SparseListOut { shape, .. }) => Ok(KExpr::Local(*shape)),
             _ => Err(Error::Program(format!(
                 "`{}` has no mode {}",

@@ -1034,18 +1034,20 @@ impl Lowerer {
                     });
                 }
                 fast.extend(only.preamble.iter().cloned());
+                // The stop may read the stepper's state, which `next` advances: fix it first.
+                fast.push(KStmt::Assign(st, only.stop.clone()));
                 fast.extend(self.stepper_variants(
                     index,
                     &body,
                     &steppers,
                     KExpr::Local(i),
-                    only.stop.clone(),
+                    KExpr::Local(st),
                     1,
                     &mut vec![true],
                 )?);
                 fast.push(KStmt::Assign(
                     i,
-                    KExpr::bin(Op::Add, only.stop.clone(), KExpr::int(1)),
+                    KExpr::bin(Op::Add, KExpr::Local(st), KExpr::int(1)),
                 ));
                 out.push(KStmt::If {
                     cond: KExpr::bin(Op::Le, counted.last.clone(), hi),

@@ -16,8 +16,9 @@ use super::convert::LevelParams;
 use super::Lowerer;
 use crate::algebra::{Op, ScalarType, Value};
 use crate::error::{Error, Result};
+use crate::formats::LevelKind;
 use crate::kernel::{KExpr, KStmt};
-use crate::looplets::{Fiber, Looplet, Stepper, Tensor};
+use crate::looplets::{Counted, Fiber, Looplet, Stepper, Tensor};
 
 impl Lowerer {
     /// The fill value of a tensor's leaf.
@@ -48,142 +49,20 @@ impl Lowerer {
                     protocols,
                 })
             }))),
-            LevelParams::SparseList { ptr, idx, .. } if f.protocols & (1 << f.depth) != 0 => {
-                // follow: random access by binary search in the fiber; a miss reads fill.
-                let fill = self.fill_of(t);
-                let r = self
-                    .kernel
-                    .local(format!("{name}_lvl{depth}_r"), ScalarType::I64);
-                let found = self
-                    .kernel
-                    .local(format!("{name}_lvl{depth}_found"), ScalarType::Bool);
-                let hi = self
-                    .kernel
-                    .local(format!("{name}_lvl{depth}_q_stop"), ScalarType::I64);
-                let l = KExpr::Local;
-                let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
-                Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
-                    let target = KExpr::bin(Op::Sub, i, KExpr::int(1));
-                    Tensor::Switch {
-                        pre: vec![
-                            KStmt::Assign(hi, KExpr::load(ptr, plus1(pos.clone()))),
-                            KStmt::Assign(
-                                r,
-                                KExpr::Search {
-                                    buf: idx,
-                                    value: Box::new(target.clone()),
-                                    lo: Box::new(KExpr::load(ptr, pos.clone())),
-                                    hi: Box::new(l(hi)),
-                                },
-                            ),
-                            KStmt::Assign(found, KExpr::Lit(Value::Bool(false))),
-                            KStmt::If {
-                                cond: KExpr::bin(Op::Lt, l(r), l(hi)),
-                                then: vec![KStmt::Assign(
-                                    found,
-                                    KExpr::bin(Op::Eq, KExpr::load(idx, l(r)), target),
-                                )],
-                                otherwise: vec![],
-                            },
-                        ],
-                        cond: l(found),
-                        then: Box::new(Tensor::Fiber(Fiber {
-                            tensor: t,
-                            depth,
-                            pos: l(r),
-                            hollow: None,
-                            protocols,
-                        })),
-                        otherwise: Box::new(Tensor::FillLeaf(fill)),
-                    }
-                })))
-            }
             LevelParams::SparseList { ptr, idx, .. } => {
-                let fill = self.fill_of(t);
-                let q = self
-                    .kernel
-                    .local(format!("{name}_lvl{depth}_q"), ScalarType::I64);
-                let q_stop = self
-                    .kernel
-                    .local(format!("{name}_lvl{depth}_q_stop"), ScalarType::I64);
-                let i_last = self
-                    .kernel
-                    .local(format!("{name}_lvl{depth}_i_last"), ScalarType::I64);
-                let i_cur = self
-                    .kernel
-                    .local(format!("{name}_lvl{depth}_i"), ScalarType::I64);
-                let l = KExpr::Local;
-                let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
-                let preamble = vec![
-                    KStmt::Assign(q, KExpr::load(ptr, pos.clone())),
-                    KStmt::Assign(q_stop, KExpr::load(ptr, plus1(pos))),
-                    KStmt::If {
-                        cond: KExpr::bin(Op::Lt, l(q), l(q_stop)),
-                        then: vec![KStmt::Assign(
-                            i_last,
-                            plus1(KExpr::load(
-                                idx,
-                                KExpr::bin(Op::Sub, l(q_stop), KExpr::int(1)),
-                            )),
-                        )],
-                        otherwise: vec![KStmt::Assign(i_last, KExpr::int(0))],
-                    },
-                ];
-                let seek = move |start: KExpr| {
-                    // Only search when the cursor is behind `start` (one comparison when it
-                    // is already in place).
-                    vec![KStmt::If {
-                        cond: KExpr::bin(Op::Lt, l(q), l(q_stop)),
-                        then: vec![KStmt::If {
-                            cond: KExpr::bin(Op::Lt, plus1(KExpr::load(idx, l(q))), start.clone()),
-                            then: vec![KStmt::Assign(
-                                q,
-                                KExpr::Search {
-                                    buf: idx,
-                                    value: Box::new(KExpr::bin(Op::Sub, start, KExpr::int(1))),
-                                    lo: Box::new(l(q)),
-                                    hi: Box::new(l(q_stop)),
-                                },
-                            )],
-                            otherwise: vec![],
-                        }],
-                        otherwise: vec![],
-                    }]
-                };
-                let stepper = Stepper {
-                    seek: Box::new(seek),
-                    preamble: vec![KStmt::Assign(i_cur, plus1(KExpr::load(idx, l(q))))],
-                    stop: l(i_cur),
-                    chunk: Looplet::Spike {
-                        body: Box::new(Tensor::FillLeaf(fill)),
-                        tail: Box::new(Tensor::Fiber(Fiber {
-                            tensor: t,
-                            depth,
-                            pos: l(q),
-                            hollow: None,
-                            protocols,
-                        })),
-                    },
-                    next: vec![KStmt::Assign(q, plus1(l(q)))],
-                    counted: Some(crate::looplets::Counted {
-                        more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
-                        last: l(i_last),
-                    }),
-                };
+                let child_of: ChildOf = Rc::new(|q| q);
+                let follow = f.protocols & (1 << f.depth) != 0;
                 let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
-                let walker = if gallop {
-                    Looplet::Jumper(Rc::new(stepper))
+                let list = SortedList { ptr, idx, child_of };
+                Ok(if follow {
+                    self.sorted_follow(t, depth, pos, protocols, list)
                 } else {
-                    Looplet::Stepper(Rc::new(stepper))
-                };
-                Ok(Looplet::Thunk {
-                    epilogue: vec![],
-                    preamble,
-                    body: Box::new(Looplet::Sequence(vec![
-                        (Some(l(i_last)), walker),
-                        (None, Looplet::Run(Box::new(Tensor::FillLeaf(fill)))),
-                    ])),
+                    self.sorted_walk(t, depth, pos, protocols, list, gallop)
                 })
+            }
+            LevelParams::Structured { kind, shape, bufs } => {
+                self.check_protocols(f, kind)?;
+                self.unfurl_structured(f, kind, shape, &bufs)
             }
             LevelParams::SparseListOut {
                 ptr,
@@ -258,5 +137,481 @@ impl Lowerer {
                 "internal: the leaf of `{name}` indexed by a loop"
             ))),
         }
+    }
+
+    /// Rejects a read protocol the level does not support, naming both.
+    fn check_protocols(&self, f: &Fiber, kind: LevelKind) -> Result<()> {
+        let follow = f.protocols & (1 << f.depth) != 0;
+        let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+        let (can_follow, can_gallop) = match kind {
+            LevelKind::SparseByteMap => (true, true),
+            LevelKind::SparseHash => (true, false),
+            LevelKind::SparseBlockList => (false, true),
+            _ => (false, false),
+        };
+        let asked = match (follow && !can_follow, gallop && !can_gallop) {
+            (true, _) => "follow",
+            (_, true) => "gallop",
+            _ => return Ok(()),
+        };
+        let mut supported = vec!["walk"];
+        if can_gallop {
+            supported.push("gallop");
+        }
+        if can_follow {
+            supported.push("follow");
+        }
+        Err(Error::Unsupported(format!(
+            "the {} level of `{}` (mode {}) does not support the {asked} protocol; it supports {}",
+            kind.name(),
+            self.tensors[f.tensor].name,
+            self.tensors[f.tensor].format.ndims() - f.depth,
+            supported.join(", ")
+        )))
+    }
+
+    /// A fresh `i64` local named after the level.
+    fn level_local(&mut self, t: usize, depth: usize, what: &str) -> crate::kernel::LocalId {
+        let name = format!("{}_lvl{depth}_{what}", self.tensors[t].name);
+        self.kernel.local(name, ScalarType::I64)
+    }
+
+    /// The looplets of the structured levels (finch-language-and-levels.md §4).
+    fn unfurl_structured(
+        &mut self,
+        f: &Fiber,
+        kind: LevelKind,
+        shape: crate::kernel::LocalId,
+        bufs: &[crate::kernel::BufId],
+    ) -> Result<Looplet> {
+        let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
+        let fill = self.fill_of(t);
+        let l = KExpr::Local;
+        let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+        let minus1 = |e: KExpr| KExpr::bin(Op::Sub, e, KExpr::int(1));
+        let child = move |q: KExpr| {
+            Tensor::Fiber(Fiber {
+                tensor: t,
+                depth,
+                pos: q,
+                hollow: None,
+                protocols,
+            })
+        };
+        let fill_run = || Looplet::Run(Box::new(Tensor::FillLeaf(fill)));
+        let buf = |k: usize| {
+            bufs.get(k).copied().ok_or_else(|| {
+                Error::Program(format!(
+                    "internal: {} level without buffer {k}",
+                    kind.name()
+                ))
+            })
+        };
+        Ok(match kind {
+            // One index `i` per fiber (`shape` when empty): fill, the child at `i`, fill.
+            LevelKind::SparsePoint => {
+                let i = self.level_local(t, depth, "i");
+                Looplet::Thunk {
+                    preamble: vec![KStmt::Assign(i, plus1(KExpr::load(buf(0)?, pos.clone())))],
+                    body: Box::new(Looplet::Sequence(vec![
+                        (Some(minus1(l(i))), fill_run()),
+                        (Some(l(i)), Looplet::Run(Box::new(child(pos)))),
+                        (None, fill_run()),
+                    ])),
+                    epilogue: vec![],
+                }
+            }
+            // One run `left..=right` of one child: fill, the child repeated, fill.
+            LevelKind::SparseInterval => {
+                let (lo, hi) = (
+                    self.level_local(t, depth, "left"),
+                    self.level_local(t, depth, "right"),
+                );
+                Looplet::Thunk {
+                    preamble: vec![
+                        KStmt::Assign(lo, plus1(KExpr::load(buf(0)?, pos.clone()))),
+                        KStmt::Assign(hi, plus1(KExpr::load(buf(1)?, pos.clone()))),
+                    ],
+                    body: Box::new(Looplet::Sequence(vec![
+                        (Some(minus1(l(lo))), fill_run()),
+                        (Some(l(hi)), Looplet::Run(Box::new(child(pos)))),
+                        (None, fill_run()),
+                    ])),
+                    epilogue: vec![],
+                }
+            }
+            // One block `first..=last` with consecutive child positions: fill, random
+            // access into the block, fill.
+            LevelKind::SparseBand => {
+                let (idx, ofs) = (buf(0)?, buf(1)?);
+                let q1 = self.level_local(t, depth, "q_stop");
+                let last = self.level_local(t, depth, "last");
+                let first = self.level_local(t, depth, "first");
+                let width = KExpr::bin(Op::Sub, l(q1), KExpr::load(ofs, pos.clone()));
+                Looplet::Thunk {
+                    preamble: vec![
+                        KStmt::Assign(q1, KExpr::load(ofs, plus1(pos.clone()))),
+                        KStmt::Assign(last, plus1(KExpr::load(idx, pos))),
+                        KStmt::Assign(first, plus1(KExpr::bin(Op::Sub, l(last), width))),
+                    ],
+                    body: Box::new(Looplet::Sequence(vec![
+                        (Some(minus1(l(first))), fill_run()),
+                        (
+                            Some(l(last)),
+                            Looplet::Lookup(Rc::new(move |i: KExpr| {
+                                // child(q_stop - 1 - (last - i))
+                                child(KExpr::bin(
+                                    Op::Add,
+                                    KExpr::bin(Op::Sub, minus1(l(q1)), l(last)),
+                                    i,
+                                ))
+                            })),
+                        ),
+                        (None, fill_run()),
+                    ])),
+                    epilogue: vec![],
+                }
+            }
+            // Runs tiling the fiber: a stepper over runs, each a Run of its child.
+            LevelKind::RunList => {
+                let (ptr, right) = (buf(0)?, buf(1)?);
+                let q = self.level_local(t, depth, "q");
+                let q_stop = self.level_local(t, depth, "q_stop");
+                let stepper = Stepper {
+                    seek: Box::new(seek_on(q, q_stop, right)),
+                    preamble: vec![],
+                    stop: plus1(KExpr::load(right, l(q))),
+                    chunk: Looplet::Run(Box::new(child(l(q)))),
+                    next: vec![KStmt::Assign(q, plus1(l(q)))],
+                    counted: Some(Counted {
+                        more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
+                        last: l(shape),
+                    }),
+                };
+                Looplet::Thunk {
+                    preamble: vec![
+                        KStmt::Assign(q, KExpr::load(ptr, pos.clone())),
+                        KStmt::Assign(q_stop, KExpr::load(ptr, plus1(pos))),
+                    ],
+                    body: Box::new(Looplet::Stepper(Rc::new(stepper))),
+                    epilogue: vec![],
+                }
+            }
+            // Sparse runs: a stepper over runs, each fill before `left` then its child.
+            LevelKind::SparseRunList => {
+                let (ptr, left, right) = (buf(0)?, buf(1)?, buf(2)?);
+                let q = self.level_local(t, depth, "q");
+                let q_stop = self.level_local(t, depth, "q_stop");
+                let i_last = self.level_local(t, depth, "i_last");
+                let stepper = Stepper {
+                    seek: Box::new(seek_on(q, q_stop, right)),
+                    preamble: vec![],
+                    stop: plus1(KExpr::load(right, l(q))),
+                    chunk: Looplet::Sequence(vec![
+                        (Some(KExpr::load(left, l(q))), fill_run()),
+                        (None, Looplet::Run(Box::new(child(l(q))))),
+                    ]),
+                    next: vec![KStmt::Assign(q, plus1(l(q)))],
+                    counted: Some(Counted {
+                        more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
+                        last: l(i_last),
+                    }),
+                };
+                Looplet::Thunk {
+                    preamble: fiber_bounds(ptr, right, pos, q, q_stop, i_last),
+                    body: Box::new(Looplet::Sequence(vec![
+                        (Some(l(i_last)), Looplet::Stepper(Rc::new(stepper))),
+                        (None, fill_run()),
+                    ])),
+                    epilogue: vec![],
+                }
+            }
+            // Blocks: a stepper (or jumper) over blocks, each fill before its first index
+            // then random access into its consecutive child positions.
+            LevelKind::SparseBlockList => {
+                let (ptr, idx, ofs) = (buf(0)?, buf(1)?, buf(2)?);
+                let r = self.level_local(t, depth, "r");
+                let r_stop = self.level_local(t, depth, "r_stop");
+                let i_last = self.level_local(t, depth, "i_last");
+                let b_last = self.level_local(t, depth, "block_last");
+                let b_end = self.level_local(t, depth, "block_q_stop");
+                let b_first = self.level_local(t, depth, "block_first");
+                let stepper = Stepper {
+                    seek: Box::new(seek_on(r, r_stop, idx)),
+                    preamble: vec![
+                        KStmt::Assign(b_last, plus1(KExpr::load(idx, l(r)))),
+                        KStmt::Assign(b_end, KExpr::load(ofs, plus1(l(r)))),
+                        KStmt::Assign(
+                            b_first,
+                            plus1(KExpr::bin(
+                                Op::Sub,
+                                l(b_last),
+                                KExpr::bin(Op::Sub, l(b_end), KExpr::load(ofs, l(r))),
+                            )),
+                        ),
+                    ],
+                    stop: l(b_last),
+                    chunk: Looplet::Sequence(vec![
+                        (Some(minus1(l(b_first))), fill_run()),
+                        (
+                            None,
+                            Looplet::Lookup(Rc::new(move |j: KExpr| {
+                                child(KExpr::bin(
+                                    Op::Add,
+                                    KExpr::bin(Op::Sub, minus1(l(b_end)), l(b_last)),
+                                    j,
+                                ))
+                            })),
+                        ),
+                    ]),
+                    next: vec![KStmt::Assign(r, plus1(l(r)))],
+                    counted: Some(Counted {
+                        more: KExpr::bin(Op::Lt, l(r), l(r_stop)),
+                        last: l(i_last),
+                    }),
+                };
+                let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+                let walker = if gallop {
+                    Looplet::Jumper(Rc::new(stepper))
+                } else {
+                    Looplet::Stepper(Rc::new(stepper))
+                };
+                Looplet::Thunk {
+                    preamble: fiber_bounds(ptr, idx, pos, r, r_stop, i_last),
+                    body: Box::new(Looplet::Sequence(vec![
+                        (Some(l(i_last)), walker),
+                        (None, fill_run()),
+                    ])),
+                    epilogue: vec![],
+                }
+            }
+            // A sorted list of set indices over dense child positions `pos·shape + i`.
+            LevelKind::SparseByteMap => {
+                let (ptr, tbl, srt) = (buf(0)?, buf(1)?, buf(2)?);
+                let base = KExpr::bin(Op::Mul, pos.clone(), l(shape));
+                if f.protocols & (1 << f.depth) != 0 {
+                    // follow: the flag decides between the child and fill.
+                    return Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
+                        let q = KExpr::bin(Op::Add, base.clone(), minus1(i));
+                        Tensor::Switch {
+                            pre: vec![],
+                            cond: KExpr::load(tbl, q.clone()),
+                            then: Box::new(child(q)),
+                            otherwise: Box::new(Tensor::FillLeaf(fill)),
+                        }
+                    })));
+                }
+                let child_of: ChildOf =
+                    Rc::new(move |q| KExpr::bin(Op::Add, base.clone(), KExpr::load(srt, q)));
+                let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+                let list = SortedList {
+                    ptr,
+                    idx: srt,
+                    child_of,
+                };
+                self.sorted_walk(t, depth, f.pos.clone(), protocols, list, gallop)
+            }
+            // Sorted entries with a child position each.
+            LevelKind::SparseHash => {
+                let (ptr, idx, posbuf) = (buf(0)?, buf(1)?, buf(2)?);
+                let child_of: ChildOf = Rc::new(move |q| KExpr::load(posbuf, q));
+                let list = SortedList { ptr, idx, child_of };
+                if f.protocols & (1 << f.depth) != 0 {
+                    self.sorted_follow(t, depth, pos, protocols, list)
+                } else {
+                    self.sorted_walk(t, depth, pos, protocols, list, false)
+                }
+            }
+            LevelKind::Dense | LevelKind::SparseList | LevelKind::SparseCoo(_) => {
+                return Err(Error::Program(format!(
+                    "internal: {} is not a structured level",
+                    kind.name()
+                )))
+            }
+        })
+    }
+
+    /// Walk (or gallop) over a sorted index list: `Thunk(q = ptr[p]; q_stop = ptr[p+1];
+    /// i_last) -> Sequence(Phase(stop = i_last, Stepper(Spike(fill, child(q)))),
+    /// Phase(Run(fill)))`.
+    fn sorted_walk(
+        &mut self,
+        t: usize,
+        depth: usize,
+        pos: KExpr,
+        protocols: u64,
+        list: SortedList,
+        gallop: bool,
+    ) -> Looplet {
+        let fill = self.fill_of(t);
+        let q = self.level_local(t, depth, "q");
+        let q_stop = self.level_local(t, depth, "q_stop");
+        let i_last = self.level_local(t, depth, "i_last");
+        let i_cur = self.level_local(t, depth, "i");
+        let l = KExpr::Local;
+        let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+        let SortedList { ptr, idx, child_of } = list;
+        let stepper = Stepper {
+            seek: Box::new(seek_on(q, q_stop, idx)),
+            preamble: vec![KStmt::Assign(i_cur, plus1(KExpr::load(idx, l(q))))],
+            stop: l(i_cur),
+            chunk: Looplet::Spike {
+                body: Box::new(Tensor::FillLeaf(fill)),
+                tail: Box::new(Tensor::Fiber(Fiber {
+                    tensor: t,
+                    depth,
+                    pos: child_of(l(q)),
+                    hollow: None,
+                    protocols,
+                })),
+            },
+            next: vec![KStmt::Assign(q, plus1(l(q)))],
+            counted: Some(Counted {
+                more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
+                last: l(i_last),
+            }),
+        };
+        let walker = if gallop {
+            Looplet::Jumper(Rc::new(stepper))
+        } else {
+            Looplet::Stepper(Rc::new(stepper))
+        };
+        Looplet::Thunk {
+            epilogue: vec![],
+            preamble: fiber_bounds(ptr, idx, pos, q, q_stop, i_last),
+            body: Box::new(Looplet::Sequence(vec![
+                (Some(l(i_last)), walker),
+                (None, Looplet::Run(Box::new(Tensor::FillLeaf(fill)))),
+            ])),
+        }
+    }
+
+    /// Follow (random access) into a sorted index list by binary search; a miss reads fill.
+    fn sorted_follow(
+        &mut self,
+        t: usize,
+        depth: usize,
+        pos: KExpr,
+        protocols: u64,
+        list: SortedList,
+    ) -> Looplet {
+        let fill = self.fill_of(t);
+        let name = self.tensors[t].name.clone();
+        let r = self.level_local(t, depth, "r");
+        let found = self
+            .kernel
+            .local(format!("{name}_lvl{depth}_found"), ScalarType::Bool);
+        let hi = self.level_local(t, depth, "q_stop");
+        let l = KExpr::Local;
+        let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+        let SortedList { ptr, idx, child_of } = list;
+        Looplet::Lookup(Rc::new(move |i: KExpr| {
+            let target = KExpr::bin(Op::Sub, i, KExpr::int(1));
+            Tensor::Switch {
+                pre: vec![
+                    KStmt::Assign(hi, KExpr::load(ptr, plus1(pos.clone()))),
+                    KStmt::Assign(
+                        r,
+                        KExpr::Search {
+                            buf: idx,
+                            value: Box::new(target.clone()),
+                            lo: Box::new(KExpr::load(ptr, pos.clone())),
+                            hi: Box::new(l(hi)),
+                        },
+                    ),
+                    KStmt::Assign(found, KExpr::Lit(Value::Bool(false))),
+                    KStmt::If {
+                        cond: KExpr::bin(Op::Lt, l(r), l(hi)),
+                        then: vec![KStmt::Assign(
+                            found,
+                            KExpr::bin(Op::Eq, KExpr::load(idx, l(r)), target),
+                        )],
+                        otherwise: vec![],
+                    },
+                ],
+                cond: l(found),
+                then: Box::new(Tensor::Fiber(Fiber {
+                    tensor: t,
+                    depth,
+                    pos: child_of(l(r)),
+                    hollow: None,
+                    protocols,
+                })),
+                otherwise: Box::new(Tensor::FillLeaf(fill)),
+            }
+        }))
+    }
+}
+
+/// Maps a list entry's position to its child position.
+type ChildOf = Rc<dyn Fn(KExpr) -> KExpr>;
+
+/// A sorted per-fiber list: `ptr` over `idx`, children by `child_of(q)`.
+struct SortedList {
+    ptr: crate::kernel::BufId,
+    idx: crate::kernel::BufId,
+    child_of: ChildOf,
+}
+
+/// `q = ptr[p]; q_stop = ptr[p+1]; i_last = last[q_stop - 1] + 1` (or 0 for an empty
+/// fiber), where `last[q]` is entry `q`'s last 0-based index.
+fn fiber_bounds(
+    ptr: crate::kernel::BufId,
+    last: crate::kernel::BufId,
+    pos: KExpr,
+    q: crate::kernel::LocalId,
+    q_stop: crate::kernel::LocalId,
+    i_last: crate::kernel::LocalId,
+) -> Vec<KStmt> {
+    let l = KExpr::Local;
+    let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+    vec![
+        KStmt::Assign(q, KExpr::load(ptr, pos.clone())),
+        KStmt::Assign(q_stop, KExpr::load(ptr, plus1(pos))),
+        KStmt::If {
+            cond: KExpr::bin(Op::Lt, l(q), l(q_stop)),
+            then: vec![KStmt::Assign(
+                i_last,
+                plus1(KExpr::load(
+                    last,
+                    KExpr::bin(Op::Sub, l(q_stop), KExpr::int(1)),
+                )),
+            )],
+            otherwise: vec![KStmt::Assign(i_last, KExpr::int(0))],
+        },
+    ]
+}
+
+/// Seek for a stepper over entries `q ..< q_stop` whose last 0-based indices `last[q]`
+/// increase: when the entry at `q` ends before `start`, binary-search the first that
+/// does not (one comparison when the cursor is already in place).
+fn seek_on(
+    q: crate::kernel::LocalId,
+    q_stop: crate::kernel::LocalId,
+    last: crate::kernel::BufId,
+) -> impl Fn(KExpr) -> Vec<KStmt> {
+    move |start: KExpr| {
+        let l = KExpr::Local;
+        vec![KStmt::If {
+            cond: KExpr::bin(Op::Lt, l(q), l(q_stop)),
+            then: vec![KStmt::If {
+                cond: KExpr::bin(
+                    Op::Lt,
+                    KExpr::bin(Op::Add, KExpr::load(last, l(q)), KExpr::int(1)),
+                    start.clone(),
+                ),
+                then: vec![KStmt::Assign(
+                    q,
+                    KExpr::Search {
+                        buf: last,
+                        value: Box::new(KExpr::bin(Op::Sub, start, KExpr::int(1))),
+                        lo: Box::new(l(q)),
+                        hi: Box::new(l(q_stop)),
+                    },
+                )],
+                otherwise: vec![],
+            }],
+            otherwise: vec![],
+        }]
     }
 }

@@ -9,7 +9,9 @@ use crate::algebra::{Op, Value};
 use crate::error::{Error, Result};
 use crate::formats::{
     DenseStorage, ElementStorage, Format, LevelFormat, LevelKind, LevelStorage, PatternStorage,
-    ScalarStorage, SparseCooStorage, SparseListStorage,
+    RunListStorage, ScalarStorage, SparseBandStorage, SparseBlockListStorage, SparseByteMapStorage,
+    SparseCooStorage, SparseHashStorage, SparseIntervalStorage, SparseListStorage,
+    SparsePointStorage, SparseRunListStorage,
 };
 use crate::tensor::storage::TensorStorage;
 use crate::tensor::{checked_len, fmt_shape, Buffer, Coo, DenseArray, Tensor};
@@ -306,8 +308,8 @@ fn build_level(
             if let Some(p) = groups.iter().position(|&(lo, hi)| lo == hi) {
                 return Err(Error::Program(format!(
                     "a Pattern() leaf reads `true` at every stored position, but position {p} \
-                     holds `false` (a Dense level above it stores every index); use \
-                     Element(false) instead"
+                     holds `false` (a level above it stores positions that hold the fill: \
+                     Dense, a band or block, a run, a bytemap); use Element(false) instead"
                 )));
             }
             Ok(LevelStorage::Pattern(PatternStorage))
@@ -391,15 +393,298 @@ fn build_level(
                         child: Box::new(c),
                     })
                 }
-                other => {
-                    return Err(Error::Unsupported(format!(
-                        "{} storage (level formats beyond Dense, SparseList and SparseCOO \
-                         arrive with issue #4)",
-                        other.name()
-                    )))
+                LevelKind::SparsePoint => {
+                    let mut idx = Vec::with_capacity(groups.len());
+                    for (p, &(lo, hi)) in groups.iter().enumerate() {
+                        match index_groups(e, m, lo, hi).as_slice() {
+                            [] => {
+                                idx.push(size);
+                                child_groups.push((lo, lo));
+                            }
+                            [(i, g)] => {
+                                idx.push(*i);
+                                child_groups.push(*g);
+                            }
+                            more => {
+                                return Err(Error::Program(format!(
+                                    "SparsePoint stores at most one index per fiber, but fiber {p} \
+                                     has {} (indices {})",
+                                    more.len(),
+                                    list_indices(more)
+                                )))
+                            }
+                        }
+                    }
+                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+                    LevelStorage::SparsePoint(SparsePointStorage {
+                        shape: size,
+                        idx,
+                        child: Box::new(c),
+                    })
+                }
+                LevelKind::SparseInterval => {
+                    let fill = child.fill_value();
+                    let (mut left, mut right) = (Vec::new(), Vec::new());
+                    for (p, &(lo, hi)) in groups.iter().enumerate() {
+                        let runs = runs_of(e, m, lo, hi, size, &fill, false);
+                        match runs.as_slice() {
+                            [] => {
+                                left.push(1);
+                                right.push(0);
+                                child_groups.push((lo, lo));
+                            }
+                            [(a, b, g)] => {
+                                left.push(*a);
+                                right.push(*b);
+                                child_groups.push(*g);
+                            }
+                            more => {
+                                return Err(Error::Program(format!(
+                                    "SparseInterval stores one run of equal values per fiber, but \
+                                     fiber {p} has {} runs ({})",
+                                    more.len(),
+                                    more.iter()
+                                        .map(|(a, b, _)| format!("{}:{}", a + 1, b + 1))
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                )))
+                            }
+                        }
+                    }
+                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+                    LevelStorage::SparseInterval(SparseIntervalStorage {
+                        shape: size,
+                        left,
+                        right,
+                        child: Box::new(c),
+                    })
+                }
+                LevelKind::SparseBand => {
+                    let mut idx = Vec::with_capacity(groups.len());
+                    let mut ofs = vec![0];
+                    for &(lo, hi) in groups {
+                        let found = index_groups(e, m, lo, hi);
+                        match (found.first(), found.last()) {
+                            (Some(&(first, _)), Some(&(last, _))) => {
+                                let mut k = 0;
+                                for i in first..=last {
+                                    if found[k].0 == i {
+                                        child_groups.push(found[k].1);
+                                        k += 1;
+                                    } else {
+                                        child_groups.push((lo, lo));
+                                    }
+                                }
+                                idx.push(last);
+                            }
+                            _ => idx.push(0),
+                        }
+                        ofs.push(child_groups.len());
+                    }
+                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+                    LevelStorage::SparseBand(SparseBandStorage {
+                        shape: size,
+                        idx,
+                        ofs,
+                        child: Box::new(c),
+                    })
+                }
+                LevelKind::SparseBlockList => {
+                    let (mut ptr, mut idx, mut ofs) = (vec![0], Vec::new(), vec![0]);
+                    for &(lo, hi) in groups {
+                        let found = index_groups(e, m, lo, hi);
+                        for (k, &(i, g)) in found.iter().enumerate() {
+                            // A block ends where the next stored index is not adjacent.
+                            child_groups.push(g);
+                            if found.get(k + 1).is_none_or(|&(j, _)| j != i + 1) {
+                                idx.push(i);
+                                ofs.push(child_groups.len());
+                            }
+                        }
+                        ptr.push(idx.len());
+                    }
+                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+                    LevelStorage::SparseBlockList(SparseBlockListStorage {
+                        shape: size,
+                        ptr,
+                        idx,
+                        ofs,
+                        child: Box::new(c),
+                    })
+                }
+                LevelKind::RunList | LevelKind::SparseRunList => {
+                    let dense = *kind == LevelKind::RunList;
+                    let fill = child.fill_value();
+                    let (mut ptr, mut left, mut right) = (vec![0], Vec::new(), Vec::new());
+                    for &(lo, hi) in groups {
+                        for (a, b, g) in runs_of(e, m, lo, hi, size, &fill, dense) {
+                            left.push(a);
+                            right.push(b);
+                            child_groups.push(g);
+                        }
+                        ptr.push(right.len());
+                    }
+                    let c = Box::new(build_level(child, &dims[1..], m + 1, e, &child_groups)?);
+                    if dense {
+                        LevelStorage::RunList(RunListStorage {
+                            shape: size,
+                            ptr,
+                            right,
+                            child: c,
+                        })
+                    } else {
+                        LevelStorage::SparseRunList(SparseRunListStorage {
+                            shape: size,
+                            ptr,
+                            left,
+                            right,
+                            child: c,
+                        })
+                    }
+                }
+                LevelKind::SparseByteMap => {
+                    let total = groups.len().checked_mul(size).ok_or_else(|| {
+                        Error::Program(format!("{} × {size} positions overflow", groups.len()))
+                    })?;
+                    let (mut ptr, mut srt, mut tbl) = (vec![0], Vec::new(), vec![false; total]);
+                    child_groups.reserve(total);
+                    for (p, &(lo, hi)) in groups.iter().enumerate() {
+                        let found = index_groups(e, m, lo, hi);
+                        let mut k = 0;
+                        for i in 0..size {
+                            if found.get(k).is_some_and(|&(j, _)| j == i) {
+                                child_groups.push(found[k].1);
+                                tbl[p * size + i] = true;
+                                srt.push(i);
+                                k += 1;
+                            } else {
+                                child_groups.push((lo, lo));
+                            }
+                        }
+                        ptr.push(srt.len());
+                    }
+                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+                    LevelStorage::SparseByteMap(SparseByteMapStorage {
+                        shape: size,
+                        ptr,
+                        tbl: Buffer::Bool(tbl),
+                        srt,
+                        child: Box::new(c),
+                    })
+                }
+                LevelKind::SparseHash => {
+                    let (mut ptr, mut idx) = (vec![0], Vec::new());
+                    for &(lo, hi) in groups {
+                        for (i, g) in index_groups(e, m, lo, hi) {
+                            idx.push(i);
+                            child_groups.push(g);
+                        }
+                        ptr.push(idx.len());
+                    }
+                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+                    LevelStorage::SparseHash(SparseHashStorage {
+                        shape: size,
+                        ptr,
+                        pos: (0..idx.len()).collect(),
+                        idx,
+                        child: Box::new(c),
+                    })
                 }
             };
             Ok(storage)
         }
     }
+}
+
+/// The distinct indices of key position `m` among entries `lo..hi`, each with its range of
+/// entries.
+fn index_groups(e: &Entries, m: usize, lo: usize, hi: usize) -> Vec<(usize, (usize, usize))> {
+    let mut out = Vec::new();
+    let mut k = lo;
+    while k < hi {
+        let i = e.key(k, m);
+        let start = k;
+        while k < hi && e.key(k, m) == i {
+            k += 1;
+        }
+        out.push((i, (start, k)));
+    }
+    out
+}
+
+fn list_indices(found: &[(usize, (usize, usize))]) -> String {
+    found
+        .iter()
+        .map(|(i, _)| (i + 1).to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The entries of a group below key position `m` that are not the fill: the subfiber's
+/// content, for comparing subfibers.
+fn content<'a>(
+    e: &'a Entries,
+    m: usize,
+    g: (usize, usize),
+    fill: &'a Value,
+) -> impl Iterator<Item = (&'a [usize], Value)> + 'a {
+    (g.0..g.1)
+        .filter(move |&k| !e.vals[k].same(fill))
+        .map(move |k| (&e.keys[k * e.n + m + 1..(k + 1) * e.n], e.vals[k]))
+}
+
+fn same_subfiber(
+    e: &Entries,
+    m: usize,
+    a: (usize, usize),
+    b: (usize, usize),
+    fill: &Value,
+) -> bool {
+    let (mut x, mut y) = (content(e, m, a, fill), content(e, m, b, fill));
+    loop {
+        match (x.next(), y.next()) {
+            (None, None) => return true,
+            (Some((ka, va)), Some((kb, vb))) if ka == kb && va.same(&vb) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Maximal runs `(first, last, representative group)` of equal subfibers among the
+/// entries `lo..hi` of one fiber of size `size`. With `tile`, runs cover `0..size` (gaps
+/// are fill runs); without, only runs whose subfiber is not all fill are returned.
+fn runs_of(
+    e: &Entries,
+    m: usize,
+    lo: usize,
+    hi: usize,
+    size: usize,
+    fill: &Value,
+    tile: bool,
+) -> Vec<(usize, usize, (usize, usize))> {
+    let empty = (lo, lo);
+    // Segments in index order: stored indices and the gaps between them (as empty groups).
+    let mut segments: Vec<(usize, usize, (usize, usize))> = Vec::new();
+    let mut next = 0;
+    for (i, g) in index_groups(e, m, lo, hi) {
+        if i > next {
+            segments.push((next, i - 1, empty));
+        }
+        segments.push((i, i, g));
+        next = i + 1;
+    }
+    if next < size {
+        segments.push((next, size - 1, empty));
+    }
+    let mut runs: Vec<(usize, usize, (usize, usize))> = Vec::new();
+    for (a, b, g) in segments {
+        match runs.last_mut() {
+            Some(last) if last.1 + 1 == a && same_subfiber(e, m, last.2, g, fill) => last.1 = b,
+            _ => runs.push((a, b, g)),
+        }
+    }
+    if !tile {
+        runs.retain(|&(_, _, g)| content(e, m, g, fill).next().is_some());
+    }
+    runs
 }

@@ -50,11 +50,12 @@ impl fmt::Display for Tensor {
 
 /// `[:, :, 1:3]`-style label for a fiber whose outer coordinates are `outer` (outermost
 /// first, 0-based): the fixed coordinates, then the fiber's range, then `:`s.
-fn range_label(n: usize, outer: &[usize], shape: &[usize]) -> String {
-    let mut parts = vec![":".to_string(); n];
-    for (k, &i) in outer.iter().enumerate() {
-        parts[n - 1 - k] = (i + 1).to_string();
-    }
+fn range_label(n: usize, outer: &[(usize, usize)], shape: &[usize]) -> String {
+    let mut parts = coord_label(n, outer)
+        .trim_matches(|c| c == '[' || c == ']')
+        .split(", ")
+        .map(String::from)
+        .collect::<Vec<_>>();
     if outer.len() < n {
         let m = n - 1 - outer.len();
         parts[m] = format!("1:{}", shape[m]);
@@ -62,11 +63,16 @@ fn range_label(n: usize, outer: &[usize], shape: &[usize]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
-/// `[:, 2]`-style label: the fixed coordinates, `:` for the modes below.
-fn coord_label(n: usize, outer: &[usize]) -> String {
+/// `[:, 2]`-style label: the fixed coordinates (a run shows its range, `[1:3, 2]`), `:`
+/// for the modes below.
+fn coord_label(n: usize, outer: &[(usize, usize)]) -> String {
     let mut parts = vec![":".to_string(); n];
-    for (k, &i) in outer.iter().enumerate() {
-        parts[n - 1 - k] = (i + 1).to_string();
+    for (k, &(a, b)) in outer.iter().enumerate() {
+        parts[n - 1 - k] = if a == b {
+            (a + 1).to_string()
+        } else {
+            format!("{}:{}", a + 1, b + 1)
+        };
     }
     format!("[{}]", parts.join(", "))
 }
@@ -90,7 +96,7 @@ impl Printer<'_> {
         &mut self,
         level: &LevelStorage,
         p: usize,
-        outer: &mut Vec<usize>,
+        outer: &mut Vec<(usize, usize)>,
         prefix: &str,
         last: bool,
         label: &str,
@@ -98,13 +104,19 @@ impl Printer<'_> {
         self.line(prefix, last, label)?;
         let inner_prefix = format!("{prefix}{}", if last { "   " } else { "│  " });
         // (coordinates of the child, child position)
-        let children: Vec<(Vec<usize>, usize)> = match level {
-            LevelStorage::Dense(l) => (0..l.shape).map(|i| (vec![i], p * l.shape + i)).collect(),
-            LevelStorage::SparseList(l) => (l.ptr[p]..l.ptr[p + 1])
-                .map(|q| (vec![l.idx[q]], q))
+        let children: Vec<(Vec<(usize, usize)>, usize)> = match level {
+            LevelStorage::Dense(l) => (0..l.shape)
+                .map(|i| (vec![(i, i)], p * l.shape + i))
                 .collect(),
-            LevelStorage::SparseCoo(l) => (l.ptr[p]..l.ptr[p + 1]).map(|q| (l.key(q), q)).collect(),
-            LevelStorage::Element(_) | LevelStorage::Pattern(_) => Vec::new(),
+            LevelStorage::SparseCoo(l) => (l.ptr[p]..l.ptr[p + 1])
+                .map(|q| (l.key(q).into_iter().map(|i| (i, i)).collect(), q))
+                .collect(),
+            other => other
+                .children(p)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(a, b, q)| (vec![(a, b)], q))
+                .collect(),
         };
         let Some(child) = level.child() else {
             return Ok(());
@@ -159,8 +171,8 @@ impl Printer<'_> {
 fn stored_in_fiber(level: &LevelStorage, p: usize) -> usize {
     match level {
         LevelStorage::Dense(l) => l.shape,
-        LevelStorage::SparseList(l) => l.ptr[p + 1] - l.ptr[p],
         LevelStorage::SparseCoo(l) => l.ptr[p + 1] - l.ptr[p],
         LevelStorage::Element(_) | LevelStorage::Pattern(_) => 1,
+        other => other.children(p).map_or(0, |c| c.len()),
     }
 }

@@ -1,0 +1,86 @@
+//! `RunList(child)`: runs of equal subfibers that tile the whole dimension (dense
+//! run-length encoding); equal neighbouring runs are merged when built.
+//!
+//! Buffers: `ptr` (length `P + 1`, over runs) and `right` (one per run: its last index).
+//! Run `q` of fiber `p` covers `right[q-1] + 1 ..= right[q]` (from 0 for the fiber's first
+//! run) and reads child position `q`. Invariants:
+//! * **I1**–**I4** as SparseList for `ptr` over the runs
+//! * **I5** when `shape > 0`, every fiber has at least one run, `right` is strictly
+//!   increasing within it and its last run ends at `shape - 1`
+//!
+//! Properties: ordered, unique, full. Protocols: read walk.
+
+use super::level::{KernelBuf, LevelStorage};
+use super::sparse_list::validate_ptr;
+use crate::error::{Error, Result};
+
+/// Storage of a RunList level.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunListStorage {
+    /// Size of the mode.
+    pub shape: usize,
+    /// Fiber boundaries into the runs.
+    pub ptr: Vec<usize>,
+    /// Last index of each run.
+    pub right: Vec<usize>,
+    /// The child level (one position per run).
+    pub child: Box<LevelStorage>,
+}
+
+impl RunListStorage {
+    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    pub const BUFFERS: &'static [&'static str] = &["ptr", "right"];
+
+    /// Checks the invariants for `parents` parent positions; returns the child count.
+    pub fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        let runs = validate_ptr(depth, "RunList", &self.ptr, parents, self.right.len())?;
+        if self.shape == 0 {
+            return Ok(runs);
+        }
+        for p in 0..parents {
+            let seg = &self.right[self.ptr[p]..self.ptr[p + 1]];
+            let problem = if seg.is_empty() {
+                Some("it has no run".to_string())
+            } else if let Some(k) = seg.windows(2).position(|w| w[0] >= w[1]) {
+                Some(format!("right = {} then {}", seg[k], seg[k + 1]))
+            } else if seg[seg.len() - 1] != self.shape - 1 {
+                Some(format!(
+                    "its last run ends at {} instead of {}",
+                    seg[seg.len() - 1],
+                    self.shape - 1
+                ))
+            } else {
+                None
+            };
+            if let Some(detail) = problem {
+                return Err(Error::Invalid {
+                    depth,
+                    level: "RunList",
+                    invariant: "I5 runs tile the dimension",
+                    detail: format!("fiber {p}: {detail}"),
+                });
+            }
+        }
+        Ok(runs)
+    }
+
+    /// Stored `(first index, last index, child position)` triples of fiber `p`.
+    pub fn children(&self, p: usize) -> Vec<(usize, usize, usize)> {
+        let mut start = 0;
+        (self.ptr[p]..self.ptr[p + 1])
+            .map(|q| {
+                let run = (start, self.right[q], q);
+                start = self.right[q] + 1;
+                run
+            })
+            .collect()
+    }
+
+    /// The kernel's view of the buffers.
+    pub(crate) fn kernel_buffers(&self) -> Vec<KernelBuf<'_>> {
+        vec![
+            KernelBuf::Indices(&self.ptr),
+            KernelBuf::Indices(&self.right),
+        ]
+    }
+}

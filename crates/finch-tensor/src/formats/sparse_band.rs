@@ -1,0 +1,87 @@
+//! `SparseBand(child)`: one contiguous block of stored indices per fiber (a band or
+//! skyline matrix row); indices inside the block that hold fill are stored explicitly.
+//!
+//! Buffers: `idx` (length `P`, the block's last index) and `ofs` (length `P + 1`). Fiber
+//! `p` has width `w = ofs[p+1] - ofs[p]`, stores indices `idx[p] + 1 - w ..= idx[p]` with
+//! child positions `ofs[p] ..< ofs[p+1]` in order; `w = 0` is an empty fiber.
+//! Invariants:
+//! * **I1** `len(idx) == P`, `len(ofs) == P + 1`, `ofs[0] == 0`
+//! * **I2** `ofs` is non-decreasing
+//! * **I3** a non-empty block lies in `0 .. shape`: `idx[p] < shape`, `w <= idx[p] + 1`
+//! * **I4** an empty fiber's `idx[p] <= shape` (it is otherwise ignored)
+//!
+//! Properties: ordered, unique, not full. Protocols: read walk.
+
+use super::level::{KernelBuf, LevelStorage};
+use super::sparse_list::validate_ptr;
+use crate::error::{Error, Result};
+
+/// Storage of a SparseBand level.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SparseBandStorage {
+    /// Size of the mode.
+    pub shape: usize,
+    /// Last stored index per fiber.
+    pub idx: Vec<usize>,
+    /// Block boundaries into the child positions.
+    pub ofs: Vec<usize>,
+    /// The child level (one position per index of each block).
+    pub child: Box<LevelStorage>,
+}
+
+impl SparseBandStorage {
+    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    pub const BUFFERS: &'static [&'static str] = &["idx", "ofs"];
+
+    /// Checks the invariants for `parents` parent positions; returns the child count.
+    pub fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        let bad = |invariant: &'static str, detail: String| Error::Invalid {
+            depth,
+            level: "SparseBand",
+            invariant,
+            detail,
+        };
+        if self.idx.len() != parents {
+            return Err(bad(
+                "I1 len(idx) == P",
+                format!("len(idx) = {} for P = {parents}", self.idx.len()),
+            ));
+        }
+        let total = self.ofs.last().copied().unwrap_or(0);
+        validate_ptr(depth, "SparseBand", &self.ofs, parents, total)?;
+        for p in 0..parents {
+            let w = self.ofs[p + 1] - self.ofs[p];
+            let last = self.idx[p];
+            if w > 0 && (last >= self.shape || w > last + 1) {
+                return Err(bad(
+                    "I3 the block lies within the shape",
+                    format!(
+                        "fiber {p}: block of width {w} ending at {last} with shape {}",
+                        self.shape
+                    ),
+                ));
+            }
+            if w == 0 && last > self.shape {
+                return Err(bad(
+                    "I4 an empty fiber's idx <= shape",
+                    format!("fiber {p}: idx = {last} with shape {}", self.shape),
+                ));
+            }
+        }
+        Ok(total)
+    }
+
+    /// Stored `(first index, last index, child position)` triples of fiber `p`.
+    pub fn children(&self, p: usize) -> Vec<(usize, usize, usize)> {
+        let (lo, hi) = (self.ofs[p], self.ofs[p + 1]);
+        let first = (self.idx[p] + 1).saturating_sub(hi - lo);
+        (lo..hi)
+            .map(|q| (first + q - lo, first + q - lo, q))
+            .collect()
+    }
+
+    /// The kernel's view of the buffers.
+    pub(crate) fn kernel_buffers(&self) -> Vec<KernelBuf<'_>> {
+        vec![KernelBuf::Indices(&self.idx), KernelBuf::Indices(&self.ofs)]
+    }
+}

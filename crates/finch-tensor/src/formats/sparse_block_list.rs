@@ -1,0 +1,124 @@
+//! `SparseBlockList(child)`: variable-length blocks of stored indices per fiber (VBL);
+//! indices inside a block that hold fill are stored explicitly.
+//!
+//! Buffers: `ptr` (length `P + 1`, over blocks), `idx` (one per block: its last index)
+//! and `ofs` (blocks + 1, over child positions). Block `r` of fiber `p` (`r in ptr[p] ..<
+//! ptr[p+1]`) stores indices `idx[r] + 1 - w ..= idx[r]`, `w = ofs[r+1] - ofs[r]`, with
+//! child positions `ofs[r] ..< ofs[r+1]`. Invariants:
+//! * **I1**–**I4** as SparseList for `ptr` over the blocks
+//! * **I5** `len(ofs) == blocks + 1`, `ofs[0] == 0`, and every block is non-empty
+//! * **I6** a block lies in `0 .. shape`
+//! * **I7** within a fiber each block starts after the previous one ends
+//!
+//! Properties: ordered, unique, not full. Protocols: read walk, gallop.
+
+use super::level::{KernelBuf, LevelStorage};
+use super::sparse_list::validate_ptr;
+use crate::error::{Error, Result};
+
+/// Storage of a SparseBlockList level.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SparseBlockListStorage {
+    /// Size of the mode.
+    pub shape: usize,
+    /// Fiber boundaries into the blocks.
+    pub ptr: Vec<usize>,
+    /// Last index of each block.
+    pub idx: Vec<usize>,
+    /// Block boundaries into the child positions.
+    pub ofs: Vec<usize>,
+    /// The child level (one position per index of each block).
+    pub child: Box<LevelStorage>,
+}
+
+impl SparseBlockListStorage {
+    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    pub const BUFFERS: &'static [&'static str] = &["ptr", "idx", "ofs"];
+
+    /// First index of block `r`.
+    fn first(&self, r: usize) -> usize {
+        self.idx[r] + 1 - (self.ofs[r + 1] - self.ofs[r])
+    }
+
+    /// Checks the invariants for `parents` parent positions; returns the child count.
+    pub fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        let bad = |invariant: &'static str, detail: String| Error::Invalid {
+            depth,
+            level: "SparseBlockList",
+            invariant,
+            detail,
+        };
+        let blocks = validate_ptr(depth, "SparseBlockList", &self.ptr, parents, self.idx.len())?;
+        if self.ofs.len() != blocks + 1 || self.ofs[0] != 0 {
+            return Err(bad(
+                "I5 len(ofs) == blocks + 1 and ofs[0] == 0",
+                format!(
+                    "len(ofs) = {} for {blocks} blocks, ofs[0] = {:?}",
+                    self.ofs.len(),
+                    self.ofs.first()
+                ),
+            ));
+        }
+        if let Some(r) = (0..blocks).find(|&r| self.ofs[r + 1] <= self.ofs[r]) {
+            return Err(bad(
+                "I5 every block is non-empty (ofs strictly increasing)",
+                format!(
+                    "ofs[{r}] = {} then ofs[{}] = {}",
+                    self.ofs[r],
+                    r + 1,
+                    self.ofs[r + 1]
+                ),
+            ));
+        }
+        for r in 0..blocks {
+            let w = self.ofs[r + 1] - self.ofs[r];
+            if self.idx[r] >= self.shape || w > self.idx[r] + 1 {
+                return Err(bad(
+                    "I6 a block lies within the shape",
+                    format!(
+                        "block {r}: width {w} ending at {} with shape {}",
+                        self.idx[r], self.shape
+                    ),
+                ));
+            }
+        }
+        for p in 0..parents {
+            for r in self.ptr[p]..self.ptr[p + 1].saturating_sub(1) {
+                if self.first(r + 1) <= self.idx[r] {
+                    return Err(bad(
+                        "I7 blocks of a fiber are ordered and disjoint",
+                        format!(
+                            "fiber {p}: block {r} ends at {} but block {} starts at {}",
+                            self.idx[r],
+                            r + 1,
+                            self.first(r + 1)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(self.ofs[blocks])
+    }
+
+    /// Stored `(first index, last index, child position)` triples of fiber `p`.
+    pub fn children(&self, p: usize) -> Vec<(usize, usize, usize)> {
+        let mut out = Vec::new();
+        for r in self.ptr[p]..self.ptr[p + 1] {
+            let first = self.first(r);
+            for q in self.ofs[r]..self.ofs[r + 1] {
+                let i = first + q - self.ofs[r];
+                out.push((i, i, q));
+            }
+        }
+        out
+    }
+
+    /// The kernel's view of the buffers.
+    pub(crate) fn kernel_buffers(&self) -> Vec<KernelBuf<'_>> {
+        vec![
+            KernelBuf::Indices(&self.ptr),
+            KernelBuf::Indices(&self.idx),
+            KernelBuf::Indices(&self.ofs),
+        ]
+    }
+}

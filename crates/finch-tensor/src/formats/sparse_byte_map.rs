@@ -1,0 +1,144 @@
+//! `SparseByteMap(child)`: a dense flag per index plus the sorted list of set indices
+//! (TACO's workspace): random access by flag, iteration over the list; child positions
+//! are dense (`p·shape + i`), so unset children exist and hold fill.
+//!
+//! Buffers: `ptr` (length `P + 1`, over `srt`), `tbl` (bool, length `P·shape`) and `srt`
+//! (the set indices of each fiber, in order). Invariants:
+//! * **I1**–**I4** as SparseList for `ptr` over `srt`
+//! * **I5** `len(tbl) == P·shape`
+//! * **I6** `srt` is strictly increasing within a fiber, each listed index `< shape` has
+//!   its flag set, and every set flag is listed
+//! * **I7** children at unset positions are all fill
+//!
+//! Properties: ordered, unique, not full, random access. Protocols: read walk, gallop,
+//! follow.
+
+use super::level::{KernelBuf, LevelStorage};
+use super::sparse_list::validate_ptr;
+use crate::error::{Error, Result};
+use crate::tensor::Buffer;
+
+/// Storage of a SparseByteMap level.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SparseByteMapStorage {
+    /// Size of the mode.
+    pub shape: usize,
+    /// Fiber boundaries into `srt`.
+    pub ptr: Vec<usize>,
+    /// One flag per index of every fiber (`Buffer::Bool`, length `P·shape`).
+    pub tbl: Buffer,
+    /// The set indices of each fiber, sorted.
+    pub srt: Vec<usize>,
+    /// The child level (`P·shape` positions).
+    pub child: Box<LevelStorage>,
+}
+
+impl SparseByteMapStorage {
+    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    pub const BUFFERS: &'static [&'static str] = &["ptr", "tbl", "srt"];
+
+    fn flags(&self) -> &[bool] {
+        match &self.tbl {
+            Buffer::Bool(v) => v,
+            _ => &[],
+        }
+    }
+
+    /// Checks the invariants for `parents` parent positions; returns the child count.
+    pub fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        let bad = |invariant: &'static str, detail: String| Error::Invalid {
+            depth,
+            level: "SparseByteMap",
+            invariant,
+            detail,
+        };
+        validate_ptr(depth, "SparseByteMap", &self.ptr, parents, self.srt.len())?;
+        let n = self.shape;
+        let total = parents.checked_mul(n).ok_or_else(|| {
+            bad(
+                "I5 len(tbl) == P·shape",
+                format!("{parents} × {n} overflows"),
+            )
+        })?;
+        if !matches!(self.tbl, Buffer::Bool(_)) || self.tbl.len() != total {
+            return Err(bad(
+                "I5 len(tbl) == P·shape",
+                format!(
+                    "tbl holds {} {} values for P·shape = {total}",
+                    self.tbl.len(),
+                    self.tbl.scalar_type()
+                ),
+            ));
+        }
+        let flags = self.flags();
+        for p in 0..parents {
+            let seg = &self.srt[self.ptr[p]..self.ptr[p + 1]];
+            if let Some(k) = seg.iter().position(|&i| i >= n) {
+                return Err(bad(
+                    "I6 listed indices < shape",
+                    format!(
+                        "fiber {p}: srt[{}] = {} with shape {n}",
+                        self.ptr[p] + k,
+                        seg[k]
+                    ),
+                ));
+            }
+            if let Some(k) = seg.windows(2).position(|w| w[0] >= w[1]) {
+                return Err(bad(
+                    "I6 srt strictly increasing within a fiber",
+                    format!("fiber {p}: {} then {}", seg[k], seg[k + 1]),
+                ));
+            }
+            if let Some(&i) = seg.iter().find(|&&i| !flags[p * n + i]) {
+                return Err(bad(
+                    "I6 every listed index has its flag set",
+                    format!("fiber {p}: index {i} is listed but its flag is unset"),
+                ));
+            }
+            let set = flags[p * n..(p + 1) * n].iter().filter(|&&b| b).count();
+            if set != seg.len() {
+                return Err(bad(
+                    "I6 every set flag is listed",
+                    format!(
+                        "fiber {p}: {set} flags set but {} indices listed",
+                        seg.len()
+                    ),
+                ));
+            }
+        }
+        if let Some(q) = (0..total).find(|&q| !flags[q] && !self.child.is_fill_at(q)) {
+            return Err(bad(
+                "I7 children at unset positions are all fill",
+                format!(
+                    "fiber {}, index {}: unset but stores a value",
+                    q / n.max(1),
+                    q % n.max(1)
+                ),
+            ));
+        }
+        Ok(total)
+    }
+
+    /// Stored `(first index, last index, child position)` triples of fiber `p`.
+    pub fn children(&self, p: usize) -> Vec<(usize, usize, usize)> {
+        self.srt[self.ptr[p]..self.ptr[p + 1]]
+            .iter()
+            .map(|&i| (i, i, p * self.shape + i))
+            .collect()
+    }
+
+    /// The child position of index `i` in fiber `p`, if set.
+    pub fn locate(&self, p: usize, i: usize) -> Option<usize> {
+        let q = p.checked_mul(self.shape)?.checked_add(i)?;
+        (i < self.shape && *self.flags().get(q)?).then_some(q)
+    }
+
+    /// The kernel's view of the buffers.
+    pub(crate) fn kernel_buffers(&self) -> Vec<KernelBuf<'_>> {
+        vec![
+            KernelBuf::Indices(&self.ptr),
+            KernelBuf::Values(&self.tbl),
+            KernelBuf::Indices(&self.srt),
+        ]
+    }
+}

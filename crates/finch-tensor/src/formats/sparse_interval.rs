@@ -1,0 +1,96 @@
+//! `SparseInterval(child)`: one run of stored indices per fiber, all reading the same
+//! child (a single band of a constant).
+//!
+//! Buffers: `left`, `right` (length `P` each, inclusive, 0-based). Fiber `p` stores
+//! indices `left[p] ..= right[p]`, all with child position `p`; `right[p] < left[p]`
+//! marks an empty fiber (canonically `left = 1, right = 0`), whose child must hold fill.
+//! Invariants:
+//! * **I1** `len(left) == len(right) == P`
+//! * **I2** a non-empty run lies in `0 .. shape`
+//! * **I3** the child of an empty fiber is all fill
+//!
+//! Properties: ordered, unique, not full. Protocols: read walk.
+
+use super::level::{KernelBuf, LevelStorage};
+use crate::error::{Error, Result};
+
+/// Storage of a SparseInterval level.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SparseIntervalStorage {
+    /// Size of the mode.
+    pub shape: usize,
+    /// First stored index per fiber.
+    pub left: Vec<usize>,
+    /// Last stored index per fiber (`< left` when empty).
+    pub right: Vec<usize>,
+    /// The child level (one position per fiber).
+    pub child: Box<LevelStorage>,
+}
+
+impl SparseIntervalStorage {
+    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    pub const BUFFERS: &'static [&'static str] = &["left", "right"];
+
+    /// Checks the invariants for `parents` parent positions; returns the child count.
+    pub fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        let bad = |invariant: &'static str, detail: String| Error::Invalid {
+            depth,
+            level: "SparseInterval",
+            invariant,
+            detail,
+        };
+        if self.left.len() != parents || self.right.len() != parents {
+            return Err(bad(
+                "I1 len(left) == len(right) == P",
+                format!(
+                    "len(left) = {}, len(right) = {} for P = {parents}",
+                    self.left.len(),
+                    self.right.len()
+                ),
+            ));
+        }
+        for p in 0..parents {
+            let (l, r) = (self.left[p], self.right[p]);
+            if l <= r && r >= self.shape {
+                return Err(bad(
+                    "I2 a run lies within the shape",
+                    format!("fiber {p}: run {l}..={r} with shape {}", self.shape),
+                ));
+            }
+            // Bounded even when empty, so 1-based arithmetic in kernels cannot overflow.
+            if r < l && l > self.shape.saturating_add(1) {
+                return Err(bad(
+                    "I2 a run lies within the shape",
+                    format!(
+                        "fiber {p}: empty run with left = {l} beyond shape {}",
+                        self.shape
+                    ),
+                ));
+            }
+            if r < l && !self.child.is_fill_at(p) {
+                return Err(bad(
+                    "I3 the child of an empty fiber is all fill",
+                    format!("fiber {p} is empty but its child holds a stored value"),
+                ));
+            }
+        }
+        Ok(parents)
+    }
+
+    /// Stored `(first index, last index, child position)` triples of fiber `p`.
+    pub fn children(&self, p: usize) -> Vec<(usize, usize, usize)> {
+        if self.left[p] <= self.right[p] {
+            vec![(self.left[p], self.right[p], p)]
+        } else {
+            vec![]
+        }
+    }
+
+    /// The kernel's view of the buffers.
+    pub(crate) fn kernel_buffers(&self) -> Vec<KernelBuf<'_>> {
+        vec![
+            KernelBuf::Indices(&self.left),
+            KernelBuf::Indices(&self.right),
+        ]
+    }
+}

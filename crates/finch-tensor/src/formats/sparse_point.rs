@@ -1,0 +1,74 @@
+//! `SparsePoint(child)`: at most one stored index per fiber (Finch's SparsePinpoint), e.g.
+//! a permutation matrix or a diagonal in `Dense(SparsePoint(...))`.
+//!
+//! Buffers: `idx` (length `P`). Fiber `p` stores index `idx[p]` with child position `p`;
+//! `idx[p] == shape` marks an empty fiber, whose child must then hold only fill.
+//! Invariants:
+//! * **I1** `len(idx) == P`
+//! * **I2** `idx[p] <= shape` (`shape` = empty)
+//! * **I3** the child of an empty fiber is all fill
+//!
+//! Properties: ordered, unique, not full. Protocols: read walk.
+
+use super::level::{KernelBuf, LevelStorage};
+use crate::error::{Error, Result};
+
+/// Storage of a SparsePoint level.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SparsePointStorage {
+    /// Size of the mode.
+    pub shape: usize,
+    /// The stored index of each fiber, or `shape` when the fiber is empty.
+    pub idx: Vec<usize>,
+    /// The child level (one position per fiber).
+    pub child: Box<LevelStorage>,
+}
+
+impl SparsePointStorage {
+    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    pub const BUFFERS: &'static [&'static str] = &["idx"];
+
+    /// Checks the invariants for `parents` parent positions; returns the child count.
+    pub fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        let bad = |invariant: &'static str, detail: String| Error::Invalid {
+            depth,
+            level: "SparsePoint",
+            invariant,
+            detail,
+        };
+        if self.idx.len() != parents {
+            return Err(bad(
+                "I1 len(idx) == P",
+                format!("len(idx) = {} for P = {parents}", self.idx.len()),
+            ));
+        }
+        if let Some(p) = self.idx.iter().position(|&i| i > self.shape) {
+            return Err(bad(
+                "I2 idx <= shape (shape marks an empty fiber)",
+                format!("idx[{p}] = {} with shape {}", self.idx[p], self.shape),
+            ));
+        }
+        if let Some(p) =
+            (0..parents).find(|&p| self.idx[p] == self.shape && !self.child.is_fill_at(p))
+        {
+            return Err(bad(
+                "I3 the child of an empty fiber is all fill",
+                format!("fiber {p} is empty but its child holds a stored value"),
+            ));
+        }
+        Ok(parents)
+    }
+
+    /// Stored `(first index, last index, child position)` triples of fiber `p`.
+    pub fn children(&self, p: usize) -> Vec<(usize, usize, usize)> {
+        match self.idx[p] {
+            i if i < self.shape => vec![(i, i, p)],
+            _ => vec![],
+        }
+    }
+
+    /// The kernel's view of the buffers.
+    pub(crate) fn kernel_buffers(&self) -> Vec<KernelBuf<'_>> {
+        vec![KernelBuf::Indices(&self.idx)]
+    }
+}

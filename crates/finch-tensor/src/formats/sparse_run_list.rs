@@ -1,0 +1,98 @@
+//! `SparseRunList(child)`: sparse runs of equal subfibers; indices between runs hold fill.
+//!
+//! Buffers: `ptr` (length `P + 1`, over runs), `left` and `right` (one per run, inclusive).
+//! Run `q` of fiber `p` (`q in ptr[p] ..< ptr[p+1]`) covers `left[q] ..= right[q]` and
+//! reads child position `q`. Invariants:
+//! * **I1**–**I4** as SparseList for `ptr` over the runs
+//! * **I5** `len(left) == len(right)`, `left[q] <= right[q] < shape`
+//! * **I6** within a fiber each run starts after the previous one ends
+//!
+//! Properties: ordered, unique, not full. Protocols: read walk.
+
+use super::level::{KernelBuf, LevelStorage};
+use super::sparse_list::validate_ptr;
+use crate::error::{Error, Result};
+
+/// Storage of a SparseRunList level.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SparseRunListStorage {
+    /// Size of the mode.
+    pub shape: usize,
+    /// Fiber boundaries into the runs.
+    pub ptr: Vec<usize>,
+    /// First index of each run.
+    pub left: Vec<usize>,
+    /// Last index of each run.
+    pub right: Vec<usize>,
+    /// The child level (one position per run).
+    pub child: Box<LevelStorage>,
+}
+
+impl SparseRunListStorage {
+    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    pub const BUFFERS: &'static [&'static str] = &["ptr", "left", "right"];
+
+    /// Checks the invariants for `parents` parent positions; returns the child count.
+    pub fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        let bad = |invariant: &'static str, detail: String| Error::Invalid {
+            depth,
+            level: "SparseRunList",
+            invariant,
+            detail,
+        };
+        if self.left.len() != self.right.len() {
+            return Err(bad(
+                "I5 len(left) == len(right)",
+                format!(
+                    "len(left) = {}, len(right) = {}",
+                    self.left.len(),
+                    self.right.len()
+                ),
+            ));
+        }
+        let runs = validate_ptr(depth, "SparseRunList", &self.ptr, parents, self.right.len())?;
+        if let Some(q) =
+            (0..runs).find(|&q| self.left[q] > self.right[q] || self.right[q] >= self.shape)
+        {
+            return Err(bad(
+                "I5 left <= right < shape",
+                format!(
+                    "run {q}: {}..={} with shape {}",
+                    self.left[q], self.right[q], self.shape
+                ),
+            ));
+        }
+        for p in 0..parents {
+            for q in self.ptr[p]..self.ptr[p + 1].saturating_sub(1) {
+                if self.left[q + 1] <= self.right[q] {
+                    return Err(bad(
+                        "I6 runs of a fiber are ordered and disjoint",
+                        format!(
+                            "fiber {p}: run {q} ends at {} but run {} starts at {}",
+                            self.right[q],
+                            q + 1,
+                            self.left[q + 1]
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(runs)
+    }
+
+    /// Stored `(first index, last index, child position)` triples of fiber `p`.
+    pub fn children(&self, p: usize) -> Vec<(usize, usize, usize)> {
+        (self.ptr[p]..self.ptr[p + 1])
+            .map(|q| (self.left[q], self.right[q], q))
+            .collect()
+    }
+
+    /// The kernel's view of the buffers.
+    pub(crate) fn kernel_buffers(&self) -> Vec<KernelBuf<'_>> {
+        vec![
+            KernelBuf::Indices(&self.ptr),
+            KernelBuf::Indices(&self.left),
+            KernelBuf::Indices(&self.right),
+        ]
+    }
+}

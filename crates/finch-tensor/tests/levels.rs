@@ -1,0 +1,304 @@
+//! The structured level formats (SparsePoint, SparseInterval, SparseBand, SparseBlockList,
+//! RunList, SparseRunList, SparseByteMap, SparseHash): the golden storage of
+//! verified-formats.md §9, the validator's negative tests, build errors and the tree
+//! printer. Random round trips over every level live in `tensor_roundtrip.rs`.
+
+use finch::formats::{Format, LevelStorage};
+use finch::tensor::{Buffer, DenseArray, Tensor, TensorStorage};
+use finch::Error;
+
+fn fmt(s: &str) -> Format {
+    Format::parse(s).unwrap()
+}
+
+/// `rows` as a Finch tensor whose root level runs over the rows: `T[j, i] = rows[i][j]`.
+fn by_rows(rows: &[&[f64]]) -> DenseArray {
+    let (m, n) = (rows.len(), rows.first().map_or(0, |r| r.len()));
+    let mut data = Vec::with_capacity(m * n);
+    for r in rows {
+        data.extend_from_slice(r);
+    }
+    // Column-major [n, m]: element (j, i) at j + n*i, which is row-major order of `rows`.
+    DenseArray::from_f64(&[n, m], &data).unwrap()
+}
+
+fn m_rows() -> DenseArray {
+    by_rows(&[
+        &[0.0, 1.0, 0.0, 0.0, 2.0],
+        &[0.0, 0.0, 0.0, 0.0, 0.0],
+        &[3.0, 0.0, 4.0, 0.0, 0.0],
+        &[0.0, 0.0, 0.0, 5.0, 0.0],
+    ])
+}
+
+fn a_rows() -> DenseArray {
+    by_rows(&[
+        &[1.0, 2.0, 0.0, 0.0, 0.0, 0.0],
+        &[0.0, 3.0, 4.0, 0.0, 0.0, 0.0],
+        &[5.0, 0.0, 6.0, 0.0, 0.0, 0.0],
+        &[0.0, 7.0, 0.0, 8.0, 9.0, 0.0],
+    ])
+}
+
+/// Builds, validates, checks the round trip, and returns the level below a Dense root
+/// (or the root itself for a vector format) with its leaf values.
+fn build(format: &str, a: &DenseArray) -> (Tensor, LevelStorage, Vec<f64>) {
+    let t = Tensor::from_dense(&fmt(format), a).unwrap();
+    t.validate().unwrap();
+    assert_eq!(&t.to_dense().unwrap(), a);
+    let TensorStorage::Levels(root) = t.storage().clone() else {
+        panic!("not a level tensor")
+    };
+    let level = match root {
+        LevelStorage::Dense(d) => *d.child,
+        other => other,
+    };
+    let mut leaf = level.child().unwrap();
+    while let Some(c) = leaf.child() {
+        leaf = c;
+    }
+    let vals = match leaf {
+        LevelStorage::Element(e) => e.val.as_f64_slice().unwrap().to_vec(),
+        _ => vec![],
+    };
+    (t, level, vals)
+}
+
+fn v(x: &[f64]) -> DenseArray {
+    DenseArray::from_f64(&[x.len()], x).unwrap()
+}
+
+#[test]
+fn golden_sparse_band_on_m_and_a() {
+    let (_, l, vals) = build("Dense(SparseBand(Element(0.0)))", &m_rows());
+    let LevelStorage::SparseBand(b) = l else {
+        panic!()
+    };
+    assert_eq!((b.idx[0], b.idx[2], b.idx[3]), (4, 2, 3));
+    assert_eq!(b.ofs, vec![0, 4, 4, 7, 8]);
+    assert_eq!(vals, vec![1.0, 0.0, 0.0, 2.0, 3.0, 0.0, 4.0, 5.0]);
+    let (_, l, vals) = build("Dense(SparseBand(Element(0.0)))", &a_rows());
+    let LevelStorage::SparseBand(b) = l else {
+        panic!()
+    };
+    assert_eq!(b.idx, vec![1, 2, 2, 4]);
+    assert_eq!(b.ofs, vec![0, 2, 4, 7, 11]);
+    assert_eq!(
+        vals,
+        vec![1.0, 2.0, 3.0, 4.0, 5.0, 0.0, 6.0, 7.0, 0.0, 8.0, 9.0]
+    );
+}
+
+#[test]
+fn golden_sparse_block_list_on_a() {
+    let (_, l, vals) = build("Dense(SparseBlockList(Element(0.0)))", &a_rows());
+    let LevelStorage::SparseBlockList(b) = l else {
+        panic!()
+    };
+    assert_eq!(b.ptr, vec![0, 1, 2, 4, 6]);
+    assert_eq!(b.idx, vec![1, 2, 0, 2, 1, 4]);
+    assert_eq!(b.ofs, vec![0, 2, 4, 5, 6, 7, 9]);
+    assert_eq!(vals, (1..=9).map(f64::from).collect::<Vec<_>>());
+}
+
+#[test]
+fn golden_run_lists_and_interval() {
+    let x = v(&[0.0, 0.0, 3.0, 3.0, 3.0, 0.0, 7.0, 7.0]);
+    let (_, l, vals) = build("RunList(Element(0.0))", &x);
+    let LevelStorage::RunList(r) = l else {
+        panic!()
+    };
+    assert_eq!(
+        (r.ptr.clone(), r.right.clone()),
+        (vec![0, 4], vec![1, 4, 5, 7])
+    );
+    assert_eq!(vals, vec![0.0, 3.0, 0.0, 7.0]);
+    let (_, l, vals) = build("SparseRunList(Element(0.0))", &x);
+    let LevelStorage::SparseRunList(r) = l else {
+        panic!()
+    };
+    assert_eq!(
+        (r.ptr.clone(), r.left.clone(), r.right.clone()),
+        (vec![0, 2], vec![2, 6], vec![4, 7])
+    );
+    assert_eq!(vals, vec![3.0, 7.0]);
+    let (_, l, vals) = build(
+        "SparseInterval(Element(0.0))",
+        &v(&[0.0, 0.0, 3.0, 3.0, 3.0, 0.0, 0.0, 0.0]),
+    );
+    let LevelStorage::SparseInterval(r) = l else {
+        panic!()
+    };
+    assert_eq!((r.left.clone(), r.right.clone()), (vec![2], vec![4]));
+    assert_eq!(vals, vec![3.0]);
+}
+
+#[test]
+fn golden_sparse_point_byte_map_and_hash() {
+    let diag = by_rows(&[&[10.0, 0.0, 0.0], &[0.0, 20.0, 0.0], &[0.0, 0.0, 30.0]]);
+    let (_, l, vals) = build("Dense(SparsePoint(Element(0.0)))", &diag);
+    let LevelStorage::SparsePoint(p) = l else {
+        panic!()
+    };
+    assert_eq!(p.idx, vec![0, 1, 2]);
+    assert_eq!(vals, vec![10.0, 20.0, 30.0]);
+
+    let (_, l, vals) = build("Dense(SparseByteMap(Element(0.0)))", &m_rows());
+    let LevelStorage::SparseByteMap(b) = l else {
+        panic!()
+    };
+    let bits: Vec<u8> = match &b.tbl {
+        Buffer::Bool(v) => v.iter().map(|&x| u8::from(x)).collect(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        bits,
+        vec![0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0]
+    );
+    assert_eq!(b.ptr, vec![0, 2, 2, 4, 5]);
+    assert_eq!(b.srt, vec![1, 4, 0, 2, 3]);
+    assert_eq!(vals.len(), 20);
+
+    let (_, l, vals) = build("Dense(SparseHash(Element(0.0)))", &m_rows());
+    let LevelStorage::SparseHash(h) = l else {
+        panic!()
+    };
+    assert_eq!(
+        (h.ptr.clone(), h.idx.clone()),
+        (vec![0, 2, 2, 4, 5], vec![1, 4, 0, 2, 3])
+    );
+    assert_eq!(vals, vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+}
+
+#[test]
+fn single_entry_and_single_run_levels_refuse_data_that_does_not_fit() {
+    let e =
+        Tensor::from_dense(&fmt("SparsePoint(Element(0.0))"), &v(&[1.0, 0.0, 2.0])).unwrap_err();
+    assert!(
+        e.to_string().contains("fiber 0 has 2 (indices 1, 3)"),
+        "{e}"
+    );
+    let e =
+        Tensor::from_dense(&fmt("SparseInterval(Element(0.0))"), &v(&[1.0, 1.0, 2.0])).unwrap_err();
+    assert!(
+        e.to_string().contains("fiber 0 has 2 runs (1:2, 3:3)"),
+        "{e}"
+    );
+    // Empty fibers are fine for both.
+    let sparse = by_rows(&[&[0.0, 4.0], &[0.0, 0.0]]);
+    let (_, l, _) = build("Dense(SparsePoint(Element(0.0)))", &sparse);
+    let LevelStorage::SparsePoint(p) = l else {
+        panic!()
+    };
+    assert_eq!(p.idx, vec![1, 2]);
+    let (_, l, _) = build("Dense(SparseInterval(Element(0.0)))", &sparse);
+    let LevelStorage::SparseInterval(r) = l else {
+        panic!()
+    };
+    assert_eq!((r.left.clone(), r.right.clone()), (vec![1, 1], vec![1, 0]));
+}
+
+/// Replaces the level below the Dense root and returns the validator's message.
+fn broken(format: &str, a: &DenseArray, edit: impl FnOnce(&mut LevelStorage)) -> String {
+    let t = Tensor::from_dense(&fmt(format), a).unwrap();
+    let (f, shape, storage) = t.into_parts();
+    let TensorStorage::Levels(mut root) = storage else {
+        panic!()
+    };
+    match &mut root {
+        LevelStorage::Dense(d) => edit(&mut d.child),
+        other => edit(other),
+    }
+    match Tensor::from_parts(f, shape, TensorStorage::Levels(root)) {
+        Err(Error::Invalid { invariant, .. }) => invariant.to_string(),
+        other => panic!("expected an invariant violation, got {other:?}"),
+    }
+}
+
+#[test]
+fn validator_rejects_broken_structured_levels() {
+    let band = |l: &mut LevelStorage| {
+        let LevelStorage::SparseBand(b) = l else {
+            panic!()
+        };
+        b.idx[0] = 2; // width 4 ending at 2 starts before 0
+    };
+    assert!(broken("Dense(SparseBand(Element(0.0)))", &m_rows(), band).starts_with("I3"));
+    let x = v(&[0.0, 0.0, 3.0, 3.0, 3.0, 0.0, 7.0, 7.0]);
+    let runs = |l: &mut LevelStorage| {
+        let LevelStorage::RunList(r) = l else {
+            panic!()
+        };
+        r.right[3] = 6; // last run no longer ends at n - 1
+    };
+    assert!(broken("RunList(Element(0.0))", &x, runs).starts_with("I5"));
+    let overlap = |l: &mut LevelStorage| {
+        let LevelStorage::SparseRunList(r) = l else {
+            panic!()
+        };
+        r.left[1] = 4; // [2,4] and [4,7] overlap
+    };
+    assert!(broken("SparseRunList(Element(0.0))", &x, overlap).starts_with("I6"));
+    let unset = |l: &mut LevelStorage| {
+        let LevelStorage::SparseByteMap(b) = l else {
+            panic!()
+        };
+        if let Buffer::Bool(t) = &mut b.tbl {
+            t[1] = false; // srt lists (0, 1)
+        }
+    };
+    assert!(broken("Dense(SparseByteMap(Element(0.0)))", &m_rows(), unset).starts_with("I6"));
+    let repeated = |l: &mut LevelStorage| {
+        let LevelStorage::SparseHash(h) = l else {
+            panic!()
+        };
+        h.pos[1] = h.pos[0];
+    };
+    assert!(broken("Dense(SparseHash(Element(0.0)))", &m_rows(), repeated).starts_with("I5"));
+    let point = |l: &mut LevelStorage| {
+        let LevelStorage::SparsePoint(p) = l else {
+            panic!()
+        };
+        p.idx[1] = 7;
+    };
+    let diag = by_rows(&[&[10.0, 0.0, 0.0], &[0.0, 20.0, 0.0], &[0.0, 0.0, 30.0]]);
+    assert!(broken("Dense(SparsePoint(Element(0.0)))", &diag, point).starts_with("I2"));
+    let empty_with_value = |l: &mut LevelStorage| {
+        let LevelStorage::SparsePoint(p) = l else {
+            panic!()
+        };
+        p.idx[1] = 3; // marks fiber 1 empty, but its child holds 20
+    };
+    assert!(broken("Dense(SparsePoint(Element(0.0)))", &diag, empty_with_value).starts_with("I3"));
+    let blocks = |l: &mut LevelStorage| {
+        let LevelStorage::SparseBlockList(b) = l else {
+            panic!()
+        };
+        b.idx[4] = 3; // row 3: the first block now ends where the second starts
+    };
+    assert!(broken("Dense(SparseBlockList(Element(0.0)))", &a_rows(), blocks).starts_with("I7"));
+    let interval = |l: &mut LevelStorage| {
+        let LevelStorage::SparseInterval(r) = l else {
+            panic!()
+        };
+        r.right[0] = 8;
+    };
+    assert!(broken(
+        "SparseInterval(Element(0.0))",
+        &v(&[0.0, 3.0, 3.0]),
+        interval
+    )
+    .starts_with("I2"));
+}
+
+#[test]
+fn tree_printer_shows_runs_as_ranges() {
+    let x = v(&[0.0, 0.0, 3.0, 3.0, 3.0, 0.0, 7.0, 7.0]);
+    let t = Tensor::from_dense(&fmt("SparseRunList(Element(0.0))"), &x).unwrap();
+    assert_eq!(
+        t.to_string(),
+        "8 Tensor SparseRunList(Element(0.0))\n└─ SparseRunList [1:8]\n   ├─ [3:5]: 3.0\n   └─ [7:8]: 7.0\n"
+    );
+    let t = Tensor::from_dense(&fmt("RunList(Element(0.0))"), &x).unwrap();
+    assert!(t.to_string().contains("├─ [1:2]: 0.0\n"), "{t}");
+}
