@@ -6,15 +6,19 @@
 //! SciPy environment). `io` — Matrix Market read throughput of `finch::io` on the largest
 //! matrices of `../shared/data` (or `$FINCH_DATA_DIR`), against the bytes-per-second of
 //! a plain line split of the same text (the floor any reader must pay). Results go to
-//! `bench/results/io.md`.
+//! `bench/results/io.md`. `structure` — structured levels (SparseBand, SparsePoint,
+//! SparseBlockList, Pattern leaves, RunList/SparseRunList) against their SparseList or
+//! dense counterparts (`bench/results/structure.md`).
 //!
 //! ```text
 //! bench/run.sh spmv                                     # with the SciPy baseline
 //! cargo run --release -p finch-bench -- spmv [--repeat 20] [--quick]
+//! cargo run --release -p finch-bench -- structure [--repeat 10] [--quick]
 //! cargo run --release -p finch-bench -- io [--repeat 5]
 //! ```
 
 mod spmv;
+mod structure;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -126,10 +130,11 @@ fn main() -> Result<()> {
             }
             "io" => which = Some("io"),
             "spmv" => which = Some("spmv"),
+            "structure" => which = Some("structure"),
             "compile-latency" => which = Some("compile-latency"),
             "--quick" => quick = true,
             other => bail!(
-                "unknown argument `{other}` (usage: finch-bench spmv|io [--repeat N] [--quick])"
+                "unknown argument `{other}` (usage: finch-bench spmv|structure|io [--repeat N] [--quick])"
             ),
         }
     }
@@ -151,6 +156,17 @@ fn main() -> Result<()> {
                 std::fs::create_dir_all(&results)?;
                 std::fs::write(results.join("spmv.md"), &table)?;
                 eprintln!("wrote bench/results/spmv.md");
+            }
+            Ok(())
+        }
+        Some("structure") => {
+            let table = structure::run(repeat, &data_dir(), quick)?;
+            print!("{table}");
+            if !quick {
+                let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
+                std::fs::create_dir_all(&results)?;
+                std::fs::write(results.join("structure.md"), &table)?;
+                eprintln!("wrote bench/results/structure.md");
             }
             Ok(())
         }

@@ -1206,6 +1206,9 @@ impl Lowerer {
             }
         }
         let var = self.fresh(index, ScalarType::I64);
+        // Short-circuit (Finch paper §3.3.3), as in steppers: leave once every target holds
+        // an annihilator.
+        let guard = self.short_circuit_guard(&body);
         let body = self.rewrite(body, index, &mut |_, l| match l {
             Looplet::Lookup(f) => Repl::Consume(f(KExpr::Local(var))),
             Looplet::LookupWrite { body, epilogue } => {
@@ -1221,11 +1224,30 @@ impl Lowerer {
         for e in &epilogues {
             inner.extend(e(KExpr::Local(var)));
         }
-        Ok(vec![KStmt::For {
-            var,
-            lo,
-            hi: KExpr::bin(Op::Add, hi, KExpr::int(1)),
-            body: inner,
+        let Some(guard) = guard else {
+            return Ok(vec![KStmt::For {
+                var,
+                lo,
+                hi: KExpr::bin(Op::Add, hi, KExpr::int(1)),
+                body: inner,
+            }]);
+        };
+        // Checked before the loop and after each index, so no index runs once it is
+        // decided.
+        inner.push(KStmt::If {
+            cond: guard.clone(),
+            then: vec![KStmt::Break],
+            otherwise: vec![],
+        });
+        Ok(vec![KStmt::If {
+            cond: guard,
+            then: vec![],
+            otherwise: vec![KStmt::For {
+                var,
+                lo,
+                hi: KExpr::bin(Op::Add, hi, KExpr::int(1)),
+                body: inner,
+            }],
         }])
     }
 

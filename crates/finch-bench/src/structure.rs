@@ -1,0 +1,344 @@
+//! Structured levels against their SparseList counterpart (issue #4), in one run on the
+//! same data: SpMV over SparseBand (banded and upper-triangular matrices), SparsePoint
+//! (a permutation, with Pattern leaves), SparseBlockList (block-structured shared-data
+//! matrices), Pattern leaves on a graph; and sums and dot products over run-length data
+//! (RunList, SparseRunList) against dense vectors, doubling the length at a fixed number
+//! of runs to show the cost follows the runs.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use finch::algebra::{ScalarType, Value};
+use finch::engine::Engine;
+use finch::formats::{Format, LevelStorage, RunListStorage, SparseRunListStorage};
+use finch::tensor::{Buffer, Coo, Tensor, TensorStorage};
+use finch::Program;
+
+/// Row-major SpMV: `AT` stores the transposed matrix (its root runs over the rows of A).
+const SPMV: &str = "input AT :: {F}\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _, j = _\n  y[i] += AT[j, i] * x[j]\nend\n";
+const SUM: &str =
+    "input x :: {F}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i]\nend\n";
+const DOT: &str = "input x :: {F}\ninput z :: {F}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i] * z[i]\nend\n";
+
+/// Minimum kernel time of `program` (with `{F}` replaced by `format`) over `repeat` runs.
+fn kernel_time(
+    template: &str,
+    format: &str,
+    tensors: &mut HashMap<String, Tensor>,
+    repeat: usize,
+) -> Result<Duration> {
+    let text = template.replace("{F}", format);
+    let program = Program::parse(&text)?;
+    let compiled = program.compile(Engine::C)?;
+    let mut best = Duration::MAX;
+    for _ in 0..repeat.max(1) {
+        best = best.min(compiled.run(tensors, &HashMap::new())?.kernel_time);
+    }
+    Ok(best)
+}
+
+/// The sum of `y` (to check that both formats computed the same thing).
+fn checksum(t: &Tensor) -> f64 {
+    t.to_coo().vals.iter().filter_map(|v| v.as_f64()).sum()
+}
+
+/// `AT` (shape `[n, m]`) holding `entries` `(i, j, value)` of an `m × n` matrix.
+fn transposed(format: &str, m: usize, n: usize, entries: &[(usize, usize, f64)]) -> Result<Tensor> {
+    let pattern = format.contains("Pattern()");
+    let ty = if pattern {
+        ScalarType::Bool
+    } else {
+        ScalarType::F64
+    };
+    let coo = Coo {
+        ty,
+        shape: vec![n, m],
+        coords: vec![
+            entries.iter().map(|e| e.1).collect(),
+            entries.iter().map(|e| e.0).collect(),
+        ],
+        vals: entries
+            .iter()
+            .map(|e| {
+                if pattern {
+                    Value::Bool(true)
+                } else {
+                    Value::F64(e.2)
+                }
+            })
+            .collect(),
+    };
+    Ok(Tensor::from_coo(&Format::parse(format)?, &coo)?)
+}
+
+/// One SpMV comparison: `structured` against `baseline` on the same matrix.
+fn spmv_row(
+    name: &str,
+    m: usize,
+    n: usize,
+    entries: &[(usize, usize, f64)],
+    (structured, baseline): (&str, &str),
+    repeat: usize,
+) -> Result<String> {
+    let x: Vec<f64> = (0..n).map(|j| ((j % 7) as f64) * 0.25 + 1.0).collect();
+    let xt = Tensor::from_dense(
+        &Format::parse("Dense(Element(0.0))")?,
+        &finch::DenseArray::from_f64(&[n], &x)?,
+    )?;
+    let mut times = Vec::new();
+    let mut sums = Vec::new();
+    for f in [structured, baseline] {
+        let mut t = HashMap::from([
+            ("AT".to_string(), transposed(f, m, n, entries)?),
+            ("x".to_string(), xt.clone()),
+        ]);
+        times.push(kernel_time(SPMV, f, &mut t, repeat).with_context(|| format!("{name}: {f}"))?);
+        sums.push(checksum(&t["y"]));
+    }
+    if (sums[0] - sums[1]).abs() > 1e-6 * sums[1].abs().max(1.0) {
+        anyhow::bail!(
+            "{name}: {structured} and {baseline} disagree ({} vs {})",
+            sums[0],
+            sums[1]
+        );
+    }
+    Ok(format!(
+        "| {name} | {m}x{n} | {} | `{structured}` | {:.3} | `{baseline}` | {:.3} | {:.2} |\n",
+        entries.len(),
+        times[0].as_secs_f64() * 1e3,
+        times[1].as_secs_f64() * 1e3,
+        times[1].as_secs_f64() / times[0].as_secs_f64()
+    ))
+}
+
+fn banded(n: usize, w: usize) -> Vec<(usize, usize, f64)> {
+    let mut e = Vec::new();
+    for i in 0..n {
+        for j in i.saturating_sub(w)..=(i + w).min(n - 1) {
+            e.push((i, j, ((i + 2 * j) % 11) as f64 - 5.0));
+        }
+    }
+    e
+}
+
+/// The mean length of runs of consecutive column indices within the rows of `entries`.
+fn mean_block(entries: &[(usize, usize, f64)]) -> f64 {
+    let mut sorted: Vec<(usize, usize)> = entries.iter().map(|e| (e.0, e.1)).collect();
+    sorted.sort_unstable();
+    let blocks = sorted
+        .iter()
+        .enumerate()
+        .filter(|&(k, &(i, j))| k == 0 || sorted[k - 1] != (i, j.wrapping_sub(1)))
+        .count();
+    sorted.len() as f64 / blocks.max(1) as f64
+}
+
+/// A matrix as `(rows, cols, entries)`.
+type Entries = (usize, usize, Vec<(usize, usize, f64)>);
+
+fn from_mtx(path: &Path) -> Result<Entries> {
+    let mm = finch::io::read_matrix_market_file(path)?;
+    let coo = mm.coo.convert_to(ScalarType::F64)?;
+    let entries = (0..coo.len())
+        .map(|k| {
+            (
+                coo.coords[0][k],
+                coo.coords[1][k],
+                coo.vals[k].as_f64().unwrap_or(0.0),
+            )
+        })
+        .collect();
+    Ok((coo.shape[0], coo.shape[1], entries))
+}
+
+/// A vector of length `len` with `runs` equal-length runs alternating zero and non-zero
+/// values, as RunList, SparseRunList and Dense tensors.
+fn run_vectors(len: usize, runs: usize, salt: usize) -> Result<[(String, Tensor); 3]> {
+    let width = len / runs;
+    let mut right = Vec::with_capacity(runs);
+    let mut vals = Vec::with_capacity(runs);
+    for r in 0..runs {
+        right.push(if r + 1 == runs {
+            len - 1
+        } else {
+            (r + 1) * width - 1
+        });
+        vals.push(if (r + salt).is_multiple_of(2) {
+            0.0
+        } else {
+            ((r * 7 + salt) % 5) as f64 + 1.0
+        });
+    }
+    let leaf = |v: Vec<f64>| {
+        Box::new(LevelStorage::Element(finch::formats::ElementStorage {
+            fill: Value::F64(0.0),
+            val: Buffer::F64(v),
+        }))
+    };
+    let rl = Tensor::from_parts(
+        Format::parse("RunList(Element(0.0))")?,
+        vec![len],
+        TensorStorage::Levels(LevelStorage::RunList(RunListStorage {
+            shape: len,
+            ptr: vec![0, runs],
+            right: right.clone(),
+            child: leaf(vals.clone()),
+        })),
+    )?;
+    let (mut left, mut sright, mut svals) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..runs {
+        if vals[r] != 0.0 {
+            left.push(if r == 0 { 0 } else { right[r - 1] + 1 });
+            sright.push(right[r]);
+            svals.push(vals[r]);
+        }
+    }
+    let srl = Tensor::from_parts(
+        Format::parse("SparseRunList(Element(0.0))")?,
+        vec![len],
+        TensorStorage::Levels(LevelStorage::SparseRunList(SparseRunListStorage {
+            shape: len,
+            ptr: vec![0, left.len()],
+            left,
+            right: sright,
+            child: leaf(svals),
+        })),
+    )?;
+    let mut dense = Vec::with_capacity(len);
+    for r in 0..runs {
+        let start = if r == 0 { 0 } else { right[r - 1] + 1 };
+        dense.extend(std::iter::repeat_n(vals[r], right[r] + 1 - start));
+    }
+    let d = Tensor::from_dense(
+        &Format::parse("Dense(Element(0.0))")?,
+        &finch::DenseArray::from_f64(&[len], &dense)?,
+    )?;
+    Ok([
+        ("RunList(Element(0.0))".into(), rl),
+        ("SparseRunList(Element(0.0))".into(), srl),
+        ("Dense(Element(0.0))".into(), d),
+    ])
+}
+
+/// Runs the benchmark and returns the Markdown report.
+pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
+    let mut out = String::from("# Structured levels\n\n");
+    out.push_str(&format!("Machine: {}\n\n", crate::machine_line()));
+    out.push_str(&format!(
+        "Minimum kernel time of {repeat} runs, milliseconds, compiled C (`cc -O3`, trusted). \
+         SpMV is row-major, `y[i] += AT[j, i] * x[j]`, with `AT` in the structured format and \
+         in its SparseList counterpart; speed-up = SparseList time / structured time (> 1: \
+         the structured level is faster). Both results are checked equal.\n\n"
+    ));
+    out.push_str("## SpMV\n\n| matrix | shape | nnz | structured | ms | counterpart | ms | speed-up |\n|---|---|---|---|---|---|---|---|\n");
+    let band = (
+        "Dense(SparseBand(Element(0.0)))",
+        "Dense(SparseList(Element(0.0)))",
+    );
+    let n = if quick { 2_000 } else { 10_000 };
+    for w in [5, 30, 100] {
+        let e = banded(n, w);
+        out.push_str(&spmv_row(
+            &format!("banded, half-bandwidth {w}"),
+            n,
+            n,
+            &e,
+            band,
+            repeat,
+        )?);
+    }
+    let t = if quick { 256 } else { 1024 };
+    let upper: Vec<_> = (0..t)
+        .flat_map(|i| (i..t).map(move |j| (i, j, ((i * 3 + j) % 13) as f64 - 6.0)))
+        .collect();
+    out.push_str(&spmv_row("upper triangle", t, t, &upper, band, repeat)?);
+    let p = if quick { 50_000 } else { 1_000_000 };
+    let perm: Vec<_> = (0..p).map(|i| (i, p - 1 - i, 1.0)).collect();
+    out.push_str(&spmv_row(
+        "reverse permutation (Pattern)",
+        p,
+        p,
+        &perm,
+        (
+            "Dense(SparsePoint(Pattern()))",
+            "Dense(SparseList(Pattern()))",
+        ),
+        repeat,
+    )?);
+    for name in ["bcsstk16", "bcsstk38", "mbeacxc"] {
+        let path = data.join("matrices").join(format!("{name}.mtx"));
+        if !path.exists() {
+            eprintln!("note: {} missing", path.display());
+            continue;
+        }
+        let (m, n, e) = from_mtx(&path)?;
+        out.push_str(&spmv_row(
+            &format!("{name} (blocks of {:.1} on average)", mean_block(&e)),
+            m,
+            n,
+            &e,
+            (
+                "Dense(SparseBlockList(Element(0.0)))",
+                "Dense(SparseList(Element(0.0)))",
+            ),
+            repeat,
+        )?);
+    }
+    let graph = data.join("matrices").join("soc-Slashdot0902.mtx");
+    if graph.exists() && !quick {
+        let (m, n, mut e) = from_mtx(&graph)?;
+        // Unit weights, so the Pattern and Element results agree.
+        e.iter_mut().for_each(|x| x.2 = 1.0);
+        out.push_str(&spmv_row(
+            "soc-Slashdot0902 (graph, Pattern leaves)",
+            m,
+            n,
+            &e,
+            (
+                "Dense(SparseList(Pattern()))",
+                "Dense(SparseList(Element(0.0)))",
+            ),
+            repeat,
+        )?);
+    }
+
+    out.push_str("\n## Run-length data\n\nVectors of `runs` equal runs alternating 0 and a non-zero value; `sum` is `s[] += x[i]`, `dot` is `s[] += x[i] * z[i]` of two such vectors with runs offset by one. Dense = `Dense(Element(0.0))` on the same values.\n\n| length | runs | kernel | RunList ms | SparseRunList ms | Dense ms | Dense / RunList | Dense / SparseRunList |\n|---|---|---|---|---|---|---|---|\n");
+    let runs = 1_000;
+    let lengths: &[usize] = if quick {
+        &[100_000, 200_000]
+    } else {
+        &[2_000_000, 4_000_000, 8_000_000]
+    };
+    for &len in lengths {
+        let xs = run_vectors(len, runs, 0)?;
+        let zs = run_vectors(len, runs, 1)?;
+        for (kernel, template) in [("sum", SUM), ("dot", DOT)] {
+            let mut times = Vec::new();
+            let mut sums = Vec::new();
+            for ((f, x), (_, z)) in xs.iter().zip(zs.iter()) {
+                let mut t =
+                    HashMap::from([("x".to_string(), x.clone()), ("z".to_string(), z.clone())]);
+                times.push(kernel_time(template, f, &mut t, repeat)?);
+                sums.push(t["s"].get(&[])?.as_f64().unwrap_or(f64::NAN));
+            }
+            if sums
+                .iter()
+                .any(|s| (s - sums[2]).abs() > 1e-6 * sums[2].abs().max(1.0))
+            {
+                anyhow::bail!("run-length {kernel} disagrees: {sums:?}");
+            }
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            out.push_str(&format!(
+                "| {len} | {runs} | {kernel} | {:.4} | {:.4} | {:.3} | {:.0} | {:.0} |\n",
+                ms(times[0]),
+                ms(times[1]),
+                ms(times[2]),
+                times[2].as_secs_f64() / times[0].as_secs_f64(),
+                times[2].as_secs_f64() / times[1].as_secs_f64()
+            ));
+        }
+    }
+    Ok(out)
+}
