@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::algebra::ScalarType;
 use crate::algebra::Value;
 use crate::backend::{c, interp, BufArg};
 use crate::error::{Error, Result};
@@ -97,13 +98,16 @@ enum Source<'a> {
     Output(usize),
     OutputPtr(usize),
     OutputIdx(usize),
+    OutputFlags(usize),
 }
 
-/// The buffers of an output: values, and for a sparse output its counts and indices.
+/// The buffers of an output: values, and for a sparse output its counts and indices (for
+/// a SparseByteMap: `ptr`, the flags and the set positions in `idx`).
 struct OutBufs {
     val: Buffer,
     ptr: Vec<usize>,
     idx: Vec<usize>,
+    flags: Buffer,
 }
 
 impl CompiledProgram {
@@ -255,10 +259,12 @@ impl CompiledProgram {
                     Error::Program(format!("`{}` cannot be initialized with {init}", info.name))
                 })?;
                 let shape = &shape_of[&k];
-                let sparse_depth = info
-                    .levels
-                    .iter()
-                    .position(|l| matches!(l, LevelParams::SparseListOut { .. }));
+                let sparse_depth = info.levels.iter().position(|l| {
+                    matches!(
+                        l,
+                        LevelParams::SparseListOut { .. } | LevelParams::SparseByteMapOut { .. }
+                    )
+                });
                 let bufs = match sparse_depth {
                     None => {
                         // An output left in the map by an earlier run, of the same format
@@ -278,6 +284,22 @@ impl CompiledProgram {
                             val,
                             ptr: vec![],
                             idx: vec![],
+                            flags: Buffer::new(ScalarType::Bool),
+                        }
+                    }
+                    Some(d) if matches!(info.levels[d], LevelParams::SparseByteMapOut { .. }) => {
+                        // Dense child positions (all start at the initial value), a flag
+                        // per position, and the list of set positions.
+                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
+                        let parents = checked_len(&outer)?;
+                        // Parent positions times the level's size: the modes from the root
+                        // down to this level (the last `d + 1` of the shape).
+                        let total = checked_len(&shape[shape.len() - d - 1..])?;
+                        OutBufs {
+                            val: Buffer::filled(ty, total, init)?,
+                            ptr: vec![0; parents + 1],
+                            idx: Vec::new(),
+                            flags: Buffer::filled(ScalarType::Bool, total, Value::Bool(false))?,
                         }
                     }
                     Some(d) => {
@@ -287,6 +309,7 @@ impl CompiledProgram {
                             val: Buffer::new(ty),
                             ptr: vec![0; checked_len(&outer)? + 1],
                             idx: Vec::new(),
+                            flags: Buffer::new(ScalarType::Bool),
                         }
                     }
                 };
@@ -363,6 +386,21 @@ impl CompiledProgram {
                         }
                         level = l.child();
                     }
+                    (
+                        LevelParams::SparseByteMapOut {
+                            shape,
+                            ptr,
+                            tbl,
+                            srt,
+                            ..
+                        },
+                        None,
+                    ) => {
+                        local_values.insert(*shape, Value::I64(mode_size as i64));
+                        sources.insert(*ptr, Source::OutputPtr(k));
+                        sources.insert(*tbl, Source::OutputFlags(k));
+                        sources.insert(*srt, Source::OutputIdx(k));
+                    }
                     (LevelParams::Pattern, _) => {}
                     _ => {
                         return Err(Error::Program(format!(
@@ -386,10 +424,12 @@ impl CompiledProgram {
         let mut vals: HashMap<usize, &mut Buffer> = HashMap::new();
         let mut ptrs: HashMap<usize, &mut Vec<usize>> = HashMap::new();
         let mut idxs: HashMap<usize, &mut Vec<usize>> = HashMap::new();
+        let mut flags: HashMap<usize, &mut Buffer> = HashMap::new();
         for (k, o) in out_vals.iter_mut() {
             vals.insert(*k, &mut o.val);
             ptrs.insert(*k, &mut o.ptr);
             idxs.insert(*k, &mut o.idx);
+            flags.insert(*k, &mut o.flags);
         }
         let internal = |what: &str| Error::Program(format!("internal: output {what}"));
         let mut args: Vec<BufArg> = Vec::with_capacity(kernel.bufs.len());
@@ -406,6 +446,9 @@ impl CompiledProgram {
                 }
                 Some(Source::OutputIdx(k)) => {
                     BufArg::Indices(idxs.remove(&k).ok_or_else(|| internal("indices"))?)
+                }
+                Some(Source::OutputFlags(k)) => {
+                    BufArg::Values(flags.remove(&k).ok_or_else(|| internal("flags"))?)
                 }
                 None => {
                     return Err(Error::Program(format!(
@@ -446,8 +489,43 @@ impl CompiledProgram {
                     let mut bufs = out_vals
                         .remove(&k)
                         .ok_or_else(|| Error::Program("internal: output values".into()))?;
-                    // Freeze a sparse output: counts become offsets, buffers are trimmed.
-                    if !bufs.ptr.is_empty() {
+                    let byte_map = info.levels.iter().find_map(|l| match l {
+                        LevelParams::SparseByteMapOut { nsrt, .. } => Some(*nsrt),
+                        _ => None,
+                    });
+                    if let Some(nsrt) = byte_map {
+                        // Freeze a SparseByteMap: the set positions (linear, in write order)
+                        // are sorted and split into fibers.
+                        let count = out_scalars
+                            .get(&nsrt)
+                            .and_then(|v| v.as_i128())
+                            .and_then(|n| usize::try_from(n).ok())
+                            .filter(|&n| n <= bufs.idx.len())
+                            .ok_or_else(|| {
+                                Error::Program("internal: SparseByteMap count".into())
+                            })?;
+                        let n = info.levels.iter().zip(shape_of[&k].iter().rev()).find_map(
+                            |(l, &size)| {
+                                matches!(l, LevelParams::SparseByteMapOut { .. }).then_some(size)
+                            },
+                        );
+                        let n = n.unwrap_or(1).max(1);
+                        bufs.idx.truncate(count);
+                        bufs.idx.sort_unstable();
+                        bufs.ptr.iter_mut().for_each(|c| *c = 0);
+                        for q in bufs.idx.iter_mut() {
+                            let p = *q / n;
+                            if let Some(c) = bufs.ptr.get_mut(p + 1) {
+                                *c += 1;
+                            }
+                            *q %= n;
+                        }
+                        for p in 1..bufs.ptr.len() {
+                            bufs.ptr[p] += bufs.ptr[p - 1];
+                        }
+                    } else if !bufs.ptr.is_empty() {
+                        // Freeze a SparseList output: counts become offsets, buffers are
+                        // trimmed.
                         for p in 1..bufs.ptr.len() {
                             bufs.ptr[p] += bufs.ptr[p - 1];
                         }
@@ -474,7 +552,8 @@ impl CompiledProgram {
     }
 }
 
-/// The storage of an output: Dense levels, possibly one SparseList level, an Element leaf.
+/// The storage of an output: Dense levels, possibly one SparseList or SparseByteMap level,
+/// an Element leaf.
 fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<LevelStorage> {
     match lf {
         LevelFormat::Element(fill) => Ok(LevelStorage::Element(ElementStorage {
@@ -486,8 +565,34 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                 .split_last()
                 .ok_or_else(|| Error::Program(format!("internal: shape {}", fmt_shape(shape))))?;
             match kind {
+                crate::formats::LevelKind::SparseByteMap => {
+                    let OutBufs {
+                        val,
+                        ptr,
+                        idx,
+                        flags,
+                    } = bufs;
+                    Ok(LevelStorage::SparseByteMap(
+                        crate::formats::SparseByteMapStorage {
+                            shape: *last,
+                            ptr,
+                            tbl: flags,
+                            srt: idx,
+                            child: Box::new(output_storage(
+                                child,
+                                rest,
+                                OutBufs {
+                                    val,
+                                    ptr: vec![],
+                                    idx: vec![],
+                                    flags: Buffer::new(ScalarType::Bool),
+                                },
+                            )?),
+                        },
+                    ))
+                }
                 crate::formats::LevelKind::SparseList => {
-                    let OutBufs { val, ptr, idx } = bufs;
+                    let OutBufs { val, ptr, idx, .. } = bufs;
                     Ok(LevelStorage::SparseList(
                         crate::formats::SparseListStorage {
                             shape: *last,
@@ -500,6 +605,7 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                                     val,
                                     ptr: vec![],
                                     idx: vec![],
+                                    flags: Buffer::new(ScalarType::Bool),
                                 },
                             )?),
                         },

@@ -165,6 +165,23 @@ impl Machine<'_, '_> {
                 })?;
                 self.bufs[buf.0 as usize].resize(n, *fill)?;
             }
+            KStmt::Sort { buf, lo, hi } => {
+                let (lo, hi) = (int(self.expr(lo)?), int(self.expr(hi)?));
+                let name = &self.k.bufs[buf.0 as usize].name;
+                let bad = || {
+                    Error::Eval(format!(
+                        "kernel `{}`: sort of {buf} ({name}) over {lo}..{hi} is out of bounds",
+                        self.k.name
+                    ))
+                };
+                let (Ok(a), Ok(b)) = (usize::try_from(lo), usize::try_from(hi)) else {
+                    return Err(bad());
+                };
+                match &mut self.bufs[buf.0 as usize] {
+                    BufArg::Indices(v) if a <= b && b <= v.len() => v[a..b].sort_unstable(),
+                    _ => return Err(bad()),
+                }
+            }
             KStmt::For { var, lo, hi, body } => {
                 let lo = self.expr(lo)?;
                 let hi = int(self.expr(hi)?);

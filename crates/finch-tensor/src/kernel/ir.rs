@@ -132,6 +132,16 @@ pub enum KStmt {
         /// Taken when false.
         otherwise: Vec<KStmt>,
     },
+    /// Sorts `buf[lo .. hi)` ascending (an `i64` buffer the kernel writes): a sparse
+    /// workspace's list of set positions, before it is read in order.
+    Sort {
+        /// The buffer.
+        buf: BufId,
+        /// First position (`i64`).
+        lo: KExpr,
+        /// End (exclusive, `i64`).
+        hi: KExpr,
+    },
     /// Leaves the innermost `for`/`while`.
     Break,
 }

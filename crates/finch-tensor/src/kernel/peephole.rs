@@ -82,6 +82,11 @@ pub fn tidy(body: Vec<KStmt>) -> Vec<KStmt> {
                 len: tidy_expr(len),
                 fill,
             },
+            KStmt::Sort { buf, lo, hi } => KStmt::Sort {
+                buf,
+                lo: tidy_expr(lo),
+                hi: tidy_expr(hi),
+            },
             KStmt::For { var, lo, hi, body } => KStmt::For {
                 var,
                 lo: tidy_expr(lo),

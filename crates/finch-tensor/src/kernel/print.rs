@@ -66,6 +66,9 @@ fn stmt(out: &mut String, s: &KStmt, level: usize) -> fmt::Result {
         KStmt::Resize { buf, len, fill } => {
             writeln!(out, "{pad}resize {buf} to {} fill {fill}", expr(len))
         }
+        KStmt::Sort { buf, lo, hi } => {
+            writeln!(out, "{pad}sort {buf}[{} .. {}]", expr(lo), expr(hi))
+        }
         KStmt::For { var, lo, hi, body } => {
             writeln!(out, "{pad}for {var} = {} .. {}", expr(lo), expr(hi))?;
             block(out, body, level + 1)?;

@@ -155,6 +155,18 @@ impl Verifier<'_> {
                     }
                 }
             }
+            KStmt::Sort { buf, lo, hi } => {
+                self.expect(lo, ScalarType::I64, "a sort bound", at);
+                self.expect(hi, ScalarType::I64, "a sort bound", at);
+                if let Some(p) = self.buf(*buf, at).cloned() {
+                    if !p.writable || p.elem != ScalarType::I64 {
+                        self.errors.push(format!(
+                            "{at}: {buf} ({}) must be a writable i64 buffer to sort",
+                            p.name
+                        ));
+                    }
+                }
+            }
             KStmt::For { var, lo, hi, body } => {
                 if let Some(t) = self.local(*var, at) {
                     if t != ScalarType::I64 {

@@ -27,9 +27,14 @@ pub struct Fiber {
     /// For a leaf position a sparse output level is extruding: how a write claims it.
     pub hollow: Option<Hollow>,
     /// Read protocols requested per level: bit `d` set means `follow` (random access) at
-    /// depth `d`, bit `32 + d` means `gallop` (a Jumper); neither means `walk`.
+    /// depth `d`, bit `32 + d` means `gallop` (a Jumper); neither means `walk` (`d < 31`).
+    /// Bit 63 ([`WRITTEN`]) marks the access a statement writes.
     pub protocols: u64,
 }
+
+/// The bit of [`Fiber::protocols`] marking a written access (levels that are both written
+/// and read in one kernel, such as a SparseByteMap workspace, unfurl differently).
+pub const WRITTEN: u64 = 1 << 63;
 
 /// A leaf position handed out by an extruding sparse level (Finch's hollow subfiber): the
 /// first write grows the buffers if needed, initializes the value and sets `dirty`, which
@@ -44,6 +49,9 @@ pub struct Hollow {
     pub val: crate::kernel::BufId,
     /// The value a claimed position starts from.
     pub init: Value,
+    /// Whether claiming grows `idx` and `val` (an extruding list); a level with dense child
+    /// positions (SparseByteMap) only marks the write.
+    pub grows: bool,
 }
 
 /// A looplet for the dimension indexed by the loop being lowered.

@@ -49,6 +49,24 @@ pub enum LevelParams {
         /// Whether the current index was written.
         dirty: LocalId,
     },
+    /// A SparseByteMap level of an output or workspace, written in any order (laminate):
+    /// a flag per position, dense child positions `p·shape + i`, and the list `srt` of the
+    /// set positions (linear, unsorted while written, grown by doubling) with its length
+    /// in `nsrt`. Read back (root level only) after sorting `srt`.
+    SparseByteMapOut {
+        /// Size of the mode.
+        shape: LocalId,
+        /// Fiber boundaries into `srt` (set before reads, and by the run time at freeze).
+        ptr: BufId,
+        /// One flag per position.
+        tbl: BufId,
+        /// The set positions.
+        srt: BufId,
+        /// How many positions `srt` lists (a kernel output).
+        nsrt: LocalId,
+        /// Whether the current index was written.
+        dirty: LocalId,
+    },
     /// A read-only structured level (SparsePoint, SparseInterval, SparseBand,
     /// SparseBlockList, RunList, SparseRunList, SparseByteMap, SparseHash): its kind and
     /// its buffers in the order of the storage's `BUFFERS`.
@@ -188,6 +206,16 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
                                     info.levels.push(LevelParams::SparseListOut { shape, ptr, idx, qos, dirty });
                                 }
+                                LevelKind::SparseByteMap if is_written && matches!(**child, LevelFormat::Element(_)) => {
+                                    let buf = |kernel: &mut Kernel, what: &str, ty, growable| kernel.buf(format!("{}_lvl{depth}_{what}", d.name), ty, true, growable);
+                                    let ptr = buf(kernel, "ptr", ScalarType::I64, false);
+                                    let tbl = buf(kernel, "tbl", ScalarType::Bool, false);
+                                    let srt = buf(kernel, "srt", ScalarType::I64, true);
+                                    let nsrt = kernel.local(format!("{}_lvl{depth}_nsrt", d.name), ScalarType::I64);
+                                    kernel.outputs.push(nsrt);
+                                    let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
+                                    info.levels.push(LevelParams::SparseByteMapOut { shape, ptr, tbl, srt, nsrt, dirty });
+                                }
                                 kind if !is_written && structured_buffers(*kind).is_some() => {
                                     let bufs = structured_buffers(*kind)
                                         .unwrap_or_default()
@@ -198,7 +226,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                 }
                                 other => {
                                     return unsupported(format!(
-                                        "compiling {} `{}` as {} (this release compiles reads of every level but SparseCOO, and writes of Dense and SparseList levels)",
+                                        "compiling {} `{}` as {} (this release compiles reads of every level but SparseCOO, and writes of Dense levels, SparseList levels written in order and SparseByteMap levels, each over an Element leaf)",
                                         if is_written { "writes to" } else { "reads of" },
                                         d.name,
                                         other.name()
@@ -386,10 +414,17 @@ impl Converter<'_> {
                     .levels
                     .iter()
                     .all(|l| matches!(l, LevelParams::Dense { .. } | LevelParams::Element { .. }));
+                let byte_map = matches!(
+                    self.tensors[t].levels.as_slice(),
+                    [
+                        LevelParams::SparseByteMapOut { .. },
+                        LevelParams::Element { .. }
+                    ]
+                );
                 if !top {
-                    if !dense || self.tensors[t].kind == DeclKind::Input {
+                    if !(dense || byte_map) || self.tensors[t].kind == DeclKind::Input {
                         return unsupported(format!(
-                            "declaring the tensor `{tensor}` inside a loop or branch (only dense workspaces so far; issue #3)"
+                            "declaring the tensor `{tensor}` inside a loop or branch (dense workspaces and SparseByteMap vectors so far; issue #3)"
                         ));
                     }
                     // Allocated once by the run time; reset here on every execution.
@@ -399,10 +434,12 @@ impl Converter<'_> {
                 if self.tensors[t].kind == DeclKind::Input {
                     return unsupported(format!("re-declaring the input `{tensor}` (issue #3)"));
                 }
-                let sparse = self.tensors[t]
-                    .levels
-                    .iter()
-                    .any(|l| matches!(l, LevelParams::SparseListOut { .. }));
+                let sparse = self.tensors[t].levels.iter().any(|l| {
+                    matches!(
+                        l,
+                        LevelParams::SparseListOut { .. } | LevelParams::SparseByteMapOut { .. }
+                    )
+                });
                 let fill = self.tensors[t].format.fill_value();
                 if sparse
                     && !init
@@ -554,6 +591,7 @@ impl Converter<'_> {
             Some(LevelParams::Dense { shape })
             | Some(LevelParams::SparseList { shape, .. })
             | Some(LevelParams::Structured { shape, .. })
+            | Some(LevelParams::SparseByteMapOut { shape, .. })
             | Some(LevelParams::SparseListOut { shape, .. }) => Ok(KExpr::Local(*shape)),
             _ => Err(Error::Program(format!(
                 "`{}` has no mode {}",
@@ -576,7 +614,7 @@ impl Converter<'_> {
         for (m, e) in a.indices.iter().enumerate() {
             let name = match e {
                 notation::Expr::Index(i) => i,
-                notation::Expr::Protocol(p @ (notation::Protocol::Follow | notation::Protocol::Gallop), x) if !is_write && ndims - 1 - m < 32 => match &**x {
+                notation::Expr::Protocol(p @ (notation::Protocol::Follow | notation::Protocol::Gallop), x) if !is_write && ndims - 1 - m < 31 => match &**x {
                     notation::Expr::Index(i) => {
                         let shift = if *p == notation::Protocol::Follow { 0 } else { 32 };
                         protocols |= 1 << (shift + ndims - 1 - m);
@@ -625,6 +663,9 @@ impl Converter<'_> {
                     *slot = s;
                 }
             }
+        }
+        if is_write {
+            protocols |= crate::looplets::WRITTEN;
         }
         let root = Tensor::Fiber(Fiber {
             tensor: t,

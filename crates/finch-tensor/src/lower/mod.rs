@@ -353,6 +353,33 @@ impl Lowerer {
                     ))
                 })?;
                 let q = self.fresh(&format!("{}_reset", self.tensors[t].name), ScalarType::I64);
+                if let Some(LevelParams::SparseByteMapOut { tbl, srt, nsrt, .. }) =
+                    self.tensors[t].levels.first().cloned()
+                {
+                    // A workspace resets only the positions it set (TACO's workspace): the
+                    // cost follows the previous nonzeros, not the size.
+                    let at = KExpr::load(srt, KExpr::Local(q));
+                    return Ok(vec![
+                        KStmt::For {
+                            var: q,
+                            lo: KExpr::int(0),
+                            hi: KExpr::Local(nsrt),
+                            body: vec![
+                                KStmt::Store {
+                                    buf: tbl,
+                                    index: at.clone(),
+                                    value: KExpr::Lit(Value::Bool(false)),
+                                },
+                                KStmt::Store {
+                                    buf: val,
+                                    index: at,
+                                    value: KExpr::Lit(v),
+                                },
+                            ],
+                        },
+                        KStmt::Assign(nsrt, KExpr::int(0)),
+                    ]);
+                }
                 Ok(vec![KStmt::For {
                     var: q,
                     lo: KExpr::int(0),
@@ -1397,12 +1424,21 @@ impl Lowerer {
             ..f.clone()
         });
         let store = self.emit_assign((plain, vec![]), op, rhs.clone())?;
+        if !h.grows {
+            // Dense child positions exist already: store, and mark the index written unless
+            // the statement stores the fill (which leaves an unset position unset).
+            let mut code = store;
+            if !(op.is_none() && matches!(simplify_expr(rhs, self), Expr::Lit(v) if v.same(&fill)))
+            {
+                code.push(KStmt::Assign(h.dirty, KExpr::Lit(Value::Bool(true))));
+            }
+            return Ok(code);
+        }
         if op.is_none() && matches!(simplify_expr(rhs, self), Expr::Lit(v) if v.same(&fill)) {
-            return Ok(vec![KStmt::If {
-                cond: KExpr::Local(h.dirty),
-                then: store,
-                otherwise: vec![],
-            }]);
+            // Storing the fill into an unclaimed position changes nothing, and an extruded
+            // level is written by one statement, so nothing claimed this index before:
+            // no code (and a loop over a region of fills vanishes).
+            return Ok(vec![]);
         }
         let qos = f.pos.clone();
         let grown = KExpr::Op(

@@ -94,6 +94,7 @@ impl Lowerer {
                     idx,
                     val,
                     init,
+                    grows: true,
                 };
                 // After each index's statements: record it if written.
                 let record = move |i: KExpr| {
@@ -133,10 +134,179 @@ impl Lowerer {
                     }],
                 })
             }
+            LevelParams::SparseByteMapOut {
+                shape,
+                ptr,
+                tbl,
+                srt,
+                nsrt,
+                dirty,
+            } => self.unfurl_byte_map_out(f, shape, ptr, tbl, srt, nsrt, dirty),
             LevelParams::Element { .. } | LevelParams::Pattern => Err(Error::Program(format!(
                 "internal: the leaf of `{name}` indexed by a loop"
             ))),
         }
+    }
+
+    /// A written SparseByteMap (an output or a workspace). Written: random access to the
+    /// dense child position `p·shape + i`; after an index's statements, a first write
+    /// sets its flag and appends the position to `srt` (doubling it when full). Read back
+    /// (root level only, after the writes of earlier statements): `srt` is sorted and the
+    /// level is walked like any sorted list, or followed through its flags.
+    #[allow(clippy::too_many_arguments)]
+    fn unfurl_byte_map_out(
+        &mut self,
+        f: &Fiber,
+        shape: crate::kernel::LocalId,
+        ptr: crate::kernel::BufId,
+        tbl: crate::kernel::BufId,
+        srt: crate::kernel::BufId,
+        nsrt: crate::kernel::LocalId,
+        dirty: crate::kernel::LocalId,
+    ) -> Result<Looplet> {
+        let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
+        let name = self.tensors[t].name.clone();
+        let l = KExpr::Local;
+        let fill = self.fill_of(t);
+        let base = KExpr::bin(Op::Mul, pos.clone(), l(shape));
+        if f.protocols & crate::looplets::WRITTEN == 0 {
+            if f.depth != 0 {
+                return Err(Error::Unsupported(format!(
+                    "reading the SparseByteMap level of `{name}` below the root after writing it (only a SparseByteMap vector can be read back so far)"
+                )));
+            }
+            if f.protocols & (1 << f.depth) != 0 {
+                return Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
+                    let q =
+                        KExpr::bin(Op::Add, base.clone(), KExpr::bin(Op::Sub, i, KExpr::int(1)));
+                    Tensor::Switch {
+                        pre: vec![],
+                        cond: KExpr::load(tbl, q.clone()),
+                        then: Box::new(Tensor::Fiber(Fiber {
+                            tensor: t,
+                            depth,
+                            pos: q,
+                            hollow: None,
+                            protocols,
+                        })),
+                        otherwise: Box::new(Tensor::FillLeaf(fill)),
+                    }
+                })));
+            }
+            // Freeze for reading: sort the set positions and bound the one fiber.
+            let freeze = vec![
+                KStmt::Sort {
+                    buf: srt,
+                    lo: KExpr::int(0),
+                    hi: l(nsrt),
+                },
+                KStmt::Store {
+                    buf: ptr,
+                    index: KExpr::int(0),
+                    value: KExpr::int(0),
+                },
+                KStmt::Store {
+                    buf: ptr,
+                    index: KExpr::int(1),
+                    value: l(nsrt),
+                },
+            ];
+            let child_of: ChildOf = Rc::new(move |q| KExpr::load(srt, q));
+            let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+            let walk = self.sorted_walk(
+                t,
+                depth,
+                pos,
+                protocols,
+                SortedList {
+                    ptr,
+                    idx: srt,
+                    child_of,
+                },
+                gallop,
+            );
+            return Ok(Looplet::Thunk {
+                preamble: freeze,
+                body: Box::new(walk),
+                epilogue: vec![],
+            });
+        }
+        let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.get(depth).cloned()
+        else {
+            return Err(Error::Program(format!(
+                "internal: `{name}` has no leaf under its SparseByteMap level"
+            )));
+        };
+        let init = self.tensors[t]
+            .init
+            .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
+            .unwrap_or(fill);
+        let hollow = crate::looplets::Hollow {
+            dirty,
+            idx: srt,
+            val,
+            init,
+            grows: false,
+        };
+        let position = move |i: KExpr| {
+            KExpr::bin(Op::Add, base.clone(), KExpr::bin(Op::Sub, i, KExpr::int(1)))
+        };
+        let at = position.clone();
+        let record = move |i: KExpr| {
+            let q = position(i);
+            let grown = KExpr::Op(
+                Op::Max,
+                vec![
+                    KExpr::bin(Op::Mul, KExpr::Len(srt), KExpr::int(2)),
+                    KExpr::int(1),
+                ],
+            );
+            vec![KStmt::If {
+                cond: l(dirty),
+                then: vec![
+                    KStmt::If {
+                        cond: KExpr::Op(Op::Not, vec![KExpr::load(tbl, q.clone())]),
+                        then: vec![
+                            KStmt::Store {
+                                buf: tbl,
+                                index: q.clone(),
+                                value: KExpr::Lit(Value::Bool(true)),
+                            },
+                            KStmt::If {
+                                cond: KExpr::bin(Op::Ge, l(nsrt), KExpr::Len(srt)),
+                                then: vec![KStmt::Resize {
+                                    buf: srt,
+                                    len: grown,
+                                    fill: Value::I64(0),
+                                }],
+                                otherwise: vec![],
+                            },
+                            KStmt::Store {
+                                buf: srt,
+                                index: l(nsrt),
+                                value: q,
+                            },
+                            KStmt::Assign(nsrt, KExpr::bin(Op::Add, l(nsrt), KExpr::int(1))),
+                        ],
+                        otherwise: vec![],
+                    },
+                    KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+                ],
+                otherwise: vec![],
+            }]
+        };
+        Ok(Looplet::LookupWrite {
+            body: Rc::new(move |i: KExpr| {
+                Tensor::Fiber(Fiber {
+                    tensor: t,
+                    depth,
+                    pos: at(i),
+                    hollow: Some(hollow.clone()),
+                    protocols: 0,
+                })
+            }),
+            epilogue: Rc::new(record),
+        })
     }
 
     /// Rejects a read protocol the level does not support, naming both.

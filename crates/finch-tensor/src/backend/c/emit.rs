@@ -82,7 +82,12 @@ pub fn c_type(t: ScalarType) -> &'static str {
 
 const PRELUDE: &str = r#"#include <stdint.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <math.h>
+static int finch_cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
 typedef struct { void *data; int64_t len; } finch_buf;
 typedef int (*finch_resize_fn)(void *ctx, int32_t buf, int64_t len);
 static inline uint64_t finch_shl_u(uint64_t x, int64_t s, int bits);
@@ -287,6 +292,10 @@ impl Emitter<'_> {
                         collect(value, out);
                     }
                     KStmt::Resize { len, .. } => collect(len, out),
+                    KStmt::Sort { lo, hi, .. } => {
+                        collect(lo, out);
+                        collect(hi, out);
+                    }
                     KStmt::For { lo, hi, body, .. } => {
                         collect(lo, out);
                         collect(hi, out);
@@ -610,6 +619,15 @@ impl Emitter<'_> {
                     "{pad}{{ int64_t n_ = {n}; if (err) goto finish; int64_t old_ = bufs[{b}].len; if (n_ < 0 || resize(ctx, {b}, n_) != 0) {{ err = 4; goto finish; }} for (int64_t k_ = old_; k_ < n_; k_++) {p}[k_] = {f}; }}",
                     b = buf.0,
                     f = lit(fill)
+                );
+            }
+            KStmt::Sort { buf, lo, hi } => {
+                let (l, h) = (self.expr(lo), self.expr(hi));
+                let (p, n) = (self.ptr(*buf), self.len(*buf));
+                // Bounds are checked in both modes: a sort is rare and touches many elements.
+                let _ = writeln!(
+                    self.out,
+                    "{pad}{{ int64_t lo_ = {l}; int64_t hi_ = {h}; if (err) goto finish; if (lo_ < 0 || lo_ > hi_ || hi_ > {n}) {{ err = 5; goto finish; }} qsort({p} + lo_, (size_t)(hi_ - lo_), sizeof(int64_t), finch_cmp_i64); }}"
                 );
             }
             KStmt::For { var, lo, hi, body } => {
