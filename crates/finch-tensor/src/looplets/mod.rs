@@ -36,22 +36,19 @@ pub struct Fiber {
 /// and read in one kernel, such as a SparseByteMap workspace, unfurl differently).
 pub const WRITTEN: u64 = 1 << 63;
 
-/// A leaf position handed out by an extruding sparse level (Finch's hollow subfiber): the
-/// first write grows the buffers if needed, initializes the value and sets `dirty`, which
-/// the level reads after the index's statements to record the index.
+/// A leaf position handed out by a sparse level being written (Finch's hollow subfiber):
+/// the first write of an index runs the level's `claim` (growing buffers, fixing an
+/// origin, initializing the value) which sets `dirty`; the level reads `dirty` after the
+/// index's statements to record the index.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hollow {
     /// Set by the first write.
     pub dirty: crate::kernel::LocalId,
-    /// The level's index buffer (grows with the values).
-    pub idx: crate::kernel::BufId,
-    /// The leaf's value buffer.
-    pub val: crate::kernel::BufId,
-    /// The value a claimed position starts from.
-    pub init: Value,
-    /// Whether claiming grows `idx` and `val` (an extruding list); a level with dense child
-    /// positions (SparseByteMap) only marks the write.
-    pub grows: bool,
+    /// Run before the first write of an index (it must set `dirty`).
+    pub claim: Vec<KStmt>,
+    /// Whether storing the fill is a no-op (a level that records only written indices at
+    /// positions nothing else writes); otherwise it is stored without claiming.
+    pub skip_fill: bool,
 }
 
 /// A looplet for the dimension indexed by the loop being lowered.

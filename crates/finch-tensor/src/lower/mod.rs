@@ -1424,54 +1424,13 @@ impl Lowerer {
             ..f.clone()
         });
         let store = self.emit_assign((plain, vec![]), op, rhs.clone())?;
-        if !h.grows {
-            // Dense child positions exist already: store, and mark the index written unless
-            // the statement stores the fill (which leaves an unset position unset).
-            let mut code = store;
-            if !(op.is_none() && matches!(simplify_expr(rhs, self), Expr::Lit(v) if v.same(&fill)))
-            {
-                code.push(KStmt::Assign(h.dirty, KExpr::Lit(Value::Bool(true))));
-            }
-            return Ok(code);
-        }
         if op.is_none() && matches!(simplify_expr(rhs, self), Expr::Lit(v) if v.same(&fill)) {
-            // Storing the fill into an unclaimed position changes nothing, and an extruded
-            // level is written by one statement, so nothing claimed this index before:
-            // no code (and a loop over a region of fills vanishes).
-            return Ok(vec![]);
+            // Storing the fill claims nothing. Where the level skips it (an extruded list:
+            // one statement writes it, so nothing claimed this index before) no code is
+            // emitted, and a loop over a region of fills vanishes.
+            return Ok(if h.skip_fill { vec![] } else { store });
         }
-        let qos = f.pos.clone();
-        let grown = KExpr::Op(
-            Op::Max,
-            vec![
-                KExpr::bin(Op::Mul, KExpr::Len(h.val), KExpr::int(2)),
-                KExpr::int(1),
-            ],
-        );
-        let claim = vec![
-            KStmt::If {
-                cond: KExpr::bin(Op::Ge, qos.clone(), KExpr::Len(h.val)),
-                then: vec![
-                    KStmt::Resize {
-                        buf: h.val,
-                        len: grown.clone(),
-                        fill: h.init,
-                    },
-                    KStmt::Resize {
-                        buf: h.idx,
-                        len: grown,
-                        fill: Value::I64(0),
-                    },
-                ],
-                otherwise: vec![],
-            },
-            KStmt::Store {
-                buf: h.val,
-                index: qos,
-                value: KExpr::Lit(h.init),
-            },
-            KStmt::Assign(h.dirty, KExpr::Lit(Value::Bool(true))),
-        ];
+        let claim = h.claim.clone();
         let mut code = vec![KStmt::If {
             cond: KExpr::Op(Op::Not, vec![KExpr::Local(h.dirty)]),
             then: claim,

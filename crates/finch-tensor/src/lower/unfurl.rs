@@ -89,12 +89,42 @@ impl Lowerer {
                     .kernel
                     .local(format!("{name}_lvl{depth}_qos_start"), ScalarType::I64);
                 let l = KExpr::Local;
+                // The first write of an index claims position `qos`: grow the buffers by
+                // doubling when full, start the value from `init`.
+                let grown = KExpr::Op(
+                    Op::Max,
+                    vec![
+                        KExpr::bin(Op::Mul, KExpr::Len(val), KExpr::int(2)),
+                        KExpr::int(1),
+                    ],
+                );
                 let hollow = crate::looplets::Hollow {
                     dirty,
-                    idx,
-                    val,
-                    init,
-                    grows: true,
+                    claim: vec![
+                        KStmt::If {
+                            cond: KExpr::bin(Op::Ge, l(qos), KExpr::Len(val)),
+                            then: vec![
+                                KStmt::Resize {
+                                    buf: val,
+                                    len: grown.clone(),
+                                    fill: init,
+                                },
+                                KStmt::Resize {
+                                    buf: idx,
+                                    len: grown,
+                                    fill: Value::I64(0),
+                                },
+                            ],
+                            otherwise: vec![],
+                        },
+                        KStmt::Store {
+                            buf: val,
+                            index: l(qos),
+                            value: KExpr::Lit(init),
+                        },
+                        KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))),
+                    ],
+                    skip_fill: true,
                 };
                 // After each index's statements: record it if written.
                 let record = move |i: KExpr| {
@@ -241,12 +271,13 @@ impl Lowerer {
             .init
             .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
             .unwrap_or(fill);
+        // Dense child positions exist already: a write only marks the index; storing the
+        // fill still stores (the position may hold a value from an earlier statement).
+        let _ = (val, init);
         let hollow = crate::looplets::Hollow {
             dirty,
-            idx: srt,
-            val,
-            init,
-            grows: false,
+            claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
+            skip_fill: false,
         };
         let position = move |i: KExpr| {
             KExpr::bin(Op::Add, base.clone(), KExpr::bin(Op::Sub, i, KExpr::int(1)))
