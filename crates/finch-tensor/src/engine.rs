@@ -110,6 +110,18 @@ struct OutBufs {
     flags: Buffer,
 }
 
+impl OutBufs {
+    /// Only values (the leaf below a sparse level).
+    fn values(val: Buffer) -> OutBufs {
+        OutBufs {
+            val,
+            ptr: vec![],
+            idx: vec![],
+            flags: Buffer::new(ScalarType::Bool),
+        }
+    }
+}
+
 impl CompiledProgram {
     /// The kernel IR.
     pub fn kernel(&self) -> &Kernel {
@@ -262,7 +274,10 @@ impl CompiledProgram {
                 let sparse_depth = info.levels.iter().position(|l| {
                     matches!(
                         l,
-                        LevelParams::SparseListOut { .. } | LevelParams::SparseByteMapOut { .. }
+                        LevelParams::SparseListOut { .. }
+                            | LevelParams::SparseByteMapOut { .. }
+                            | LevelParams::SparsePointOut { .. }
+                            | LevelParams::SparseBandOut { .. }
                     )
                 });
                 let bufs = match sparse_depth {
@@ -300,6 +315,29 @@ impl CompiledProgram {
                             ptr: vec![0; parents + 1],
                             idx: Vec::new(),
                             flags: Buffer::filled(ScalarType::Bool, total, Value::Bool(false))?,
+                        }
+                    }
+                    Some(d) if matches!(info.levels[d], LevelParams::SparsePointOut { .. }) => {
+                        // One child position per fiber; every fiber starts empty.
+                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
+                        let parents = checked_len(&outer)?;
+                        let n = shape[shape.len() - d - 1];
+                        OutBufs {
+                            val: Buffer::filled(ty, parents, init)?,
+                            ptr: vec![],
+                            idx: vec![n; parents],
+                            flags: Buffer::new(ScalarType::Bool),
+                        }
+                    }
+                    Some(d) if matches!(info.levels[d], LevelParams::SparseBandOut { .. }) => {
+                        // Per-fiber last index and width; values grow in the kernel.
+                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
+                        let parents = checked_len(&outer)?;
+                        OutBufs {
+                            val: Buffer::new(ty),
+                            ptr: vec![0; parents + 1],
+                            idx: vec![0; parents],
+                            flags: Buffer::new(ScalarType::Bool),
                         }
                     }
                     Some(d) => {
@@ -401,6 +439,20 @@ impl CompiledProgram {
                         sources.insert(*tbl, Source::OutputFlags(k));
                         sources.insert(*srt, Source::OutputIdx(k));
                     }
+                    (LevelParams::SparsePointOut { shape, idx, .. }, None) => {
+                        local_values.insert(*shape, Value::I64(mode_size as i64));
+                        sources.insert(*idx, Source::OutputIdx(k));
+                    }
+                    (
+                        LevelParams::SparseBandOut {
+                            shape, idx, ofs, ..
+                        },
+                        None,
+                    ) => {
+                        local_values.insert(*shape, Value::I64(mode_size as i64));
+                        sources.insert(*idx, Source::OutputIdx(k));
+                        sources.insert(*ofs, Source::OutputPtr(k));
+                    }
                     (LevelParams::Pattern, _) => {}
                     _ => {
                         return Err(Error::Program(format!(
@@ -489,6 +541,25 @@ impl CompiledProgram {
                     let mut bufs = out_vals
                         .remove(&k)
                         .ok_or_else(|| Error::Program("internal: output values".into()))?;
+                    // Data a single-entry level cannot hold, or indices written out of
+                    // order, were flagged by the kernel.
+                    for l in &info.levels {
+                        let (conflict, what) = match l {
+                            LevelParams::SparsePointOut { conflict, .. } => {
+                                (*conflict, "a SparsePoint level stores one index per fiber, but the program wrote two indices of one fiber")
+                            }
+                            LevelParams::SparseBandOut { conflict, .. } => {
+                                (*conflict, "a SparseBand level is written in increasing index order, once per index, but the program wrote an index at or before one already written")
+                            }
+                            _ => continue,
+                        };
+                        if out_scalars.get(&conflict) == Some(&Value::Bool(true)) {
+                            return Err(Error::Program(format!(
+                                "cannot store the result in `{}` ({}): {what}",
+                                info.name, info.format
+                            )));
+                        }
+                    }
                     let byte_map = info.levels.iter().find_map(|l| match l {
                         LevelParams::SparseByteMapOut { nsrt, .. } => Some(*nsrt),
                         _ => None,
@@ -523,6 +594,17 @@ impl CompiledProgram {
                         for p in 1..bufs.ptr.len() {
                             bufs.ptr[p] += bufs.ptr[p - 1];
                         }
+                    } else if info
+                        .levels
+                        .iter()
+                        .any(|l| matches!(l, LevelParams::SparseBandOut { .. }))
+                    {
+                        // Freeze a SparseBand: widths become offsets, values are trimmed.
+                        for p in 1..bufs.ptr.len() {
+                            bufs.ptr[p] += bufs.ptr[p - 1];
+                        }
+                        let n = bufs.ptr.last().copied().unwrap_or(0);
+                        bufs.val.truncate(n);
                     } else if !bufs.ptr.is_empty() {
                         // Freeze a SparseList output: counts become offsets, buffers are
                         // trimmed.
@@ -588,6 +670,27 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                                     flags: Buffer::new(ScalarType::Bool),
                                 },
                             )?),
+                        },
+                    ))
+                }
+                crate::formats::LevelKind::SparsePoint => {
+                    let OutBufs { val, idx, .. } = bufs;
+                    Ok(LevelStorage::SparsePoint(
+                        crate::formats::SparsePointStorage {
+                            shape: *last,
+                            idx,
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                        },
+                    ))
+                }
+                crate::formats::LevelKind::SparseBand => {
+                    let OutBufs { val, ptr, idx, .. } = bufs;
+                    Ok(LevelStorage::SparseBand(
+                        crate::formats::SparseBandStorage {
+                            shape: *last,
+                            idx,
+                            ofs: ptr,
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
                         },
                     ))
                 }

@@ -49,6 +49,9 @@ pub struct Hollow {
     /// Whether storing the fill is a no-op (a level that records only written indices at
     /// positions nothing else writes); otherwise it is stored without claiming.
     pub skip_fill: bool,
+    /// Whether a plain store of a value that turns out to be the fill at run time is
+    /// skipped too (a level whose indices of one fiber share a position: SparsePoint).
+    pub skip_fill_values: bool,
 }
 
 /// A looplet for the dimension indexed by the loop being lowered.

@@ -67,6 +67,42 @@ pub enum LevelParams {
         /// Whether the current index was written.
         dirty: LocalId,
     },
+    /// A SparsePoint level of an output, written in order (extrude): `idx` (one per fiber,
+    /// `shape` when empty) and dense child positions (one per fiber). A fiber written at
+    /// two indices sets `conflict` (the run time reports it).
+    SparsePointOut {
+        /// Size of the mode.
+        shape: LocalId,
+        /// The stored index per fiber.
+        idx: BufId,
+        /// Whether the current index was written.
+        dirty: LocalId,
+        /// Set when the data does not fit the level (a kernel output).
+        conflict: LocalId,
+    },
+    /// A SparseBand level of an output, written in order (extrude): the first written
+    /// index of a fiber fixes its origin, later ones land at `start + (i - origin)` (gaps
+    /// hold the fill); `ofs` holds per-fiber widths until the run time prefix-sums it.
+    SparseBandOut {
+        /// Size of the mode.
+        shape: LocalId,
+        /// The last index per fiber.
+        idx: BufId,
+        /// Per-fiber widths (`P + 1` entries, prefix-summed after the kernel).
+        ofs: BufId,
+        /// The next free child position.
+        qos: LocalId,
+        /// The fiber's first child position.
+        start: LocalId,
+        /// The fiber's first written index (`-1` before any).
+        origin: LocalId,
+        /// The fiber's last written index.
+        last: LocalId,
+        /// Whether the current index was written.
+        dirty: LocalId,
+        /// Set when an index is written out of order (a kernel output).
+        conflict: LocalId,
+    },
     /// A read-only structured level (SparsePoint, SparseInterval, SparseBand,
     /// SparseBlockList, RunList, SparseRunList, SparseByteMap, SparseHash): its kind and
     /// its buffers in the order of the storage's `BUFFERS`.
@@ -216,6 +252,22 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
                                     info.levels.push(LevelParams::SparseByteMapOut { shape, ptr, tbl, srt, nsrt, dirty });
                                 }
+                                LevelKind::SparsePoint if is_written && matches!(**child, LevelFormat::Element(_)) => {
+                                    let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, false);
+                                    let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
+                                    let conflict = kernel.local(format!("{}_lvl{depth}_conflict", d.name), ScalarType::Bool);
+                                    kernel.outputs.push(conflict);
+                                    info.levels.push(LevelParams::SparsePointOut { shape, idx, dirty, conflict });
+                                }
+                                LevelKind::SparseBand if is_written && matches!(**child, LevelFormat::Element(_)) => {
+                                    let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, false);
+                                    let ofs = kernel.buf(format!("{}_lvl{depth}_ofs", d.name), ScalarType::I64, true, false);
+                                    let mut local = |what: &str, ty| kernel.local(format!("{}_lvl{depth}_{what}", d.name), ty);
+                                    let (qos, start, origin, last) = (local("qos", ScalarType::I64), local("start", ScalarType::I64), local("origin", ScalarType::I64), local("last", ScalarType::I64));
+                                    let (dirty, conflict) = (local("dirty", ScalarType::Bool), local("conflict", ScalarType::Bool));
+                                    kernel.outputs.push(conflict);
+                                    info.levels.push(LevelParams::SparseBandOut { shape, idx, ofs, qos, start, origin, last, dirty, conflict });
+                                }
                                 kind if !is_written && structured_buffers(*kind).is_some() => {
                                     let bufs = structured_buffers(*kind)
                                         .unwrap_or_default()
@@ -241,7 +293,10 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                             // Under a sparse output level the values grow with the entries.
                             let sparse_out = matches!(
                                 info.levels.last(),
-                                Some(LevelParams::SparseListOut { .. })
+                                Some(
+                                    LevelParams::SparseListOut { .. }
+                                        | LevelParams::SparseBandOut { .. }
+                                )
                             );
                             let val = kernel.buf(
                                 format!("{}_lvl{depth}_val", d.name),
@@ -269,6 +324,17 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
         tensors.push(info);
     }
     Ok(tensors)
+}
+
+/// Levels written in order, once (extrude): a second statement, or a read after the
+/// write, is refused.
+fn is_extruded(l: &LevelParams) -> bool {
+    matches!(
+        l,
+        LevelParams::SparseListOut { .. }
+            | LevelParams::SparsePointOut { .. }
+            | LevelParams::SparseBandOut { .. }
+    )
 }
 
 /// The kernel buffers (name, element type) of a structured level read by a kernel, in
@@ -437,7 +503,10 @@ impl Converter<'_> {
                 let sparse = self.tensors[t].levels.iter().any(|l| {
                     matches!(
                         l,
-                        LevelParams::SparseListOut { .. } | LevelParams::SparseByteMapOut { .. }
+                        LevelParams::SparseListOut { .. }
+                            | LevelParams::SparseByteMapOut { .. }
+                            | LevelParams::SparsePointOut { .. }
+                            | LevelParams::SparseBandOut { .. }
                     )
                 });
                 let fill = self.tensors[t].format.fill_value();
@@ -455,10 +524,7 @@ impl Converter<'_> {
             }
             notation::Stmt::Assign { lhs, op, rhs } => {
                 let t = self.tensor(&lhs.tensor)?;
-                let sparse = self.tensors[t]
-                    .levels
-                    .iter()
-                    .any(|l| matches!(l, LevelParams::SparseListOut { .. }));
+                let sparse = self.tensors[t].levels.iter().any(is_extruded);
                 if sparse && !self.sparse_written.insert(t) {
                     return unsupported(format!(
                         "`{}` is written by more than one statement; a SparseList output is written once, in order (issue #3)",
@@ -592,6 +658,8 @@ impl Converter<'_> {
             | Some(LevelParams::SparseList { shape, .. })
             | Some(LevelParams::Structured { shape, .. })
             | Some(LevelParams::SparseByteMapOut { shape, .. })
+            | Some(LevelParams::SparsePointOut { shape, .. })
+            | Some(LevelParams::SparseBandOut { shape, .. })
             | Some(LevelParams::SparseListOut { shape, .. }) => Ok(KExpr::Local(*shape)),
             _ => Err(Error::Program(format!(
                 "`{}` has no mode {}",
@@ -749,12 +817,10 @@ fn check_scope(
             ));
         }
         for name in &writes {
-            let sparse = c.by_name.get(name).is_some_and(|&t| {
-                c.tensors[t]
-                    .levels
-                    .iter()
-                    .any(|l| matches!(l, LevelParams::SparseListOut { .. }))
-            });
+            let sparse = c
+                .by_name
+                .get(name)
+                .is_some_and(|&t| c.tensors[t].levels.iter().any(is_extruded));
             if sparse {
                 written_sparse.push(name.clone());
             }

@@ -1424,7 +1424,8 @@ impl Lowerer {
             ..f.clone()
         });
         let store = self.emit_assign((plain, vec![]), op, rhs.clone())?;
-        if op.is_none() && matches!(simplify_expr(rhs, self), Expr::Lit(v) if v.same(&fill)) {
+        if op.is_none() && matches!(simplify_expr(rhs.clone(), self), Expr::Lit(v) if v.same(&fill))
+        {
             // Storing the fill claims nothing. Where the level skips it (an extruded list:
             // one statement writes it, so nothing claimed this index before) no code is
             // emitted, and a loop over a region of fills vanishes.
@@ -1437,6 +1438,17 @@ impl Lowerer {
             otherwise: vec![],
         }];
         code.extend(store);
+        if h.skip_fill_values && op.is_none() {
+            // Only values other than the fill are stored (and claim the index).
+            let (v, ty) = self.kexpr(&rhs)?;
+            if let Some(f) = fill.convert_exact(ty) {
+                return Ok(vec![KStmt::If {
+                    cond: KExpr::bin(Op::Ne, v, KExpr::Lit(f)),
+                    then: code,
+                    otherwise: vec![],
+                }]);
+            }
+        }
         Ok(code)
     }
 

@@ -125,6 +125,7 @@ impl Lowerer {
                         KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))),
                     ],
                     skip_fill: true,
+                    skip_fill_values: false,
                 };
                 // After each index's statements: record it if written.
                 let record = move |i: KExpr| {
@@ -172,10 +173,224 @@ impl Lowerer {
                 nsrt,
                 dirty,
             } => self.unfurl_byte_map_out(f, shape, ptr, tbl, srt, nsrt, dirty),
+            LevelParams::SparsePointOut {
+                shape,
+                idx,
+                dirty,
+                conflict,
+            } => {
+                // Every index of fiber `p` writes child position `p`; after an index's
+                // statements a write records it, and a second index is a conflict.
+                let l = KExpr::Local;
+                let hollow = crate::looplets::Hollow {
+                    dirty,
+                    claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
+                    skip_fill: true,
+                    skip_fill_values: true,
+                };
+                let at = pos.clone();
+                let record = move |i: KExpr| {
+                    let i0 = KExpr::bin(Op::Sub, i, KExpr::int(1));
+                    let held = KExpr::load(idx, pos.clone());
+                    vec![KStmt::If {
+                        cond: l(dirty),
+                        then: vec![
+                            KStmt::If {
+                                cond: KExpr::Op(
+                                    Op::And,
+                                    vec![
+                                        KExpr::bin(Op::Ne, held.clone(), l(shape)),
+                                        KExpr::bin(Op::Ne, held, i0.clone()),
+                                    ],
+                                ),
+                                then: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
+                                otherwise: vec![],
+                            },
+                            KStmt::Store {
+                                buf: idx,
+                                index: pos.clone(),
+                                value: i0,
+                            },
+                            KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+                        ],
+                        otherwise: vec![],
+                    }]
+                };
+                self.written_only(f, &name)?;
+                Ok(Looplet::LookupWrite {
+                    body: Rc::new(move |_i: KExpr| {
+                        Tensor::Fiber(Fiber {
+                            tensor: t,
+                            depth,
+                            pos: at.clone(),
+                            hollow: Some(hollow.clone()),
+                            protocols: 0,
+                        })
+                    }),
+                    epilogue: Rc::new(record),
+                })
+            }
+            LevelParams::SparseBandOut {
+                idx,
+                ofs,
+                qos,
+                start,
+                origin,
+                last,
+                dirty,
+                conflict,
+                ..
+            } => {
+                self.written_only(f, &name)?;
+                self.unfurl_band_out(f, [idx, ofs], [qos, start, origin, last, dirty, conflict])
+            }
             LevelParams::Element { .. } | LevelParams::Pattern => Err(Error::Program(format!(
                 "internal: the leaf of `{name}` indexed by a loop"
             ))),
         }
+    }
+
+    /// Levels written in order cannot be read back in the same kernel.
+    fn written_only(&self, f: &Fiber, name: &str) -> Result<()> {
+        if f.protocols & crate::looplets::WRITTEN == 0 {
+            return Err(Error::Unsupported(format!(
+                "reading the output `{name}` in the kernel that writes it"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A written SparseBand: the fiber's first written index fixes its origin; index `i`
+    /// lands at child position `start + (i - origin)`, the buffer growing (with the fill)
+    /// to reach it, so unwritten indices inside the band hold the fill. After the fiber,
+    /// its last index and width are stored and the cursor moves past the band. An index
+    /// at or before the last one written sets `conflict` (kept in bounds).
+    fn unfurl_band_out(
+        &mut self,
+        f: &Fiber,
+        [idx, ofs]: [crate::kernel::BufId; 2],
+        [qos, start, origin, last, dirty, conflict]: [crate::kernel::LocalId; 6],
+    ) -> Result<Looplet> {
+        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let name = self.tensors[t].name.clone();
+        let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.get(depth).cloned()
+        else {
+            return Err(Error::Program(format!(
+                "internal: `{name}` has no leaf under its SparseBand level"
+            )));
+        };
+        let fill = self.fill_of(t);
+        let init = self.tensors[t]
+            .init
+            .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
+            .unwrap_or(fill);
+        let l = KExpr::Local;
+        let int = KExpr::int;
+        let at = move |i: KExpr| {
+            KExpr::bin(
+                Op::Add,
+                l(start),
+                KExpr::bin(Op::Sub, KExpr::bin(Op::Sub, i, int(1)), l(origin)),
+            )
+        };
+        let body = move |i: KExpr| {
+            let i0 = KExpr::bin(Op::Sub, i.clone(), int(1));
+            let need = KExpr::bin(Op::Add, at(i.clone()), int(1));
+            let claim = vec![
+                KStmt::If {
+                    cond: KExpr::bin(Op::Le, i0.clone(), l(last)),
+                    then: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
+                    otherwise: vec![],
+                },
+                KStmt::If {
+                    cond: KExpr::Op(
+                        Op::Or,
+                        vec![
+                            KExpr::bin(Op::Lt, l(origin), int(0)),
+                            KExpr::bin(Op::Lt, i0.clone(), l(origin)),
+                        ],
+                    ),
+                    then: vec![KStmt::Assign(origin, i0)],
+                    otherwise: vec![],
+                },
+                KStmt::If {
+                    cond: KExpr::bin(Op::Gt, need.clone(), KExpr::Len(val)),
+                    then: vec![KStmt::Resize {
+                        buf: val,
+                        len: KExpr::Op(
+                            Op::Max,
+                            vec![KExpr::bin(Op::Mul, KExpr::Len(val), int(2)), need],
+                        ),
+                        fill: init,
+                    }],
+                    otherwise: vec![],
+                },
+                KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))),
+            ];
+            Tensor::Fiber(Fiber {
+                tensor: t,
+                depth,
+                pos: at(i),
+                hollow: Some(crate::looplets::Hollow {
+                    dirty,
+                    claim,
+                    skip_fill: true,
+                    skip_fill_values: false,
+                }),
+                protocols: 0,
+            })
+        };
+        let record = move |i: KExpr| {
+            vec![KStmt::If {
+                cond: l(dirty),
+                then: vec![
+                    KStmt::Assign(last, KExpr::bin(Op::Sub, i, int(1))),
+                    KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+                ],
+                otherwise: vec![],
+            }]
+        };
+        let width = KExpr::bin(Op::Add, KExpr::bin(Op::Sub, l(last), l(origin)), int(1));
+        let next = KExpr::bin(Op::Add, pos.clone(), int(1));
+        Ok(Looplet::Thunk {
+            preamble: vec![
+                KStmt::Assign(start, l(qos)),
+                KStmt::Assign(origin, int(-1)),
+                KStmt::Assign(last, int(-1)),
+            ],
+            body: Box::new(Looplet::LookupWrite {
+                body: Rc::new(body),
+                epilogue: Rc::new(record),
+            }),
+            epilogue: vec![KStmt::If {
+                cond: KExpr::bin(Op::Ge, l(origin), int(0)),
+                then: vec![
+                    KStmt::Store {
+                        buf: idx,
+                        index: pos.clone(),
+                        value: l(last),
+                    },
+                    KStmt::Store {
+                        buf: ofs,
+                        index: next.clone(),
+                        value: width.clone(),
+                    },
+                    KStmt::Assign(qos, KExpr::bin(Op::Add, l(start), width)),
+                ],
+                otherwise: vec![
+                    KStmt::Store {
+                        buf: idx,
+                        index: pos,
+                        value: int(0),
+                    },
+                    KStmt::Store {
+                        buf: ofs,
+                        index: next,
+                        value: int(0),
+                    },
+                ],
+            }],
+        })
     }
 
     /// A written SparseByteMap (an output or a workspace). Written: random access to the
@@ -278,6 +493,7 @@ impl Lowerer {
             dirty,
             claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
             skip_fill: false,
+            skip_fill_values: false,
         };
         let position = move |i: KExpr| {
             KExpr::bin(Op::Add, base.clone(), KExpr::bin(Op::Sub, i, KExpr::int(1)))
