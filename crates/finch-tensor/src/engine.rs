@@ -99,6 +99,7 @@ enum Source<'a> {
     OutputPtr(usize),
     OutputIdx(usize),
     OutputFlags(usize),
+    OutputAux(usize),
 }
 
 /// The buffers of an output: values, and for a sparse output its counts and indices (for
@@ -108,6 +109,8 @@ struct OutBufs {
     ptr: Vec<usize>,
     idx: Vec<usize>,
     flags: Buffer,
+    /// A second index array (a SparseBlockList's block ends).
+    aux: Vec<usize>,
 }
 
 impl OutBufs {
@@ -118,6 +121,7 @@ impl OutBufs {
             ptr: vec![],
             idx: vec![],
             flags: Buffer::new(ScalarType::Bool),
+            aux: vec![],
         }
     }
 }
@@ -278,6 +282,7 @@ impl CompiledProgram {
                             | LevelParams::SparseByteMapOut { .. }
                             | LevelParams::SparsePointOut { .. }
                             | LevelParams::SparseBandOut { .. }
+                            | LevelParams::SparseBlockListOut { .. }
                     )
                 });
                 let bufs = match sparse_depth {
@@ -300,6 +305,7 @@ impl CompiledProgram {
                             ptr: vec![],
                             idx: vec![],
                             flags: Buffer::new(ScalarType::Bool),
+                            aux: vec![],
                         }
                     }
                     Some(d) if matches!(info.levels[d], LevelParams::SparseByteMapOut { .. }) => {
@@ -315,6 +321,7 @@ impl CompiledProgram {
                             ptr: vec![0; parents + 1],
                             idx: Vec::new(),
                             flags: Buffer::filled(ScalarType::Bool, total, Value::Bool(false))?,
+                            aux: vec![],
                         }
                     }
                     Some(d) if matches!(info.levels[d], LevelParams::SparsePointOut { .. }) => {
@@ -327,6 +334,7 @@ impl CompiledProgram {
                             ptr: vec![],
                             idx: vec![n; parents],
                             flags: Buffer::new(ScalarType::Bool),
+                            aux: vec![],
                         }
                     }
                     Some(d) if matches!(info.levels[d], LevelParams::SparseBandOut { .. }) => {
@@ -338,6 +346,18 @@ impl CompiledProgram {
                             ptr: vec![0; parents + 1],
                             idx: vec![0; parents],
                             flags: Buffer::new(ScalarType::Bool),
+                            aux: vec![],
+                        }
+                    }
+                    Some(d) if matches!(info.levels[d], LevelParams::SparseBlockListOut { .. }) => {
+                        // Per-fiber block counts; blocks and values grow in the kernel.
+                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
+                        OutBufs {
+                            val: Buffer::new(ty),
+                            ptr: vec![0; checked_len(&outer)? + 1],
+                            idx: Vec::new(),
+                            flags: Buffer::new(ScalarType::Bool),
+                            aux: vec![0],
                         }
                     }
                     Some(d) => {
@@ -348,6 +368,7 @@ impl CompiledProgram {
                             ptr: vec![0; checked_len(&outer)? + 1],
                             idx: Vec::new(),
                             flags: Buffer::new(ScalarType::Bool),
+                            aux: vec![],
                         }
                     }
                 };
@@ -453,6 +474,21 @@ impl CompiledProgram {
                         sources.insert(*idx, Source::OutputIdx(k));
                         sources.insert(*ofs, Source::OutputPtr(k));
                     }
+                    (
+                        LevelParams::SparseBlockListOut {
+                            shape,
+                            ptr,
+                            idx,
+                            ofs,
+                            ..
+                        },
+                        None,
+                    ) => {
+                        local_values.insert(*shape, Value::I64(mode_size as i64));
+                        sources.insert(*ptr, Source::OutputPtr(k));
+                        sources.insert(*idx, Source::OutputIdx(k));
+                        sources.insert(*ofs, Source::OutputAux(k));
+                    }
                     (LevelParams::Pattern, _) => {}
                     _ => {
                         return Err(Error::Program(format!(
@@ -477,11 +513,13 @@ impl CompiledProgram {
         let mut ptrs: HashMap<usize, &mut Vec<usize>> = HashMap::new();
         let mut idxs: HashMap<usize, &mut Vec<usize>> = HashMap::new();
         let mut flags: HashMap<usize, &mut Buffer> = HashMap::new();
+        let mut auxs: HashMap<usize, &mut Vec<usize>> = HashMap::new();
         for (k, o) in out_vals.iter_mut() {
             vals.insert(*k, &mut o.val);
             ptrs.insert(*k, &mut o.ptr);
             idxs.insert(*k, &mut o.idx);
             flags.insert(*k, &mut o.flags);
+            auxs.insert(*k, &mut o.aux);
         }
         let internal = |what: &str| Error::Program(format!("internal: output {what}"));
         let mut args: Vec<BufArg> = Vec::with_capacity(kernel.bufs.len());
@@ -501,6 +539,9 @@ impl CompiledProgram {
                 }
                 Some(Source::OutputFlags(k)) => {
                     BufArg::Values(flags.remove(&k).ok_or_else(|| internal("flags"))?)
+                }
+                Some(Source::OutputAux(k)) => {
+                    BufArg::Indices(auxs.remove(&k).ok_or_else(|| internal("block ends"))?)
                 }
                 None => {
                     return Err(Error::Program(format!(
@@ -548,6 +589,9 @@ impl CompiledProgram {
                             LevelParams::SparsePointOut { conflict, .. } => {
                                 (*conflict, "a SparsePoint level stores one index per fiber, but the program wrote two indices of one fiber")
                             }
+                            LevelParams::SparseBlockListOut { conflict, .. } => {
+                                (*conflict, "a SparseBlockList level is written in increasing index order, once per index, but the program wrote an index at or before one already written")
+                            }
                             LevelParams::SparseBandOut { conflict, .. } => {
                                 (*conflict, "a SparseBand level is written in increasing index order, once per index, but the program wrote an index at or before one already written")
                             }
@@ -594,6 +638,21 @@ impl CompiledProgram {
                         for p in 1..bufs.ptr.len() {
                             bufs.ptr[p] += bufs.ptr[p - 1];
                         }
+                    } else if info
+                        .levels
+                        .iter()
+                        .any(|l| matches!(l, LevelParams::SparseBlockListOut { .. }))
+                    {
+                        // Freeze a SparseBlockList: block counts become offsets, the block
+                        // and value arrays are trimmed.
+                        for p in 1..bufs.ptr.len() {
+                            bufs.ptr[p] += bufs.ptr[p - 1];
+                        }
+                        let blocks = bufs.ptr.last().copied().unwrap_or(0);
+                        bufs.idx.truncate(blocks);
+                        bufs.aux.truncate(blocks + 1);
+                        let n = bufs.aux.get(blocks).copied().unwrap_or(0);
+                        bufs.val.truncate(n);
                     } else if info
                         .levels
                         .iter()
@@ -653,6 +712,7 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                         ptr,
                         idx,
                         flags,
+                        ..
                     } = bufs;
                     Ok(LevelStorage::SparseByteMap(
                         crate::formats::SparseByteMapStorage {
@@ -668,6 +728,7 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                                     ptr: vec![],
                                     idx: vec![],
                                     flags: Buffer::new(ScalarType::Bool),
+                                    aux: vec![],
                                 },
                             )?),
                         },
@@ -679,6 +740,20 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                         crate::formats::SparsePointStorage {
                             shape: *last,
                             idx,
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                        },
+                    ))
+                }
+                crate::formats::LevelKind::SparseBlockList => {
+                    let OutBufs {
+                        val, ptr, idx, aux, ..
+                    } = bufs;
+                    Ok(LevelStorage::SparseBlockList(
+                        crate::formats::SparseBlockListStorage {
+                            shape: *last,
+                            ptr,
+                            idx,
+                            ofs: aux,
                             child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
                         },
                     ))
@@ -709,6 +784,7 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                                     ptr: vec![],
                                     idx: vec![],
                                     flags: Buffer::new(ScalarType::Bool),
+                                    aux: vec![],
                                 },
                             )?),
                         },

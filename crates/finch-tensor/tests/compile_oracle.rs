@@ -27,7 +27,9 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 29] = [
+const KERNELS: [Kernel; 31] = [
+    Kernel { name: "convert_to_block_list", text: "input A :: {A}\noutput C :: Dense(SparseBlockList(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "block_list_out_mul", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseBlockList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "convert_to_point", text: "input A :: {A}\noutput C :: Dense(SparsePoint(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "convert_to_band", text: "input A :: {A}\noutput C :: Dense(SparseBand(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "band_out_add", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseBand(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] + z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },

@@ -103,6 +103,32 @@ pub enum LevelParams {
         /// Set when an index is written out of order (a kernel output).
         conflict: LocalId,
     },
+    /// A SparseBlockList level of an output, written in order (extrude): values are
+    /// appended at `qos` like SparseList's; an index that does not follow the last one
+    /// written starts a new block. `ptr` holds per-fiber block counts until the run time
+    /// prefix-sums it; `idx` (block last index) and `ofs` (block ends) grow by doubling.
+    SparseBlockListOut {
+        /// Size of the mode.
+        shape: LocalId,
+        /// Per-fiber block counts (`P + 1`, prefix-summed after the kernel).
+        ptr: BufId,
+        /// Last index of each block, growable.
+        idx: BufId,
+        /// Block boundaries into the values (`blocks + 1`), growable.
+        ofs: BufId,
+        /// The next free child position.
+        qos: LocalId,
+        /// The number of blocks so far.
+        blocks: LocalId,
+        /// The block count when the fiber began.
+        first_block: LocalId,
+        /// The fiber's last written index (`-1` before any).
+        last: LocalId,
+        /// Whether the current index was written.
+        dirty: LocalId,
+        /// Set when an index is written out of order (a kernel output).
+        conflict: LocalId,
+    },
     /// A read-only structured level (SparsePoint, SparseInterval, SparseBand,
     /// SparseBlockList, RunList, SparseRunList, SparseByteMap, SparseHash): its kind and
     /// its buffers in the order of the storage's `BUFFERS`.
@@ -268,6 +294,16 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     kernel.outputs.push(conflict);
                                     info.levels.push(LevelParams::SparseBandOut { shape, idx, ofs, qos, start, origin, last, dirty, conflict });
                                 }
+                                LevelKind::SparseBlockList if is_written && matches!(**child, LevelFormat::Element(_)) => {
+                                    let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, true, false);
+                                    let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, true);
+                                    let ofs = kernel.buf(format!("{}_lvl{depth}_ofs", d.name), ScalarType::I64, true, true);
+                                    let mut local = |what: &str, ty| kernel.local(format!("{}_lvl{depth}_{what}", d.name), ty);
+                                    let (qos, blocks, first_block, last) = (local("qos", ScalarType::I64), local("blocks", ScalarType::I64), local("first_block", ScalarType::I64), local("last", ScalarType::I64));
+                                    let (dirty, conflict) = (local("dirty", ScalarType::Bool), local("conflict", ScalarType::Bool));
+                                    kernel.outputs.push(conflict);
+                                    info.levels.push(LevelParams::SparseBlockListOut { shape, ptr, idx, ofs, qos, blocks, first_block, last, dirty, conflict });
+                                }
                                 kind if !is_written && structured_buffers(*kind).is_some() => {
                                     let bufs = structured_buffers(*kind)
                                         .unwrap_or_default()
@@ -296,6 +332,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                 Some(
                                     LevelParams::SparseListOut { .. }
                                         | LevelParams::SparseBandOut { .. }
+                                        | LevelParams::SparseBlockListOut { .. }
                                 )
                             );
                             let val = kernel.buf(
@@ -334,6 +371,7 @@ fn is_extruded(l: &LevelParams) -> bool {
         LevelParams::SparseListOut { .. }
             | LevelParams::SparsePointOut { .. }
             | LevelParams::SparseBandOut { .. }
+            | LevelParams::SparseBlockListOut { .. }
     )
 }
 
@@ -507,6 +545,7 @@ impl Converter<'_> {
                             | LevelParams::SparseByteMapOut { .. }
                             | LevelParams::SparsePointOut { .. }
                             | LevelParams::SparseBandOut { .. }
+                            | LevelParams::SparseBlockListOut { .. }
                     )
                 });
                 let fill = self.tensors[t].format.fill_value();
@@ -660,6 +699,7 @@ impl Converter<'_> {
             | Some(LevelParams::SparseByteMapOut { shape, .. })
             | Some(LevelParams::SparsePointOut { shape, .. })
             | Some(LevelParams::SparseBandOut { shape, .. })
+            | Some(LevelParams::SparseBlockListOut { shape, .. })
             | Some(LevelParams::SparseListOut { shape, .. }) => Ok(KExpr::Local(*shape)),
             _ => Err(Error::Program(format!(
                 "`{}` has no mode {}",

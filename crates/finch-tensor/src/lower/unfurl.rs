@@ -230,6 +230,25 @@ impl Lowerer {
                     epilogue: Rc::new(record),
                 })
             }
+            LevelParams::SparseBlockListOut {
+                ptr,
+                idx,
+                ofs,
+                qos,
+                blocks,
+                first_block,
+                last,
+                dirty,
+                conflict,
+                ..
+            } => {
+                self.written_only(f, &name)?;
+                self.unfurl_block_list_out(
+                    f,
+                    [ptr, idx, ofs],
+                    [qos, blocks, first_block, last, dirty, conflict],
+                )
+            }
             LevelParams::SparseBandOut {
                 idx,
                 ofs,
@@ -258,6 +277,128 @@ impl Lowerer {
             )));
         }
         Ok(())
+    }
+
+    /// A written SparseBlockList: each written index appends its value at `qos`; one that
+    /// does not follow the fiber's last written index opens a new block (growing `idx`
+    /// and `ofs` by doubling). After each written index the current block's last index and
+    /// end are updated; after the fiber, its block count is stored. An index at or before
+    /// the last one written sets `conflict`.
+    fn unfurl_block_list_out(
+        &mut self,
+        f: &Fiber,
+        [ptr, idx, ofs]: [crate::kernel::BufId; 3],
+        [qos, blocks, first_block, last, dirty, conflict]: [crate::kernel::LocalId; 6],
+    ) -> Result<Looplet> {
+        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let name = self.tensors[t].name.clone();
+        let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.get(depth).cloned()
+        else {
+            return Err(Error::Program(format!(
+                "internal: `{name}` has no leaf under its SparseBlockList level"
+            )));
+        };
+        let fill = self.fill_of(t);
+        let init = self.tensors[t]
+            .init
+            .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
+            .unwrap_or(fill);
+        let l = KExpr::Local;
+        let int = KExpr::int;
+        let grow = |buf, need: KExpr, fill: Value| KStmt::If {
+            cond: KExpr::bin(Op::Gt, need.clone(), KExpr::Len(buf)),
+            then: vec![KStmt::Resize {
+                buf,
+                len: KExpr::Op(
+                    Op::Max,
+                    vec![KExpr::bin(Op::Mul, KExpr::Len(buf), KExpr::int(2)), need],
+                ),
+                fill,
+            }],
+            otherwise: vec![],
+        };
+        let body = move |i: KExpr| {
+            let i0 = KExpr::bin(Op::Sub, i, int(1));
+            let claim = vec![
+                KStmt::If {
+                    cond: KExpr::bin(Op::Le, i0.clone(), l(last)),
+                    then: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
+                    otherwise: vec![],
+                },
+                KStmt::If {
+                    cond: KExpr::Op(
+                        Op::Or,
+                        vec![
+                            KExpr::bin(Op::Lt, l(last), int(0)),
+                            KExpr::bin(Op::Ne, i0, KExpr::bin(Op::Add, l(last), int(1))),
+                        ],
+                    ),
+                    then: vec![
+                        grow(idx, KExpr::bin(Op::Add, l(blocks), int(1)), Value::I64(0)),
+                        grow(ofs, KExpr::bin(Op::Add, l(blocks), int(2)), Value::I64(0)),
+                        KStmt::Assign(blocks, KExpr::bin(Op::Add, l(blocks), int(1))),
+                    ],
+                    otherwise: vec![],
+                },
+                grow(val, KExpr::bin(Op::Add, l(qos), int(1)), init),
+                KStmt::Store {
+                    buf: val,
+                    index: l(qos),
+                    value: KExpr::Lit(init),
+                },
+                KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))),
+            ];
+            Tensor::Fiber(Fiber {
+                tensor: t,
+                depth,
+                pos: l(qos),
+                hollow: Some(crate::looplets::Hollow {
+                    dirty,
+                    claim,
+                    skip_fill: true,
+                    skip_fill_values: false,
+                }),
+                protocols: 0,
+            })
+        };
+        let record = move |i: KExpr| {
+            let i0 = KExpr::bin(Op::Sub, i, int(1));
+            let block = KExpr::bin(Op::Sub, l(blocks), int(1));
+            vec![KStmt::If {
+                cond: l(dirty),
+                then: vec![
+                    KStmt::Assign(last, i0.clone()),
+                    KStmt::Store {
+                        buf: idx,
+                        index: block,
+                        value: i0,
+                    },
+                    KStmt::Assign(qos, KExpr::bin(Op::Add, l(qos), int(1))),
+                    KStmt::Store {
+                        buf: ofs,
+                        index: l(blocks),
+                        value: l(qos),
+                    },
+                    KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+                ],
+                otherwise: vec![],
+            }]
+        };
+        Ok(Looplet::Thunk {
+            preamble: vec![
+                KStmt::Assign(first_block, l(blocks)),
+                KStmt::Assign(last, int(-1)),
+            ],
+            body: Box::new(Looplet::LookupWrite {
+                body: Rc::new(body),
+                epilogue: Rc::new(record),
+            }),
+            epilogue: vec![KStmt::Store {
+                buf: ptr,
+                index: KExpr::bin(Op::Add, pos, int(1)),
+                value: KExpr::bin(Op::Sub, l(blocks), l(first_block)),
+            }],
+        })
     }
 
     /// A written SparseBand: the fiber's first written index fixes its origin; index `i`
