@@ -283,6 +283,7 @@ impl CompiledProgram {
                             | LevelParams::SparsePointOut { .. }
                             | LevelParams::SparseBandOut { .. }
                             | LevelParams::SparseBlockListOut { .. }
+                            | LevelParams::RunsOut { .. }
                     )
                 });
                 let bufs = match sparse_depth {
@@ -347,6 +348,17 @@ impl CompiledProgram {
                             idx: vec![0; parents],
                             flags: Buffer::new(ScalarType::Bool),
                             aux: vec![],
+                        }
+                    }
+                    Some(d) if matches!(info.levels[d], LevelParams::RunsOut { .. }) => {
+                        // Per-fiber run counts; runs and values grow in the kernel.
+                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
+                        OutBufs {
+                            val: Buffer::new(ty),
+                            ptr: vec![0; checked_len(&outer)? + 1],
+                            idx: Vec::new(),
+                            flags: Buffer::new(ScalarType::Bool),
+                            aux: Vec::new(),
                         }
                     }
                     Some(d) if matches!(info.levels[d], LevelParams::SparseBlockListOut { .. }) => {
@@ -489,6 +501,23 @@ impl CompiledProgram {
                         sources.insert(*idx, Source::OutputIdx(k));
                         sources.insert(*ofs, Source::OutputAux(k));
                     }
+                    (
+                        LevelParams::RunsOut {
+                            shape,
+                            ptr,
+                            left,
+                            right,
+                            ..
+                        },
+                        None,
+                    ) => {
+                        local_values.insert(*shape, Value::I64(mode_size as i64));
+                        sources.insert(*ptr, Source::OutputPtr(k));
+                        sources.insert(*right, Source::OutputIdx(k));
+                        if let Some(left) = left {
+                            sources.insert(*left, Source::OutputAux(k));
+                        }
+                    }
                     (LevelParams::Pattern, _) => {}
                     _ => {
                         return Err(Error::Program(format!(
@@ -589,6 +618,9 @@ impl CompiledProgram {
                             LevelParams::SparsePointOut { conflict, .. } => {
                                 (*conflict, "a SparsePoint level stores one index per fiber, but the program wrote two indices of one fiber")
                             }
+                            LevelParams::RunsOut { conflict, .. } => {
+                                (*conflict, "a run-length level is written in increasing index order, once per index, but the program wrote an index at or before one already written")
+                            }
                             LevelParams::SparseBlockListOut { conflict, .. } => {
                                 (*conflict, "a SparseBlockList level is written in increasing index order, once per index, but the program wrote an index at or before one already written")
                             }
@@ -638,6 +670,11 @@ impl CompiledProgram {
                         for p in 1..bufs.ptr.len() {
                             bufs.ptr[p] += bufs.ptr[p - 1];
                         }
+                    } else if let Some(dense) = info.levels.iter().find_map(|l| match l {
+                        LevelParams::RunsOut { dense, .. } => Some(*dense),
+                        _ => None,
+                    }) {
+                        freeze_runs(&mut bufs, dense, &info.format.fill_value())?;
                     } else if info
                         .levels
                         .iter()
@@ -693,6 +730,50 @@ impl CompiledProgram {
     }
 }
 
+/// Freezes a written RunList (`dense`) or SparseRunList: run counts become offsets, the
+/// arrays are trimmed, touching runs of equal values are merged (Finch's `merge`), and a
+/// SparseRunList drops runs that hold the fill, so the result is canonical.
+fn freeze_runs(bufs: &mut OutBufs, dense: bool, fill: &Value) -> Result<()> {
+    let parents = bufs.ptr.len().saturating_sub(1);
+    let mut q = 0;
+    let (mut ptr, mut left, mut right) = (vec![0], Vec::new(), Vec::new());
+    let mut vals = Buffer::new(bufs.val.scalar_type());
+    for p in 0..parents {
+        let end = q + bufs.ptr[p + 1];
+        let first = right.len();
+        while q < end {
+            let (l, r) = (if dense { 0 } else { bufs.aux[q] }, bufs.idx[q]);
+            let v = bufs
+                .val
+                .get(q)
+                .ok_or_else(|| Error::Program("internal: run values".into()))?;
+            if !dense && v.same(fill) {
+                q += 1;
+                continue;
+            }
+            let touches = right.len() > first
+                && (dense || right.last().is_some_and(|&prev: &usize| prev + 1 == l))
+                && vals.get(vals.len() - 1).is_some_and(|u| u.same(&v));
+            if touches {
+                if let Some(last) = right.last_mut() {
+                    *last = r;
+                }
+            } else {
+                left.push(l);
+                right.push(r);
+                vals.push(v)?;
+            }
+            q += 1;
+        }
+        ptr.push(right.len());
+    }
+    bufs.ptr = ptr;
+    bufs.idx = right;
+    bufs.aux = if dense { Vec::new() } else { left };
+    bufs.val = vals;
+    Ok(())
+}
+
 /// The storage of an output: Dense levels, possibly one SparseList or SparseByteMap level,
 /// an Element leaf.
 fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<LevelStorage> {
@@ -740,6 +821,29 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                         crate::formats::SparsePointStorage {
                             shape: *last,
                             idx,
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                        },
+                    ))
+                }
+                crate::formats::LevelKind::RunList => {
+                    let OutBufs { val, ptr, idx, .. } = bufs;
+                    Ok(LevelStorage::RunList(crate::formats::RunListStorage {
+                        shape: *last,
+                        ptr,
+                        right: idx,
+                        child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                    }))
+                }
+                crate::formats::LevelKind::SparseRunList => {
+                    let OutBufs {
+                        val, ptr, idx, aux, ..
+                    } = bufs;
+                    Ok(LevelStorage::SparseRunList(
+                        crate::formats::SparseRunListStorage {
+                            shape: *last,
+                            ptr,
+                            left: aux,
+                            right: idx,
                             child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
                         },
                     ))

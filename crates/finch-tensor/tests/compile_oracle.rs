@@ -27,7 +27,11 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 31] = [
+const KERNELS: [Kernel; 35] = [
+    Kernel { name: "convert_to_run_list", text: "input A :: {A}\noutput C :: Dense(RunList(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "convert_to_sparse_run_list", text: "input A :: {A}\noutput C :: Dense(SparseRunList(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "sparse_run_list_out_mul", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseRunList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "run_list_out_add_index", text: "input x :: {x}\ninput z :: {z}\noutput w :: RunList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] += x[i] + z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "convert_to_block_list", text: "input A :: {A}\noutput C :: Dense(SparseBlockList(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "block_list_out_mul", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseBlockList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "convert_to_point", text: "input A :: {A}\noutput C :: Dense(SparsePoint(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
@@ -798,4 +802,43 @@ fn gustavson_workspace_touches_only_set_positions() {
         })
         .collect();
     assert_eq!(got, want);
+}
+
+/// Writing run-length output from run-length input accepts whole runs: the work follows
+/// the number of runs, not the length (AcceptRun), and equal touching runs are merged.
+#[test]
+fn run_length_output_costs_one_step_per_run() {
+    let text = "input x :: RunList(Element(0.0))\ninput z :: SparseRunList(Element(0.0))\noutput w :: SparseRunList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * z[i]\nend\n";
+    let p = Program::parse(text).unwrap();
+    let k = p.compile(Engine::Interp).unwrap();
+    for n in [10_000usize, 20_000] {
+        // 10 runs of x, 5 runs of z (the second half of each of its blocks is zero).
+        let xs: Vec<f64> = (0..n).map(|i| (i * 10 / n) as f64 + 1.0).collect();
+        let zs: Vec<f64> = (0..n)
+            .map(|i| if (i * 10 / n) % 2 == 0 { 2.0 } else { 0.0 })
+            .collect();
+        let x = DenseArray::from_f64(&[n], &xs).unwrap();
+        let z = DenseArray::from_f64(&[n], &zs).unwrap();
+        let mut t = HashMap::from([
+            (
+                "x".to_string(),
+                Tensor::from_dense(&Format::parse("RunList(Element(0.0))").unwrap(), &x).unwrap(),
+            ),
+            (
+                "z".to_string(),
+                Tensor::from_dense(&Format::parse("SparseRunList(Element(0.0))").unwrap(), &z)
+                    .unwrap(),
+            ),
+        ]);
+        let stats = k.run(&mut t, &HashMap::new()).unwrap().stats.unwrap();
+        assert!(
+            stats.iterations < 40,
+            "{} iterations for n = {n}",
+            stats.iterations
+        );
+        let w = t["w"].to_dense().unwrap();
+        let want: Vec<f64> = xs.iter().zip(&zs).map(|(a, b)| a * b).collect();
+        assert_eq!(w, DenseArray::from_f64(&[n], &want).unwrap());
+        assert_eq!(t["w"].countstored(), 5, "one stored run per non-zero run");
+    }
 }

@@ -67,6 +67,16 @@ pub enum Looplet {
         /// Runs after each index's statements.
         epilogue: Rc<dyn Fn(KExpr) -> Vec<KStmt>>,
     },
+    /// A write target that accepts a whole run at once (Finch's AcceptRun): `body(lo, hi)`
+    /// is the one position the indices `lo..=hi` share, `epilogue(lo, hi)` runs after the
+    /// run's statements (a run-length level records the run if it was written). Where the
+    /// value varies by index, each index is its own run.
+    AcceptRun {
+        /// The position of the run `lo..=hi`.
+        body: Rc<dyn Fn(KExpr, KExpr) -> Tensor>,
+        /// Runs after the run's statements.
+        epilogue: Rc<dyn Fn(KExpr, KExpr) -> Vec<KStmt>>,
+    },
     /// Every element is `body`.
     Run(Box<Tensor>),
     /// `body` up to `stop - 1`, `tail` at `stop` (the end of the enclosing extent).
@@ -128,6 +138,7 @@ impl std::fmt::Debug for Looplet {
         match self {
             Looplet::Lookup(_) => f.write_str("Lookup"),
             Looplet::LookupWrite { .. } => f.write_str("LookupWrite"),
+            Looplet::AcceptRun { .. } => f.write_str("AcceptRun"),
             Looplet::Run(b) => write!(f, "Run({b:?})"),
             Looplet::Spike { body, tail } => write!(f, "Spike({body:?}, {tail:?})"),
             Looplet::Sequence(p) => write!(f, "Sequence({} phases)", p.len()),

@@ -129,6 +129,33 @@ pub enum LevelParams {
         /// Set when an index is written out of order (a kernel output).
         conflict: LocalId,
     },
+    /// A RunList or SparseRunList level of an output, written in order through AcceptRun:
+    /// each written run (a whole extent where the value is constant, else one index) gets
+    /// a child position; a RunList also fills the gaps with fill runs so its runs tile the
+    /// fiber. `ptr` holds per-fiber run counts until the run time prefix-sums it (and
+    /// merges touching runs of equal values); `left`/`right` grow by doubling.
+    RunsOut {
+        /// RunList (tiling) or SparseRunList.
+        dense: bool,
+        /// Size of the mode.
+        shape: LocalId,
+        /// Per-fiber run counts (`P + 1`, prefix-summed after the kernel).
+        ptr: BufId,
+        /// First index of each run (SparseRunList), growable.
+        left: Option<BufId>,
+        /// Last index of each run, growable.
+        right: BufId,
+        /// The next free run (= child position).
+        qos: LocalId,
+        /// The run count when the fiber began.
+        start: LocalId,
+        /// The fiber's last covered index (`-1` before any).
+        last: LocalId,
+        /// Whether the current run was written.
+        dirty: LocalId,
+        /// Set when a run is written out of order (a kernel output).
+        conflict: LocalId,
+    },
     /// A read-only structured level (SparsePoint, SparseInterval, SparseBand,
     /// SparseBlockList, RunList, SparseRunList, SparseByteMap, SparseHash): its kind and
     /// its buffers in the order of the storage's `BUFFERS`.
@@ -304,6 +331,17 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     kernel.outputs.push(conflict);
                                     info.levels.push(LevelParams::SparseBlockListOut { shape, ptr, idx, ofs, qos, blocks, first_block, last, dirty, conflict });
                                 }
+                                LevelKind::RunList | LevelKind::SparseRunList if is_written && matches!(**child, LevelFormat::Element(_)) => {
+                                    let dense = *kind == LevelKind::RunList;
+                                    let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, true, false);
+                                    let left = (!dense).then(|| kernel.buf(format!("{}_lvl{depth}_left", d.name), ScalarType::I64, true, true));
+                                    let right = kernel.buf(format!("{}_lvl{depth}_right", d.name), ScalarType::I64, true, true);
+                                    let mut local = |what: &str, ty| kernel.local(format!("{}_lvl{depth}_{what}", d.name), ty);
+                                    let (qos, start, last) = (local("qos", ScalarType::I64), local("start", ScalarType::I64), local("last", ScalarType::I64));
+                                    let (dirty, conflict) = (local("dirty", ScalarType::Bool), local("conflict", ScalarType::Bool));
+                                    kernel.outputs.push(conflict);
+                                    info.levels.push(LevelParams::RunsOut { dense, shape, ptr, left, right, qos, start, last, dirty, conflict });
+                                }
                                 kind if !is_written && structured_buffers(*kind).is_some() => {
                                     let bufs = structured_buffers(*kind)
                                         .unwrap_or_default()
@@ -333,6 +371,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     LevelParams::SparseListOut { .. }
                                         | LevelParams::SparseBandOut { .. }
                                         | LevelParams::SparseBlockListOut { .. }
+                                        | LevelParams::RunsOut { .. }
                                 )
                             );
                             let val = kernel.buf(
@@ -372,6 +411,7 @@ fn is_extruded(l: &LevelParams) -> bool {
             | LevelParams::SparsePointOut { .. }
             | LevelParams::SparseBandOut { .. }
             | LevelParams::SparseBlockListOut { .. }
+            | LevelParams::RunsOut { .. }
     )
 }
 
@@ -546,6 +586,7 @@ impl Converter<'_> {
                             | LevelParams::SparsePointOut { .. }
                             | LevelParams::SparseBandOut { .. }
                             | LevelParams::SparseBlockListOut { .. }
+                            | LevelParams::RunsOut { .. }
                     )
                 });
                 let fill = self.tensors[t].format.fill_value();
@@ -700,6 +741,7 @@ impl Converter<'_> {
             | Some(LevelParams::SparsePointOut { shape, .. })
             | Some(LevelParams::SparseBandOut { shape, .. })
             | Some(LevelParams::SparseBlockListOut { shape, .. })
+            | Some(LevelParams::RunsOut { shape, .. })
             | Some(LevelParams::SparseListOut { shape, .. }) => Ok(KExpr::Local(*shape)),
             _ => Err(Error::Program(format!(
                 "`{}` has no mode {}",

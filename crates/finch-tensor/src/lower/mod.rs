@@ -57,6 +57,7 @@ pub fn lower_program(program: &crate::Program) -> Result<Lowered> {
 /// Looplet styles, lowest priority first (the order is the priority; only here).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Style {
+    AcceptRun,
     Lookup,
     Stepper,
     Jumper,
@@ -69,6 +70,7 @@ enum Style {
 fn style_of(l: &Looplet) -> Style {
     match l {
         Looplet::Lookup(_) | Looplet::LookupWrite { .. } => Style::Lookup,
+        Looplet::AcceptRun { .. } => Style::AcceptRun,
         Looplet::Stepper(_) => Style::Stepper,
         Looplet::Jumper(_) => Style::Jumper,
         Looplet::Sequence(_) => Style::Sequence,
@@ -77,6 +79,9 @@ fn style_of(l: &Looplet) -> Style {
         Looplet::Thunk { .. } => Style::Thunk,
     }
 }
+
+/// Code a run-accepting write target runs after a run `lo..=hi`.
+type RunEpilogue = Rc<dyn Fn(KExpr, KExpr) -> Vec<KStmt>>;
 
 /// What to do with one looplet access `A[.., i]` for the loop index `i`.
 enum Repl {
@@ -117,6 +122,9 @@ impl Typer for Lowerer {
                 Looplet::Spike { tail, .. } => self.tensor_type(tail),
                 Looplet::Lookup(f) | Looplet::LookupWrite { body: f, .. } => {
                     self.tensor_type(&f(KExpr::int(1)))
+                }
+                Looplet::AcceptRun { body, .. } => {
+                    self.tensor_type(&body(KExpr::int(1), KExpr::int(1)))
                 }
                 Looplet::Sequence(p) => p.first().map_or(ScalarType::F64, |(_, l)| {
                     self.tensor_type(&Tensor::Looplet(l.clone()))
@@ -553,6 +561,7 @@ impl Lowerer {
             Some(Style::Jumper) => self.rule_jumper(index, lo, hi, body),
             Some(Style::Stepper) => self.rule_stepper(index, lo, hi, body),
             Some(Style::Lookup) | None => self.rule_lookup(index, lo, hi, body),
+            Some(Style::AcceptRun) => self.rule_accept_run(index, lo, hi, body),
         }
     }
 
@@ -1204,6 +1213,53 @@ impl Lowerer {
         }])
     }
 
+    /// AcceptRun (Finch's run-accepting writes), once every read is constant over the
+    /// extent: when the body only writes AcceptRun targets and does not use the index, the
+    /// whole extent is one run, written once; otherwise each index is its own run.
+    fn rule_accept_run(
+        &mut self,
+        index: &str,
+        lo: KExpr,
+        hi: KExpr,
+        body: Stmt,
+    ) -> Result<Vec<KStmt>> {
+        fn only_run_writes(s: &Stmt) -> bool {
+            match s {
+                Stmt::Assign { lhs, .. } => {
+                    matches!(lhs.0, Tensor::Looplet(Looplet::AcceptRun { .. }))
+                }
+                Stmt::Sieve {
+                    then, otherwise, ..
+                } => only_run_writes(then) && only_run_writes(otherwise),
+                Stmt::Define { body, .. } => only_run_writes(body),
+                Stmt::Block(v) => v.iter().all(only_run_writes),
+                _ => false,
+            }
+        }
+        if !only_run_writes(&body) {
+            return self.rule_lookup(index, lo, hi, body);
+        }
+        let mut epilogues: Vec<RunEpilogue> = Vec::new();
+        let whole = self.rewrite(body.clone(), index, &mut |_, l| match l {
+            Looplet::AcceptRun { body, epilogue } => {
+                epilogues.push(epilogue.clone());
+                Repl::Consume(body(lo.clone(), hi.clone()))
+            }
+            _ => Repl::Keep,
+        })?;
+        if mentions(&whole, index) {
+            return self.rule_lookup(index, lo, hi, body);
+        }
+        let mut code = self.lower(whole)?;
+        if code.is_empty() {
+            return Ok(code);
+        }
+        for e in &epilogues {
+            code.extend(e(lo.clone(), hi.clone()));
+        }
+        Ok(self.guarded(&lo, &hi, code))
+    }
+
     /// Lookup (or no looplet): a plain loop binding the index; a loop of one iteration
     /// binds it without looping; a body that does not use the index is integrated.
     fn rule_lookup(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
@@ -1216,6 +1272,11 @@ impl Lowerer {
                 Looplet::LookupWrite { body, epilogue } => {
                     epilogues.push(epilogue.clone());
                     Repl::Consume(body(hi.clone()))
+                }
+                Looplet::AcceptRun { body, epilogue } => {
+                    let e = epilogue.clone();
+                    epilogues.push(Rc::new(move |i: KExpr| e(i.clone(), i)));
+                    Repl::Consume(body(hi.clone(), hi.clone()))
                 }
                 _ => Repl::Keep,
             })?;
@@ -1241,6 +1302,11 @@ impl Lowerer {
             Looplet::LookupWrite { body, epilogue } => {
                 epilogues.push(epilogue.clone());
                 Repl::Consume(body(KExpr::Local(var)))
+            }
+            Looplet::AcceptRun { body, epilogue } => {
+                let e = epilogue.clone();
+                epilogues.push(Rc::new(move |i: KExpr| e(i.clone(), i)));
+                Repl::Consume(body(KExpr::Local(var), KExpr::Local(var)))
             }
             _ => Repl::Keep,
         })?;

@@ -249,6 +249,27 @@ impl Lowerer {
                     [qos, blocks, first_block, last, dirty, conflict],
                 )
             }
+            LevelParams::RunsOut {
+                dense,
+                shape,
+                ptr,
+                left,
+                right,
+                qos,
+                start,
+                last,
+                dirty,
+                conflict,
+            } => {
+                self.written_only(f, &name)?;
+                self.unfurl_runs_out(
+                    f,
+                    dense,
+                    shape,
+                    [Some(ptr), left, Some(right)],
+                    [qos, start, last, dirty, conflict],
+                )
+            }
             LevelParams::SparseBandOut {
                 idx,
                 ofs,
@@ -398,6 +419,168 @@ impl Lowerer {
                 index: KExpr::bin(Op::Add, pos, int(1)),
                 value: KExpr::bin(Op::Sub, l(blocks), l(first_block)),
             }],
+        })
+    }
+
+    /// A written RunList or SparseRunList (AcceptRun): a run `lo..=hi` written at once
+    /// gets the child position `qos` (grown by doubling, starting from the fill); after its
+    /// statements a written run is recorded. A RunList first closes any gap since the
+    /// fiber's last covered index with a fill run, and after the fiber a final fill run
+    /// reaches the end, so its runs tile the fiber. A run starting at or before the last
+    /// covered index sets `conflict`.
+    fn unfurl_runs_out(
+        &mut self,
+        f: &Fiber,
+        dense: bool,
+        shape: crate::kernel::LocalId,
+        [ptr, left, right]: [Option<crate::kernel::BufId>; 3],
+        [qos, start, last, dirty, conflict]: [crate::kernel::LocalId; 5],
+    ) -> Result<Looplet> {
+        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let name = self.tensors[t].name.clone();
+        let (Some(ptr), Some(right)) = (ptr, right) else {
+            return Err(Error::Program("internal: run level buffers".into()));
+        };
+        let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.get(depth).cloned()
+        else {
+            return Err(Error::Program(format!(
+                "internal: `{name}` has no leaf under its run-length level"
+            )));
+        };
+        let fill = self.fill_of(t);
+        let init = self.tensors[t]
+            .init
+            .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
+            .unwrap_or(fill);
+        let l = KExpr::Local;
+        let int = KExpr::int;
+        // Room for run `qos` in every run array (and the values).
+        let room = move || {
+            let need = KExpr::bin(Op::Add, l(qos), int(1));
+            let grow = |buf: crate::kernel::BufId, fill: Value| KStmt::If {
+                cond: KExpr::bin(Op::Gt, need.clone(), KExpr::Len(buf)),
+                then: vec![KStmt::Resize {
+                    buf,
+                    len: KExpr::Op(
+                        Op::Max,
+                        vec![
+                            KExpr::bin(Op::Mul, KExpr::Len(buf), KExpr::int(2)),
+                            need.clone(),
+                        ],
+                    ),
+                    fill,
+                }],
+                otherwise: vec![],
+            };
+            let mut v = vec![grow(val, init), grow(right, Value::I64(0))];
+            if let Some(left) = left {
+                v.push(grow(left, Value::I64(0)));
+            }
+            v
+        };
+        // A fill run over `from..=to` (0-based), for a RunList's gaps.
+        let fill_run = move |from: KExpr, to: KExpr| {
+            let mut v = room();
+            v.push(KStmt::Store {
+                buf: val,
+                index: l(qos),
+                value: KExpr::Lit(init),
+            });
+            v.push(KStmt::Store {
+                buf: right,
+                index: l(qos),
+                value: to.clone(),
+            });
+            let _ = from;
+            v.push(KStmt::Assign(last, to));
+            v.push(KStmt::Assign(qos, KExpr::bin(Op::Add, l(qos), int(1))));
+            v
+        };
+        let body = move |lo: KExpr, _hi: KExpr| {
+            let lo0 = KExpr::bin(Op::Sub, lo, int(1));
+            let mut claim = vec![KStmt::If {
+                cond: KExpr::bin(Op::Le, lo0.clone(), l(last)),
+                then: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
+                otherwise: vec![],
+            }];
+            if dense {
+                claim.push(KStmt::If {
+                    cond: KExpr::bin(Op::Gt, lo0.clone(), KExpr::bin(Op::Add, l(last), int(1))),
+                    then: fill_run(
+                        KExpr::bin(Op::Add, l(last), int(1)),
+                        KExpr::bin(Op::Sub, lo0, int(1)),
+                    ),
+                    otherwise: vec![],
+                });
+            }
+            claim.extend(room());
+            claim.push(KStmt::Store {
+                buf: val,
+                index: l(qos),
+                value: KExpr::Lit(init),
+            });
+            claim.push(KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))));
+            Tensor::Fiber(Fiber {
+                tensor: t,
+                depth,
+                pos: l(qos),
+                hollow: Some(crate::looplets::Hollow {
+                    dirty,
+                    claim,
+                    skip_fill: true,
+                    skip_fill_values: false,
+                }),
+                protocols: 0,
+            })
+        };
+        let record = move |lo: KExpr, hi: KExpr| {
+            let mut then = vec![KStmt::Store {
+                buf: right,
+                index: l(qos),
+                value: KExpr::bin(Op::Sub, hi.clone(), int(1)),
+            }];
+            if let Some(left) = left {
+                then.push(KStmt::Store {
+                    buf: left,
+                    index: l(qos),
+                    value: KExpr::bin(Op::Sub, lo, int(1)),
+                });
+            }
+            then.extend([
+                KStmt::Assign(last, KExpr::bin(Op::Sub, hi, int(1))),
+                KStmt::Assign(qos, KExpr::bin(Op::Add, l(qos), int(1))),
+                KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+            ]);
+            vec![KStmt::If {
+                cond: l(dirty),
+                then,
+                otherwise: vec![],
+            }]
+        };
+        let mut epilogue = Vec::new();
+        if dense {
+            // Close the fiber with a fill run up to its end.
+            epilogue.push(KStmt::If {
+                cond: KExpr::bin(Op::Lt, l(last), KExpr::bin(Op::Sub, l(shape), int(1))),
+                then: fill_run(
+                    KExpr::bin(Op::Add, l(last), int(1)),
+                    KExpr::bin(Op::Sub, l(shape), int(1)),
+                ),
+                otherwise: vec![],
+            });
+        }
+        epilogue.push(KStmt::Store {
+            buf: ptr,
+            index: KExpr::bin(Op::Add, pos, int(1)),
+            value: KExpr::bin(Op::Sub, l(qos), l(start)),
+        });
+        Ok(Looplet::Thunk {
+            preamble: vec![KStmt::Assign(start, l(qos)), KStmt::Assign(last, int(-1))],
+            body: Box::new(Looplet::AcceptRun {
+                body: Rc::new(body),
+                epilogue: Rc::new(record),
+            }),
+            epilogue,
         })
     }
 
