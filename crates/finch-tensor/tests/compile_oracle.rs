@@ -27,7 +27,11 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 35] = [
+const KERNELS: [Kernel; 39] = [
+    Kernel { name: "offset_upper_triangle_fig10", text: "input A :: {A}\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  if i <= j\n    s[] += A[i - 1, j]\n  end\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "permissive_stencil", text: "input x :: {x}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] = coalesce(x[~(i - 1)], 0.5) + coalesce(x[~(i + 2)], -1.0) * x[i]\nend\n", inputs: &[("x", false, 0, 0)] },
+    Kernel { name: "offset_dot", text: "input x :: {x}\ninput z :: {z}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i + 1] * z[i + 1]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "permissive_columns", text: "input A :: {A}\noutput C :: Dense(Dense(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = coalesce(A[i, ~(j - 1)], 1.0) * A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "convert_to_run_list", text: "input A :: {A}\noutput C :: Dense(RunList(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "convert_to_sparse_run_list", text: "input A :: {A}\noutput C :: Dense(SparseRunList(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "sparse_run_list_out_mul", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseRunList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },

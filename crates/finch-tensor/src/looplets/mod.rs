@@ -189,6 +189,16 @@ pub enum Expr {
     Code(KExpr),
     /// A loop index that is not yet bound (the loop is still being lowered).
     Index(String),
+    /// An access index `index + offset`, permissive (`~(...)`: out of bounds reads
+    /// `missing`) or not; only in access index lists, until the level is unfurled.
+    Wrapped {
+        /// The loop index.
+        index: String,
+        /// The constant offset.
+        offset: i64,
+        /// Whether out-of-bounds reads give `missing`.
+        permissive: bool,
+    },
     /// An operator application.
     Call(Op, Vec<Expr>),
     /// A tensor read with the indices still to consume (last = innermost loop).
@@ -261,4 +271,84 @@ pub fn truncate_before_stop(l: &Looplet) -> Looplet {
         },
         other => other.clone(),
     }
+}
+
+/// The looplet of a level read at `i + c` (Finch's OffsetTensor, Looplets' Shift): in
+/// loop coordinates `i`, every stop `s` of the level becomes `s - c`, a lookup at `i`
+/// reads the level at `i + c`, and a stepper seeks `start + c`.
+pub fn shift(l: &Looplet, c: i64) -> Looplet {
+    if c == 0 {
+        return l.clone();
+    }
+    let back = move |s: &KExpr| KExpr::bin(Op::Sub, s.clone(), KExpr::int(c));
+    match l {
+        Looplet::Lookup(f) => {
+            let f = f.clone();
+            Looplet::Lookup(Rc::new(move |i| f(KExpr::bin(Op::Add, i, KExpr::int(c)))))
+        }
+        Looplet::LookupWrite { body, epilogue } => {
+            let (body, epilogue) = (body.clone(), epilogue.clone());
+            Looplet::LookupWrite {
+                body: Rc::new(move |i| body(KExpr::bin(Op::Add, i, KExpr::int(c)))),
+                epilogue: Rc::new(move |i| epilogue(KExpr::bin(Op::Add, i, KExpr::int(c)))),
+            }
+        }
+        Looplet::AcceptRun { body, epilogue } => {
+            let (body, epilogue) = (body.clone(), epilogue.clone());
+            let up = move |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(c));
+            Looplet::AcceptRun {
+                body: Rc::new(move |lo, hi| body(up(lo), up(hi))),
+                epilogue: Rc::new(move |lo, hi| epilogue(up(lo), up(hi))),
+            }
+        }
+        Looplet::Run(t) => Looplet::Run(t.clone()),
+        Looplet::Spike { body, tail } => Looplet::Spike {
+            body: body.clone(),
+            tail: tail.clone(),
+        },
+        Looplet::Sequence(phases) => Looplet::Sequence(
+            phases
+                .iter()
+                .map(|(stop, p)| (stop.as_ref().map(back), shift(p, c)))
+                .collect(),
+        ),
+        Looplet::Stepper(s) => Looplet::Stepper(Rc::new(shift_stepper(s, c))),
+        Looplet::Jumper(s) => Looplet::Jumper(Rc::new(shift_stepper(s, c))),
+        Looplet::Thunk {
+            preamble,
+            body,
+            epilogue,
+        } => Looplet::Thunk {
+            preamble: preamble.clone(),
+            body: Box::new(shift(body, c)),
+            epilogue: epilogue.clone(),
+        },
+    }
+}
+
+fn shift_stepper(s: &Rc<Stepper>, c: i64) -> Stepper {
+    let inner = s.clone();
+    let back = |e: &KExpr| KExpr::bin(Op::Sub, e.clone(), KExpr::int(c));
+    Stepper {
+        seek: Box::new(move |start| (inner.seek)(KExpr::bin(Op::Add, start, KExpr::int(c)))),
+        preamble: s.preamble.clone(),
+        stop: back(&s.stop),
+        chunk: shift(&s.chunk, c),
+        next: s.next.clone(),
+        counted: s.counted.as_ref().map(|k| Counted {
+            more: k.more.clone(),
+            last: back(&k.last),
+        }),
+    }
+}
+
+/// A permissive read (`A[~(i + c)]`) of a level of size `n`, already shifted: `missing`
+/// before index `1 - c` and after `n - c`, the level in between.
+pub fn pad_missing(l: Looplet, c: i64, n: KExpr) -> Looplet {
+    let missing = || Looplet::Run(Box::new(Tensor::FillLeaf(Value::Missing)));
+    Looplet::Sequence(vec![
+        (Some(KExpr::int(-c)), missing()),
+        (Some(KExpr::bin(Op::Sub, n, KExpr::int(c))), l),
+        (None, missing()),
+    ])
 }

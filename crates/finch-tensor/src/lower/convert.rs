@@ -402,6 +402,16 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
     Ok(tensors)
 }
 
+/// A run-length vector workspace (a temporary whose only level is RunList or
+/// SparseRunList): read back in the kernel after its writes.
+pub(crate) fn readable_runs(info: &TensorInfo) -> bool {
+    info.kind == DeclKind::Temp
+        && matches!(
+            info.levels.as_slice(),
+            [LevelParams::RunsOut { .. }, LevelParams::Element { .. }]
+        )
+}
+
 /// Levels written in order, once (extrude): a second statement, or a read after the
 /// write, is refused.
 fn is_extruded(l: &LevelParams) -> bool {
@@ -452,6 +462,9 @@ struct Converter<'a> {
     by_name: HashMap<String, usize>,
     /// Loop indices in scope, outermost first, with their size source.
     loops: Vec<(String, Option<Size>)>,
+    /// Per loop in scope: the offset `c` of the reads that gave its extent (`for i = _`
+    /// over `A[i + c]` runs over `1 - c : n - c`; `A[i - 1]` gives `2 : n + 1`).
+    loop_offsets: Vec<i64>,
     /// `let` variables in scope.
     lets: Vec<String>,
     constraints: Vec<(Size, Size, String)>,
@@ -474,6 +487,7 @@ pub fn convert(program: &crate::Program) -> Result<Converted> {
         tensors: &mut tensors,
         by_name,
         loops: Vec::new(),
+        loop_offsets: Vec::new(),
         lets: Vec::new(),
         constraints: Vec::new(),
         output_shapes: HashMap::new(),
@@ -515,6 +529,22 @@ impl Converter<'_> {
                     };
                     if bare {
                         out.push((t, m));
+                    }
+                }
+            }
+        };
+        walk_accesses(s, &mut visit);
+    }
+
+    /// Non-permissive offset reads `A[i + c]` (`c != 0`) of the loop index in `s`.
+    fn offset_uses(&self, index: &str, s: &notation::Stmt, out: &mut Vec<(usize, usize, i64)>) {
+        let mut visit = |a: &notation::Access| {
+            if let Some(&t) = self.by_name.get(&a.tensor) {
+                for (m, e) in a.indices.iter().enumerate() {
+                    if let Some((i, c)) = crate::reference::dims::offset_index(e) {
+                        if i == index && c != 0 {
+                            out.push((t, m, c));
+                        }
                     }
                 }
             }
@@ -565,10 +595,11 @@ impl Converter<'_> {
                         LevelParams::Element { .. }
                     ]
                 );
+                let runs = readable_runs(&self.tensors[t]);
                 if !top {
-                    if !(dense || byte_map) || self.tensors[t].kind == DeclKind::Input {
+                    if !(dense || byte_map || runs) || self.tensors[t].kind == DeclKind::Input {
                         return unsupported(format!(
-                            "declaring the tensor `{tensor}` inside a loop or branch (dense workspaces and SparseByteMap vectors so far; issue #3)"
+                            "declaring the tensor `{tensor}` inside a loop or branch (dense workspaces, and SparseByteMap, RunList and SparseRunList vector workspaces so far; issue #3)"
                         ));
                     }
                     // Allocated once by the run time; reset here on every execution.
@@ -639,30 +670,53 @@ impl Converter<'_> {
                 extent,
                 body,
             } => {
+                let mut offset = 0i64;
                 let size = match extent {
                     Extent::Auto => {
-                        let mut uses = Vec::new();
-                        self.bare_uses(index, body, &mut uses);
+                        // Bare uses (`A[i]`) and offset uses (`A[i + c]`) each give a range
+                        // `1 - c : n - c`; permissive uses (`A[~i]`) give none. All ranges
+                        // must agree.
+                        let mut uses: Vec<(usize, usize, i64)> = Vec::new();
+                        let mut bare = Vec::new();
+                        self.bare_uses(index, body, &mut bare);
+                        uses.extend(bare.into_iter().map(|(t, m)| (t, m, 0)));
+                        self.offset_uses(index, body, &mut uses);
                         // Sizes come from tensors whose shape is known when the kernel runs:
                         // inputs first (an output is sized by the loops that write it).
-                        uses.sort_by_key(|&(t, _)| self.tensors[t].kind != DeclKind::Input);
-                        let Some(&(t, m)) = uses.first() else {
+                        uses.sort_by_key(|&(t, _, _)| self.tensors[t].kind != DeclKind::Input);
+                        let Some(&(t, m, c)) = uses.first() else {
                             let mut indexed = false;
                             walk_accesses(body, &mut |a| {
                                 indexed |= a.indices.iter().any(|e| mentions_index(e, index));
                             });
                             if indexed {
                                 return unsupported(format!(
-                                    "the loop `for {index} = _` indexes tensors only through expressions of `{index}` (offsets, permissive or indirect indices need wrapperization, issue #5)"
+                                    "cannot determine the extent of `for {index} = _`: every tensor is indexed by `{index}` permissively or through an expression Finch-RS does not compile yet (give the loop a range, or see issue #5)"
                                 ));
                             }
                             return Err(Error::Program(format!(
                                 "cannot determine the extent of `for {index} = _`: no tensor is indexed by `{index}` in its body"
                             )));
                         };
-                        for &(t2, m2) in &uses[1..] {
+                        for &(t2, m2, c2) in &uses[1..] {
+                            if c2 != c {
+                                let shown = |t: usize, m: usize, c: i64| {
+                                    let name = &self.tensors[t].name;
+                                    match c {
+                                        0 => format!("`{name}` (mode {}) as `{index}`", m + 1),
+                                        c if c > 0 => format!("`{name}` (mode {}) as `{index} + {c}`", m + 1),
+                                        c => format!("`{name}` (mode {}) as `{index} - {}`", m + 1, -c),
+                                    }
+                                };
+                                return Err(Error::Program(format!(
+                                    "the loop `for {index} = _` reads {} and {}, whose in-bounds ranges of `{index}` differ; make one permissive (`~`) or give the loop a range",
+                                    shown(t, m, c),
+                                    shown(t2, m2, c2)
+                                )));
+                            }
                             self.constraints.push((Size::Mode(t, m), Size::Mode(t2, m2), index.clone()));
                         }
+                        offset = c;
                         Some(Size::Mode(t, m))
                     }
                     Extent::Range(lo, hi) => match (lo, hi) {
@@ -680,13 +734,34 @@ impl Converter<'_> {
                         _ => return unsupported(format!("the loop range of `{index}` must be `_` or `1:n` with a literal n for now (issue #3)")),
                     },
                 };
+                if offset == 0 && matches!(extent, Extent::Range(..)) {
+                    let mut shifted = Vec::new();
+                    self.offset_uses(index, body, &mut shifted);
+                    if let Some(&(t, _, _)) = shifted.first() {
+                        return unsupported(format!(
+                            "reading `{}` at an offset of `{index}` inside `for {index} = 1:n` (bounds checks of offset reads in explicit ranges are issue #5; use `for {index} = _` or a permissive read)",
+                            self.tensors[t].name
+                        ));
+                    }
+                }
                 self.loops.push((index.clone(), size));
+                self.loop_offsets.push(offset);
                 let body = self.stmt(body);
+                self.loop_offsets.pop();
                 let (_, size) = self.loops.pop().unwrap_or_default();
                 let (lo, hi) = match size {
                     Some(Size::Const(n)) => (KExpr::int(1), KExpr::int(n)),
                     Some(Size::Mode(t, m)) => (KExpr::int(1), self.mode_size(t, m)?),
                     None => return Err(Error::Program(format!("no extent for `{index}`"))),
+                };
+                // `A[i + c]` in bounds: `i` runs over `1 - c : n - c`.
+                let (lo, hi) = if offset == 0 {
+                    (lo, hi)
+                } else {
+                    (
+                        KExpr::bin(crate::algebra::Op::Sub, lo, KExpr::int(offset)),
+                        KExpr::bin(crate::algebra::Op::Sub, hi, KExpr::int(offset)),
+                    )
                 };
                 Stmt::Loop {
                     index: index.clone(),
@@ -762,6 +837,37 @@ impl Converter<'_> {
         let mut protocols = 0u64;
         let ndims = a.indices.len();
         for (m, e) in a.indices.iter().enumerate() {
+            // `i + c`, `~i`, `~(i + c)`: an offset and/or permissive read (wrapperization).
+            let wrapped = match e {
+                notation::Expr::Permissive(x) => {
+                    crate::reference::dims::offset_index(x).map(|(i, c)| (i, c, true))
+                }
+                other => crate::reference::dims::offset_index(other)
+                    .filter(|&(_, c)| c != 0)
+                    .map(|(i, c)| (i, c, false)),
+            };
+            if let Some((name, offset, permissive)) = wrapped {
+                if is_write {
+                    return unsupported(format!(
+                        "writing `{}[{}]` through an offset or permissive index (issue #5)",
+                        a.tensor,
+                        notation::print_expr(e)
+                    ));
+                }
+                let Some(depth) = self.loops.iter().position(|(n, _)| n == name) else {
+                    return unsupported(format!(
+                        "`{name}` in `{}[...]` is not a loop index",
+                        a.tensor
+                    ));
+                };
+                depths.push(depth);
+                idx.push(Expr::Wrapped {
+                    index: name.to_string(),
+                    offset,
+                    permissive,
+                });
+                continue;
+            }
             let name = match e {
                 notation::Expr::Index(i) => i,
                 notation::Expr::Protocol(p @ (notation::Protocol::Follow | notation::Protocol::Gallop), x) if !is_write && ndims - 1 - m < 31 => match &**x {
@@ -778,7 +884,7 @@ impl Converter<'_> {
                 },
                 other => {
                     return unsupported(format!(
-                        "the index `{}` of `{}`: compiled accesses take bare loop indices; offsets, permissive and indirect indices need wrapperization (issue #5)",
+                        "the index `{}` of `{}`: compiled accesses take loop indices, constant offsets of them (`i - 1`) and permissive reads (`~(i - 1)`); other index expressions (indirect `A[I[i]]`, two indices `A[i + j]`) need wrapperization (issue #5)",
                         notation::print_expr(other),
                         a.tensor
                     ))
@@ -802,6 +908,12 @@ impl Converter<'_> {
             ));
         }
         if is_write {
+            if let Some(&d) = depths.iter().find(|&&d| self.loop_offsets[d] != 0) {
+                return unsupported(format!(
+                    "writing `{}` indexed by `{}`, which runs over shifted indices (an output sized by an offset loop is issue #5)",
+                    a.tensor, self.loops[d].0
+                ));
+            }
             let sizes: Vec<Option<Size>> =
                 depths.iter().map(|&d| self.loops[d].1.clone()).collect();
             let entry = self
@@ -899,10 +1011,9 @@ fn check_scope(
             ));
         }
         for name in &writes {
-            let sparse = c
-                .by_name
-                .get(name)
-                .is_some_and(|&t| c.tensors[t].levels.iter().any(is_extruded));
+            let sparse = c.by_name.get(name).is_some_and(|&t| {
+                c.tensors[t].levels.iter().any(is_extruded) && !readable_runs(&c.tensors[t])
+            });
             if sparse {
                 written_sparse.push(name.clone());
             }

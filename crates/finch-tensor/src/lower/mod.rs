@@ -8,6 +8,7 @@
 //! Each rule lives in one method (`rule_thunk`, `rule_run`, ...), emits kernel IR and
 //! smaller loops, which are lowered recursively; the simplifier runs after every step.
 
+mod bounds;
 mod convert;
 mod unfurl;
 
@@ -82,6 +83,16 @@ fn style_of(l: &Looplet) -> Style {
 
 /// Code a run-accepting write target runs after a run `lo..=hi`.
 type RunEpilogue = Rc<dyn Fn(KExpr, KExpr) -> Vec<KStmt>>;
+
+/// Does truncating the looplet (a step ending before its stop) change it? Only a Spike
+/// (which loses its tail) does; runs, sequences and lookups are self-similar.
+fn truncation_changes(l: &Looplet) -> bool {
+    match l {
+        Looplet::Spike { .. } => true,
+        Looplet::Thunk { body, .. } => truncation_changes(body),
+        _ => false,
+    }
+}
 
 /// What to do with one looplet access `A[.., i]` for the loop index `i`.
 enum Repl {
@@ -239,7 +250,7 @@ fn last_is(idx: &[Expr], index: &str) -> bool {
 fn mentions(s: &Stmt, index: &str) -> bool {
     fn in_expr(e: &Expr, index: &str) -> bool {
         match e {
-            Expr::Index(i) => i == index,
+            Expr::Index(i) | Expr::Wrapped { index: i, .. } => i == index,
             Expr::Call(_, a) => a.iter().any(|x| in_expr(x, index)),
             Expr::Access(t, idx) => {
                 idx.iter().any(|x| in_expr(x, index))
@@ -361,6 +372,10 @@ impl Lowerer {
                     ))
                 })?;
                 let q = self.fresh(&format!("{}_reset", self.tensors[t].name), ScalarType::I64);
+                if let Some(LevelParams::RunsOut { qos, .. }) = self.tensors[t].levels.first() {
+                    // A run-length workspace starts over: later writes overwrite its runs.
+                    return Ok(vec![KStmt::Assign(*qos, KExpr::int(0))]);
+                }
                 if let Some(LevelParams::SparseByteMapOut { tbl, srt, nsrt, .. }) =
                     self.tensors[t].levels.first().cloned()
                 {
@@ -464,14 +479,63 @@ impl Lowerer {
     /// Unfurls every fiber indexed last by `index`.
     fn unfurl_all(&mut self, body: Stmt, index: &str) -> Result<Stmt> {
         map_exprs(body, &mut |e| {
-            map_accesses(e, &mut |t, idx| {
+            map_accesses(e, &mut |t, mut idx| {
                 if let (Tensor::Fiber(f), true) = (&t, last_is(&idx, index)) {
                     let l = self.unfurl(f)?;
                     return Ok(Expr::Access(Box::new(Tensor::Looplet(l)), idx));
                 }
+                // A wrapped index (offset and/or permissive): the level's looplet, shifted to
+                // loop coordinates and, if permissive, padded with `missing`.
+                if let (
+                    Tensor::Fiber(f),
+                    Some(Expr::Wrapped {
+                        index: i,
+                        offset,
+                        permissive,
+                    }),
+                ) = (&t, idx.last())
+                {
+                    if i == index {
+                        let (offset, permissive) = (*offset, *permissive);
+                        let mut l = crate::looplets::shift(&self.unfurl(f)?, offset);
+                        if permissive {
+                            let size = self.level_size(f)?;
+                            l = crate::looplets::pad_missing(l, offset, size);
+                        }
+                        if let Some(last) = idx.last_mut() {
+                            *last = Expr::Index(index.to_string());
+                        }
+                        return Ok(Expr::Access(Box::new(Tensor::Looplet(l)), idx));
+                    }
+                }
                 Ok(Expr::Access(Box::new(t), idx))
             })
         })
+    }
+
+    /// The size of the mode a fiber's level indexes (an `i64` kernel expression).
+    fn level_size(&self, f: &crate::looplets::Fiber) -> Result<KExpr> {
+        let shape = match self.tensors[f.tensor].levels.get(f.depth) {
+            Some(
+                LevelParams::Dense { shape }
+                | LevelParams::SparseList { shape, .. }
+                | LevelParams::Structured { shape, .. }
+                | LevelParams::SparseListOut { shape, .. }
+                | LevelParams::SparseByteMapOut { shape, .. }
+                | LevelParams::SparsePointOut { shape, .. }
+                | LevelParams::SparseBandOut { shape, .. }
+                | LevelParams::SparseBlockListOut { shape, .. }
+                | LevelParams::RunsOut { shape, .. },
+            ) => *shape,
+            _ => {
+                return Err(Error::Program(format!(
+                    "internal: `{}` has no level {}",
+                    self.tensors[f.tensor].name,
+                    f.depth + 1
+                )))
+            }
+        };
+        Ok(KExpr::Local(shape))
     }
 
     /// The styles of the looplets indexed last by `index`.
@@ -861,7 +925,7 @@ impl Lowerer {
             match e {
                 Expr::Lit(_) | Expr::Code(_) => true,
                 Expr::Call(_, a) => a.iter().all(bound),
-                Expr::Index(_) | Expr::Access(..) => false,
+                Expr::Index(_) | Expr::Wrapped { .. } | Expr::Access(..) => false,
             }
         }
         map_exprs(body, &mut |e| rewrite(self, e, index))
@@ -957,9 +1021,20 @@ impl Lowerer {
         let mut start = lo.clone();
         for (k, (stop, phase)) in phases.iter().enumerate() {
             let end = match stop {
-                Some(s) if k + 1 < phases.len() => KExpr::Op(Op::Min, vec![hi.clone(), s.clone()]),
+                Some(s) if k + 1 < phases.len() => {
+                    bounds::fold_min_max(KExpr::Op(Op::Min, vec![hi.clone(), s.clone()]))
+                }
                 _ => hi.clone(),
             };
+            // A phase the bounds prover shows empty (its start exceeds its end whatever the
+            // sizes) emits nothing: e.g. the padding before index 1 of `A[~(i + 1)]`.
+            if bounds::provably_empty(&start, &end) {
+                start = bounds::fold_min_max(KExpr::Op(
+                    Op::Max,
+                    vec![lo.clone(), KExpr::bin(Op::Add, end, KExpr::int(1))],
+                ));
+                continue;
+            }
             let s_local = self.fresh(&format!("{index}_phase_start"), ScalarType::I64);
             let e_local = self.fresh(&format!("{index}_phase_stop"), ScalarType::I64);
             let mut taken = false;
@@ -986,10 +1061,10 @@ impl Lowerer {
                     otherwise: vec![],
                 });
             }
-            start = KExpr::Op(
+            start = bounds::fold_min_max(KExpr::Op(
                 Op::Max,
                 vec![lo.clone(), KExpr::bin(Op::Add, end, KExpr::int(1))],
-            );
+            ));
         }
         Ok(out)
     }
@@ -1186,7 +1261,7 @@ impl Lowerer {
             let code = self.lower(Stmt::Loop {
                 index: index.into(),
                 lo,
-                hi: st,
+                hi: st.clone(),
                 body: Box::new(step_body),
             });
             self.nonempty.pop();
@@ -1194,9 +1269,25 @@ impl Lowerer {
             for (s, &f) in steppers.iter().zip(full.iter()) {
                 if f {
                     code.extend(s.next.iter().cloned());
+                } else if !truncation_changes(&s.chunk) {
+                    // One body served both cases: advance only where the step ended at
+                    // this stepper's stop.
+                    code.push(KStmt::If {
+                        cond: KExpr::bin(Op::Eq, s.stop.clone(), st.clone()),
+                        then: s.next.clone(),
+                        otherwise: vec![],
+                    });
                 }
             }
             return Ok(code);
+        }
+        if !truncation_changes(&steppers[k].chunk) {
+            // A chunk that truncation leaves as it is (runs, sequences, lookups) needs no
+            // branch on whether the step ends at its stop: the body is the same.
+            full.push(false);
+            let code = self.stepper_variants(index, body, steppers, lo, st, k + 1, full);
+            full.pop();
+            return code;
         }
         let cond = KExpr::bin(Op::Eq, steppers[k].stop.clone(), st.clone());
         full.push(true);
@@ -1568,12 +1659,12 @@ impl Lowerer {
             Expr::Lit(v) => match v.scalar_type() {
                 Some(t) => Ok((KExpr::Lit(*v), t)),
                 None => Err(Error::Unsupported(
-                    "a `missing` value reaching compiled code (permissive indices are issue #5)"
+                    "a `missing` value (a permissive read outside its tensor) reaching compiled code; wrap the read in `coalesce(..., default)`"
                         .into(),
                 )),
             },
             Expr::Code(k) => Ok((k.clone(), kexpr_type(&self.kernel, k))),
-            Expr::Index(i) => Err(Error::Program(format!(
+            Expr::Index(i) | Expr::Wrapped { index: i, .. } => Err(Error::Program(format!(
                 "internal: the index `{i}` is unbound at a leaf"
             ))),
             Expr::Access(t, idx) => {

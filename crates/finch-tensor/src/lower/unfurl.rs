@@ -261,6 +261,32 @@ impl Lowerer {
                 dirty,
                 conflict,
             } => {
+                if f.protocols & crate::looplets::WRITTEN == 0 && f.depth == 0 {
+                    // A run-length workspace read back after its writes: bound the one
+                    // fiber by the runs written so far and walk it like stored runs.
+                    let (kind, bufs) = match left {
+                        Some(left) => (LevelKind::SparseRunList, vec![ptr, left, right]),
+                        None => (LevelKind::RunList, vec![ptr, right]),
+                    };
+                    let _ = dense;
+                    let body = self.unfurl_structured(f, kind, shape, &bufs)?;
+                    return Ok(Looplet::Thunk {
+                        preamble: vec![
+                            KStmt::Store {
+                                buf: ptr,
+                                index: KExpr::int(0),
+                                value: KExpr::int(0),
+                            },
+                            KStmt::Store {
+                                buf: ptr,
+                                index: KExpr::int(1),
+                                value: KExpr::Local(qos),
+                            },
+                        ],
+                        body: Box::new(body),
+                        epilogue: vec![],
+                    });
+                }
                 self.written_only(f, &name)?;
                 self.unfurl_runs_out(
                     f,

@@ -31,7 +31,7 @@ fn bare_index(e: &Expr) -> Option<&str> {
 
 /// `i`, `i + c`, `c + i` or `i - c` with an integer literal `c`: the index and the offset
 /// `c` (Finch's OffsetTensor: `A[i + c]` is in bounds for `i` in `1-c : n-c`).
-fn offset_index(e: &Expr) -> Option<(&str, i64)> {
+pub(crate) fn offset_index(e: &Expr) -> Option<(&str, i64)> {
     fn lit(e: &Expr) -> Option<i64> {
         match e {
             Expr::Literal(v) if v.scalar_type().is_some_and(|t| t.is_integer()) => {

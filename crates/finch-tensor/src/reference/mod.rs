@@ -21,7 +21,7 @@
 //!   `choose(z)` after a value other than `z`, `||` after `true`). The result is the same
 //!   as running on (the annihilator absorbs the rest); `RunStats::iterations` shows it.
 
-mod dims;
+pub(crate) mod dims;
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -34,7 +34,7 @@ pub fn type_of(e: &Expr, ty: &dyn Typer) -> Option<ScalarType> {
     match e {
         Expr::Lit(v) => v.scalar_type(),
         Expr::Code(k) => Some(ty.code_type(k)),
-        Expr::Index(_) => Some(ScalarType::I64),
+        Expr::Index(_) | Expr::Wrapped { .. } => Some(ScalarType::I64),
         Expr::Access(t, _) => Some(ty.tensor_type(t)),
         Expr::Call(op, args) => {
             let tys: Option<Vec<ScalarType>> = args.iter().map(|a| type_of(a, ty)).collect();
@@ -57,6 +57,49 @@ pub fn type_of(e: &Expr, ty: &dyn Typer) -> Option<ScalarType> {
 
 fn is_lit(e: &Expr, v: impl Fn(&Value) -> bool) -> bool {
     matches!(e, Expr::Lit(x) if v(x))
+}
+
+/// Can the expression evaluate to `missing`? Only `missing` literals and reads that are
+/// permissive (a wrapped index, or a looplet padded with `missing` runs) can.
+pub fn may_be_missing(e: &Expr) -> bool {
+    fn tensor(t: &Tensor) -> bool {
+        match t {
+            Tensor::FillLeaf(v) => v.is_missing(),
+            Tensor::Value(e) => may_be_missing(e),
+            Tensor::Looplet(l) => looplet(l),
+            Tensor::Switch {
+                then, otherwise, ..
+            } => tensor(then) || tensor(otherwise),
+            Tensor::Fiber(_) | Tensor::Scalar(_) | Tensor::Local(_) => false,
+        }
+    }
+    fn looplet(l: &crate::looplets::Looplet) -> bool {
+        use crate::looplets::Looplet as L;
+        match l {
+            L::Run(t) => tensor(t),
+            L::Spike { body, tail } => tensor(body) || tensor(tail),
+            L::Sequence(p) => p.iter().any(|(_, l)| looplet(l)),
+            L::Stepper(s) | L::Jumper(s) => looplet(&s.chunk),
+            L::Thunk { body, .. } => looplet(body),
+            L::Lookup(_) | L::LookupWrite { .. } | L::AcceptRun { .. } => false,
+        }
+    }
+    match e {
+        Expr::Lit(v) => v.is_missing(),
+        Expr::Code(_) | Expr::Index(_) | Expr::Wrapped { .. } => false,
+        Expr::Call(_, args) => args.iter().any(may_be_missing),
+        Expr::Access(t, idx) => {
+            idx.iter().any(|x| {
+                matches!(
+                    x,
+                    Expr::Wrapped {
+                        permissive: true,
+                        ..
+                    }
+                )
+            }) || tensor(t)
+        }
+    }
 }
 
 /// Simplifies an expression bottom-up.
@@ -82,11 +125,16 @@ fn simplify_call(op: Op, mut args: Vec<Expr>, ty: &dyn Typer) -> Expr {
     let result_type = type_of(&Expr::Call(op, args.clone()), ty);
     if op == Op::Coalesce {
         args.retain(|a| !is_lit(a, Value::is_missing));
-        // No missing can arise in compiled code except from literals (permissive reads
-        // come with issue #5), so the first remaining argument is the value.
-        return match args.into_iter().next() {
-            Some(a) => a,
-            None => Expr::Lit(Value::Missing),
+        // The arguments up to the first that cannot be `missing` matter (only permissive
+        // reads, padded with `missing` runs, can be); once the lowering has resolved those
+        // to values, the first argument is the result.
+        if let Some(k) = args.iter().position(|a| !may_be_missing(a)) {
+            args.truncate(k + 1);
+        }
+        return match args.len() {
+            0 => Expr::Lit(Value::Missing),
+            1 => args.into_iter().next().unwrap_or(Expr::Lit(Value::Missing)),
+            _ => Expr::Call(Op::Coalesce, args),
         };
     }
     if args.iter().any(|a| is_lit(a, Value::is_missing)) {
