@@ -161,7 +161,12 @@ fn run(
                 finch::engine::Engine::Interp
             };
             match program.compile(e) {
-                Ok(c) => Some(c),
+                Ok(c) => {
+                    for w in c.warnings() {
+                        eprintln!("warning: {w}");
+                    }
+                    Some(c)
+                }
                 Err(err @ finch::Error::Unsupported(_)) => {
                     bail!("{err}\n(the dense reference engine runs every program: --engine reference)")
                 }

@@ -132,6 +132,11 @@ impl CompiledProgram {
         &self.lowered.kernel
     }
 
+    /// Warnings from compiling (e.g. a read out of loop order over a sparse level).
+    pub fn warnings(&self) -> &[String] {
+        &self.lowered.warnings
+    }
+
     /// The engine actually used.
     pub fn engine(&self) -> Engine {
         self.engine

@@ -197,3 +197,46 @@ fn fig26_erosion_run_length_dense_and_bitwise_agree_bit_for_bit() {
         }
     }
 }
+
+/// Fig. 26's masked histogram: an indirect write (`bins[div(img[y, x], 16) + 1] += 1`) is
+/// concordized into a scatter with a range check; an index outside `bins` is an error.
+#[test]
+fn fig26_masked_histogram_scatters_and_checks_its_index() {
+    let text = example("fig26_histogram.fin");
+    let (w, h) = (37usize, 11usize);
+    let mut s = 12345u64;
+    let mut px = Vec::new();
+    let mut mask = Vec::new();
+    for _ in 0..w * h {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+        px.push(Value::U8((s >> 40) as u8));
+        mask.push(Value::Bool(!(s >> 20).is_multiple_of(3)));
+    }
+    // img[y, x] and mask[y, x] with y fast: shape [h, w].
+    let img = DenseArray::from_data(ScalarType::U8, &[h, w], px, Value::U8(0)).unwrap();
+    let mask = DenseArray::from_data(ScalarType::Bool, &[h, w], mask, Value::Bool(false)).unwrap();
+    let p = Program::parse(&text).unwrap();
+    let mut b = Bindings::new();
+    b.insert("img", img.clone());
+    b.insert("mask", mask.clone());
+    let opts = RunOptions {
+        shapes: HashMap::from([("bins".to_string(), vec![16])]),
+    };
+    p.run_reference(&mut b, &opts).unwrap();
+    let want = b.get("bins").unwrap().clone();
+    for engine in [Engine::Interp, Engine::C] {
+        let k = p.compile(engine).unwrap();
+        let mut t = HashMap::new();
+        for (name, a) in [("img", &img), ("mask", &mask)] {
+            let f = Format::parse(&p.decl(name).unwrap().format.to_string()).unwrap();
+            t.insert(name.to_string(), Tensor::from_dense(&f, a).unwrap());
+        }
+        let sixteen = HashMap::from([("bins".to_string(), vec![16])]);
+        k.run(&mut t, &sixteen).unwrap();
+        assert_eq!(t["bins"].to_dense().unwrap(), want, "{engine:?}");
+        // Too few bins: the scatter's index check stops the kernel with an error.
+        let eight = HashMap::from([("bins".to_string(), vec![8])]);
+        let e = k.run(&mut t, &eight).unwrap_err();
+        assert!(e.to_string().contains("outside its tensor"), "{e}");
+    }
+}

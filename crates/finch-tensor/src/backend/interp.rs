@@ -213,6 +213,7 @@ impl Machine<'_, '_> {
                 return self.block(if c { then } else { otherwise });
             }
             KStmt::Break => return Ok(Flow::Break),
+            KStmt::Fail(code) => return Err(super::c::ErrorCode::to_error(*code, &self.k.name)),
         }
         Ok(Flow::Next)
     }

@@ -144,6 +144,9 @@ pub enum KStmt {
     },
     /// Leaves the innermost `for`/`while`.
     Break,
+    /// Stops the kernel with an error code (`backend::c::ErrorCode`): a computed index
+    /// outside its tensor.
+    Fail(i32),
 }
 
 /// A kernel: parameters, locals and a body.

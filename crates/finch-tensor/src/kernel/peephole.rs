@@ -107,6 +107,7 @@ pub fn tidy(body: Vec<KStmt>) -> Vec<KStmt> {
                 otherwise: tidy(otherwise),
             },
             KStmt::Break => KStmt::Break,
+            KStmt::Fail(c) => KStmt::Fail(c),
         })
         .collect()
 }

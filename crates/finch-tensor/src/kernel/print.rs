@@ -93,6 +93,7 @@ fn stmt(out: &mut String, s: &KStmt, level: usize) -> fmt::Result {
             writeln!(out, "{pad}end")
         }
         KStmt::Break => writeln!(out, "{pad}break"),
+        KStmt::Fail(c) => writeln!(out, "{pad}fail {c}"),
     }
 }
 

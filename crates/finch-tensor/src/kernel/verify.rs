@@ -197,6 +197,7 @@ impl Verifier<'_> {
                     self.errors.push(format!("{at}: `break` outside a loop"));
                 }
             }
+            KStmt::Fail(_) => {}
         }
     }
 }

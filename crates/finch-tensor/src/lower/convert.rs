@@ -219,6 +219,9 @@ pub struct Converted {
     pub output_shapes: HashMap<usize, Vec<Option<Size>>>,
     /// The body in lowering IR.
     pub body: Stmt,
+    /// Things that compile but cost more than the user may expect (a non-concordant read
+    /// of a sparse level is random access).
+    pub warnings: Vec<String>,
 }
 
 fn unsupported<T>(what: impl Into<String>) -> Result<T> {
@@ -352,7 +355,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                 }
                                 other => {
                                     return unsupported(format!(
-                                        "compiling {} `{}` as {} (this release compiles reads of every level but SparseCOO, and writes of Dense levels, SparseList levels written in order and SparseByteMap levels, each over an Element leaf)",
+                                        "compiling {} `{}` as {} (this release compiles reads of every level but SparseCOO, and writes over an Element leaf into Dense and SparseByteMap levels in any order and into SparseList, SparsePoint, SparseBand, SparseBlockList, RunList and SparseRunList levels in order)",
                                         if is_written { "writes to" } else { "reads of" },
                                         d.name,
                                         other.name()
@@ -472,6 +475,7 @@ struct Converter<'a> {
     top_level: bool,
     /// Sparse outputs already written by a statement.
     sparse_written: std::collections::HashSet<usize>,
+    warnings: Vec<String>,
 }
 
 /// Converts a checked program.
@@ -493,17 +497,20 @@ pub fn convert(program: &crate::Program) -> Result<Converted> {
         output_shapes: HashMap::new(),
         top_level: true,
         sparse_written: std::collections::HashSet::new(),
+        warnings: Vec::new(),
     };
     check_lifecycles(&c, &program.ast().body)?;
     let body = c.stmt(&program.ast().body)?;
     let constraints = std::mem::take(&mut c.constraints);
     let output_shapes = std::mem::take(&mut c.output_shapes);
+    let warnings = std::mem::take(&mut c.warnings);
     Ok(Converted {
         kernel,
         tensors,
         constraints,
         output_shapes,
         body,
+        warnings,
     })
 }
 
@@ -868,6 +875,28 @@ impl Converter<'_> {
                 });
                 continue;
             }
+            // Any other index expression of loop indices (`I[i]`, `i + j`): its value is
+            // computed, then read through a one-index loop (concordization).
+            let computed = !matches!(e, notation::Expr::Index(_) | notation::Expr::Protocol(..));
+            if computed {
+                let writable = self.tensors[t].levels.iter().all(|l| {
+                    matches!(
+                        l,
+                        LevelParams::Dense { .. }
+                            | LevelParams::Element { .. }
+                            | LevelParams::SparseByteMapOut { .. }
+                    )
+                });
+                if is_write && !writable {
+                    return unsupported(format!(
+                        "writing `{}[{}]` at a computed index: only Dense and SparseByteMap levels take writes in any order",
+                        a.tensor,
+                        notation::print_expr(e)
+                    ));
+                }
+                idx.push(self.expr(e)?);
+                continue;
+            }
             let name = match e {
                 notation::Expr::Index(i) => i,
                 notation::Expr::Protocol(p @ (notation::Protocol::Follow | notation::Protocol::Gallop), x) if !is_write && ndims - 1 - m < 31 => match &**x {
@@ -899,10 +928,36 @@ impl Converter<'_> {
             depths.push(depth);
             idx.push(Expr::Index(name.clone()));
         }
-        // Concordant: the last index is bound outermost (Finch is column-major).
-        if depths.windows(2).any(|w| w[0] <= w[1]) {
+        // Concordant: the last index is bound outermost (Finch is column-major). A read
+        // out of that order is concordized at the leaf (random access into the levels
+        // below the first out-of-order index); a write must be to levels that take writes
+        // in any order.
+        let random_writes = self.tensors[t].levels.iter().all(|l| {
+            matches!(
+                l,
+                LevelParams::Dense { .. }
+                    | LevelParams::Element { .. }
+                    | LevelParams::SparseByteMapOut { .. }
+            )
+        });
+        if depths.windows(2).any(|w| w[0] <= w[1]) && !is_write {
+            let sparse = self.tensors[t].levels.iter().any(|l| {
+                !matches!(
+                    l,
+                    LevelParams::Dense { .. } | LevelParams::Element { .. } | LevelParams::Pattern
+                )
+            });
+            if sparse {
+                self.warnings.push(format!(
+                    "the read `{}[{}]` is not in loop order (its last index should be the outermost loop); its sparse levels are searched at each access (reorder the loops or store `{}` transposed to avoid it)",
+                    a.tensor,
+                    a.indices.iter().map(notation::print_expr).collect::<Vec<_>>().join(", "),
+                    a.tensor
+                ));
+            }
+        } else if depths.windows(2).any(|w| w[0] <= w[1]) && !random_writes {
             return unsupported(format!(
-                "the access `{}[{}]` is not concordant with the loop order (the last index must be the outermost loop); concordization is issue #5",
+                "the write `{}[{}]` is not in loop order (the last index must be the outermost loop), and only Dense and SparseByteMap levels take writes in any order",
                 a.tensor,
                 a.indices.iter().map(notation::print_expr).collect::<Vec<_>>().join(", ")
             ));

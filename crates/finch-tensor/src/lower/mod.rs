@@ -33,6 +33,8 @@ pub struct Lowered {
     pub constraints: Vec<(Size, Size, String)>,
     /// Shapes of outputs, per mode.
     pub output_shapes: HashMap<usize, Vec<Option<Size>>>,
+    /// Warnings for the user (costly but correct constructs).
+    pub warnings: Vec<String>,
 }
 
 /// Lowers a checked program to a kernel.
@@ -52,6 +54,7 @@ pub fn lower_program(program: &crate::Program) -> Result<Lowered> {
         tensors: l.tensors,
         constraints: c.constraints,
         output_shapes: c.output_shapes,
+        warnings: c.warnings,
     })
 }
 
@@ -246,6 +249,30 @@ fn last_is(idx: &[Expr], index: &str) -> bool {
     matches!(idx.last(), Some(Expr::Index(i)) if i == index)
 }
 
+/// Does the statement read a level at an already-bound index (to be concordized at the
+/// leaf, so not integrable as a whole)?
+fn needs_concordizing(s: &Stmt) -> bool {
+    fn in_expr(e: &Expr) -> bool {
+        match e {
+            Expr::Access(t, idx) => {
+                idx.iter().any(in_expr)
+                    || (matches!(&**t, Tensor::Fiber(_))
+                        && idx
+                            .last()
+                            .is_some_and(|l| !matches!(l, Expr::Index(_) | Expr::Wrapped { .. })))
+            }
+            Expr::Call(_, a) => a.iter().any(in_expr),
+            _ => false,
+        }
+    }
+    let mut found = false;
+    let _ = map_exprs(s.clone(), &mut |e| {
+        found |= in_expr(&e);
+        Ok(e)
+    });
+    found
+}
+
 /// Does the statement mention the index anywhere?
 fn mentions(s: &Stmt, index: &str) -> bool {
     fn in_expr(e: &Expr, index: &str) -> bool {
@@ -315,6 +342,10 @@ impl Lowerer {
         }
         let s = simplify_stmt(s, self);
         if let Some(code) = self.resolve_switch(&s)? {
+            self.depth -= 1;
+            return Ok(code);
+        }
+        if let Some(code) = self.concordize(&s)? {
             self.depth -= 1;
             return Ok(code);
         }
@@ -613,6 +644,109 @@ impl Lowerer {
                 otherwise: vec![],
             }]
         }
+    }
+
+    /// Concordization at the leaf (Finch paper §5.4): an access whose next index was
+    /// already bound — an outer loop's index read in the wrong order (`A[i, j]` under
+    /// `for i, for j` over a column-major `A`) or a computed index (`x[I[i]]`) — is read
+    /// through a loop of one iteration over that value, after a check that it lies in
+    /// the tensor: `for k = v:v` unfurls the level at `v` with its own protocol.
+    fn concordize(&mut self, s: &Stmt) -> Result<Option<Vec<KStmt>>> {
+        // In the order `map_exprs` visits them (the written access first).
+        let exprs: Vec<Expr> = match s {
+            Stmt::Assign { lhs, rhs, .. } => vec![
+                Expr::Access(Box::new(lhs.0.clone()), lhs.1.clone()),
+                rhs.clone(),
+            ],
+            Stmt::Sieve { cond, .. } => vec![cond.clone()],
+            Stmt::Define { value, .. } => vec![value.clone()],
+            Stmt::SetScalar(_, e) => vec![e.clone()],
+            _ => return Ok(None),
+        };
+        // The first access (innermost first) whose last index is a value, and the
+        // fiber it reads.
+        fn find(e: &Expr) -> Option<(crate::looplets::Fiber, Expr)> {
+            match e {
+                Expr::Access(t, idx) => {
+                    for x in idx {
+                        if let Some(found) = find(x) {
+                            return Some(found);
+                        }
+                    }
+                    match (&**t, idx.last()) {
+                        (Tensor::Fiber(f), Some(last))
+                            if !matches!(last, Expr::Index(_) | Expr::Wrapped { .. }) =>
+                        {
+                            Some((f.clone(), last.clone()))
+                        }
+                        _ => None,
+                    }
+                }
+                Expr::Call(_, a) => a.iter().find_map(find),
+                _ => None,
+            }
+        }
+        let Some((fiber, value)) = exprs.iter().find_map(find) else {
+            return Ok(None);
+        };
+        let (v, ty) = self.kexpr(&value)?;
+        if !ty.is_integer() {
+            return Err(Error::Program(format!(
+                "an index of `{}` has type {ty}; indices are integers",
+                self.tensors[fiber.tensor].name
+            )));
+        }
+        let v = if ty == ScalarType::I64 {
+            v
+        } else {
+            KExpr::Op(Op::Cast(ScalarType::I64), vec![v])
+        };
+        let k = self.fresh("concordant", ScalarType::I64);
+        let name = format!("concordant:{}", k.0);
+        // The statement with that access's last index renamed to the new loop's index.
+        let target = fiber.clone();
+        let mut replaced = false;
+        let mut rename = |t: Tensor, mut idx: Vec<Expr>| -> Result<Expr> {
+            if !replaced {
+                if let Tensor::Fiber(f) = &t {
+                    let value_last = idx
+                        .last()
+                        .is_some_and(|l| !matches!(l, Expr::Index(_) | Expr::Wrapped { .. }));
+                    if *f == target && value_last {
+                        if let Some(last) = idx.last_mut() {
+                            *last = Expr::Index(name.clone());
+                        }
+                        replaced = true;
+                    }
+                }
+            }
+            Ok(Expr::Access(Box::new(t), idx))
+        };
+        let body = map_exprs(s.clone(), &mut |e| map_accesses(e, &mut rename))?;
+        let size = self.level_size(&fiber)?;
+        let mut code = vec![
+            KStmt::Assign(k, v),
+            KStmt::If {
+                cond: KExpr::Op(
+                    Op::Or,
+                    vec![
+                        KExpr::bin(Op::Lt, KExpr::Local(k), KExpr::int(1)),
+                        KExpr::bin(Op::Gt, KExpr::Local(k), size),
+                    ],
+                ),
+                then: vec![KStmt::Fail(
+                    crate::backend::c::ErrorCode::IndexOutOfRange as i32,
+                )],
+                otherwise: vec![],
+            },
+        ];
+        code.extend(self.lower(Stmt::Loop {
+            index: name,
+            lo: KExpr::Local(k),
+            hi: KExpr::Local(k),
+            body: Box::new(body),
+        })?);
+        Ok(Some(code))
     }
 
     /// Applies the rule of the highest-priority looplet style in the body.
@@ -1379,7 +1513,10 @@ impl Lowerer {
             }
             return Ok(code);
         }
-        if self.styles(&body, index).is_empty() && !mentions(&body, index) {
+        if self.styles(&body, index).is_empty()
+            && !mentions(&body, index)
+            && !needs_concordizing(&body)
+        {
             if let Some(code) = self.integrate(&lo, &hi, &body)? {
                 return Ok(code);
             }
@@ -1670,7 +1807,7 @@ impl Lowerer {
             Expr::Access(t, idx) => {
                 if !idx.is_empty() {
                     return Err(Error::Program(format!(
-                        "internal: an access with {} indices left at a leaf",
+                        "internal: an access with {} indices left at a leaf ({t:?})",
                         idx.len()
                     )));
                 }

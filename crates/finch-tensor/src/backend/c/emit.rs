@@ -46,6 +46,8 @@ pub enum ErrorCode {
     Resize = 4,
     /// A load, store or search outside a buffer (checked mode).
     OutOfBounds = 5,
+    /// A computed index (indirect, non-concordant or offset) outside its tensor.
+    IndexOutOfRange = 6,
 }
 
 impl ErrorCode {
@@ -57,6 +59,7 @@ impl ErrorCode {
             3 => "sqrt or log of a negative number",
             4 => "a buffer could not be resized",
             5 => "a buffer access out of bounds",
+            6 => "an index computed by the program (indirect or non-concordant) is outside its tensor",
             _ => "an unknown failure",
         };
         Error::Eval(format!("kernel `{kernel}`: {what} (code {code})"))
@@ -314,7 +317,7 @@ impl Emitter<'_> {
                         walk(then, out);
                         walk(otherwise, out);
                     }
-                    KStmt::Break => {}
+                    KStmt::Break | KStmt::Fail(_) => {}
                 }
             }
         }
@@ -673,6 +676,9 @@ impl Emitter<'_> {
                     self.block(otherwise, level + 1)?;
                     let _ = writeln!(self.out, "{pad}}} }}");
                 }
+            }
+            KStmt::Fail(code) => {
+                let _ = writeln!(self.out, "{pad}err = {code}; goto finish;");
             }
             KStmt::Break => {
                 let _ = writeln!(self.out, "{pad}break;");
