@@ -709,8 +709,10 @@ impl CompiledProgram {
                     } else if !bufs.ptr.is_empty() {
                         // Freeze a SparseList output: counts become offsets, buffers are
                         // trimmed.
-                        for p in 1..bufs.ptr.len() {
-                            bufs.ptr[p] += bufs.ptr[p - 1];
+                        if !info.frozen_in_kernel {
+                            for p in 1..bufs.ptr.len() {
+                                bufs.ptr[p] += bufs.ptr[p - 1];
+                            }
                         }
                         let n = bufs.ptr[bufs.ptr.len() - 1];
                         bufs.idx.truncate(n);

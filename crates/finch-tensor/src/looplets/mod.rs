@@ -253,6 +253,9 @@ pub enum Stmt {
     /// Sets every element of a dense tensor's values to a constant (a `X .= v` inside a
     /// loop: a workspace reset).
     Reset(usize, Value),
+    /// Finishes a SparseList output written by earlier statements so later ones can read
+    /// it (Finch's `freeze`): its per-fiber counts become offsets.
+    Freeze(usize),
 }
 
 /// The looplet a truncated child becomes when the step ends before the child's stop: a

@@ -195,6 +195,9 @@ pub struct TensorInfo {
     pub written: bool,
     /// Initial value from a top-level `X .= v` (outputs and temporaries).
     pub init: Option<Value>,
+    /// A sparse output the kernel itself freezes (read by a later statement), so the run
+    /// time must not prefix-sum it again.
+    pub frozen_in_kernel: bool,
 }
 
 /// Where a size comes from at run time.
@@ -266,6 +269,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
             scalar: None,
             written: is_written,
             init: None,
+            frozen_in_kernel: false,
         };
         match &d.format {
             Format::Scalar(_, fill) => {
@@ -571,6 +575,38 @@ impl Converter<'_> {
             notation::Stmt::Block(v) => {
                 let mut out = Vec::new();
                 for s in v {
+                    if top {
+                        // A SparseList output written by an earlier statement and read by
+                        // this one is frozen first; writing it again after is refused.
+                        let (mut reads, mut writes, mut declared) = Default::default();
+                        collect_uses(s, &mut reads, &mut writes, &mut declared);
+                        for name in &reads {
+                            let Some(&t) = self.by_name.get(name) else {
+                                continue;
+                            };
+                            // A SparseList output level right above the leaf.
+                            let list_out = matches!(
+                                self.tensors[t].levels.iter().rev().nth(1),
+                                Some(LevelParams::SparseListOut { .. })
+                            );
+                            if list_out
+                                && self.sparse_written.contains(&t)
+                                && !self.tensors[t].frozen_in_kernel
+                            {
+                                self.tensors[t].frozen_in_kernel = true;
+                                out.push(Stmt::Freeze(t));
+                            }
+                        }
+                        for name in &writes {
+                            if let Some(&t) = self.by_name.get(name) {
+                                if self.tensors[t].frozen_in_kernel {
+                                    return unsupported(format!(
+                                        "writing `{name}` after a statement read it (thawing a sparse output is issue #3)"
+                                    ));
+                                }
+                            }
+                        }
+                    }
                     // Statements of a top-level block are still top level.
                     self.top_level = top;
                     out.push(self.stmt(s)?);
@@ -1060,7 +1096,15 @@ fn check_scope(
                 )));
             }
         }
-        if let Some(name) = reads.iter().find(|n| written_sparse.contains(n)) {
+        if let Some(name) = reads.iter().find(|n| {
+            written_sparse.contains(n)
+                && !c.by_name.get(*n).is_some_and(|&t| {
+                    matches!(
+                        c.tensors[t].levels.iter().rev().nth(1),
+                        Some(LevelParams::SparseListOut { .. })
+                    )
+                })
+        }) {
             return unsupported(format!(
                 "reading the sparse output `{name}` after writing it (issue #3)"
             ));

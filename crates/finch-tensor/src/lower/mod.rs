@@ -218,6 +218,7 @@ fn map_exprs(s: Stmt, f: &mut dyn FnMut(Expr) -> Result<Expr>) -> Result<Stmt> {
         ),
         Stmt::SetScalar(t, e) => Stmt::SetScalar(t, f(e)?),
         Stmt::Reset(t, v) => Stmt::Reset(t, v),
+        Stmt::Freeze(t) => Stmt::Freeze(t),
     })
 }
 
@@ -299,7 +300,7 @@ fn mentions(s: &Stmt, index: &str) -> bool {
         Stmt::Define { value, body, .. } => in_expr(value, index) || mentions(body, index),
         Stmt::Block(v) => v.iter().any(|s| mentions(s, index)),
         Stmt::SetScalar(_, e) => in_expr(e, index),
-        Stmt::Reset(..) => false,
+        Stmt::Reset(..) | Stmt::Freeze(_) => false,
     }
 }
 
@@ -387,6 +388,29 @@ impl Lowerer {
                 let mut out = vec![KStmt::Assign(l, v)];
                 out.extend(self.lower(bind(*body, &var, &KExpr::Local(l))?)?);
                 Ok(out)
+            }
+            Stmt::Freeze(t) => {
+                let ptr = self.tensors[t].levels.iter().find_map(|l| match l {
+                    LevelParams::SparseListOut { ptr, .. } => Some(*ptr),
+                    _ => None,
+                });
+                let Some(ptr) = ptr else {
+                    return Err(Error::Program("internal: freeze of a non-list".into()));
+                };
+                // Counts to offsets: ptr[p] += ptr[p - 1].
+                let p = self.fresh(&format!("{}_freeze", self.tensors[t].name), ScalarType::I64);
+                let at = |e: KExpr| KExpr::load(ptr, e);
+                let prev = KExpr::bin(Op::Sub, KExpr::Local(p), KExpr::int(1));
+                Ok(vec![KStmt::For {
+                    var: p,
+                    lo: KExpr::int(1),
+                    hi: KExpr::Len(ptr),
+                    body: vec![KStmt::Store {
+                        buf: ptr,
+                        index: KExpr::Local(p),
+                        value: KExpr::bin(Op::Add, at(KExpr::Local(p)), at(prev)),
+                    }],
+                }])
             }
             Stmt::Reset(t, v) => {
                 let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.last().cloned()
@@ -1957,6 +1981,7 @@ mod tests {
                 scalar: Some(c),
                 written: true,
                 init: None,
+                frozen_in_kernel: false,
             }],
             depth: 0,
             nonempty: Vec::new(),

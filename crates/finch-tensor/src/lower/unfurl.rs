@@ -64,6 +64,20 @@ impl Lowerer {
                 self.check_protocols(f, kind)?;
                 self.unfurl_structured(f, kind, shape, &bufs)
             }
+            LevelParams::SparseListOut { ptr, idx, .. }
+                if f.protocols & crate::looplets::WRITTEN == 0 =>
+            {
+                // Read by a later statement, after the kernel froze it: a sorted list.
+                let child_of: ChildOf = Rc::new(|q| q);
+                let list = SortedList { ptr, idx, child_of };
+                let follow = f.protocols & (1 << f.depth) != 0;
+                let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+                Ok(if follow {
+                    self.sorted_follow(t, depth, pos, protocols, list)
+                } else {
+                    self.sorted_walk(t, depth, pos, protocols, list, gallop)
+                })
+            }
             LevelParams::SparseListOut {
                 ptr,
                 idx,

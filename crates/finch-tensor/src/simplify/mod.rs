@@ -284,6 +284,7 @@ pub fn simplify_stmt(s: Stmt, ty: &dyn Typer) -> Stmt {
         }
         Stmt::SetScalar(s, e) => Stmt::SetScalar(s, simplify_expr(e, ty)),
         Stmt::Reset(t, v) => Stmt::Reset(t, v),
+        Stmt::Freeze(t) => Stmt::Freeze(t),
     }
 }
 
