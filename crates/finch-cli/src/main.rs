@@ -4,6 +4,7 @@
 //! finch run PROGRAM.fin --input A=a.mtx --input x=x.mtx [--output y=y.mtx] [--shape y=5]
 //!           [--engine c|interp|reference] [--repeat N]
 //! finch code PROGRAM.fin [--format A=Dense(SparseList(Element(0.0)))] [--ir | --checked]
+//! finch lower PROGRAM.fin [--format A=...]
 //! finch parse PROGRAM.fin
 //! finch info FILE.mtx|FILE.tns
 //! ```
@@ -67,6 +68,15 @@ enum Command {
         #[arg(long, conflicts_with = "ir")]
         checked: bool,
     },
+    /// Print the program after each normalization (parsed; wrapperized, dimensionalized,
+    /// concordized and with lifecycles, in lowering IR; the kernel IR).
+    Lower {
+        /// The program (`.fin`).
+        program: PathBuf,
+        /// Override a declared format: `NAME=FORMAT`.
+        #[arg(long = "format", value_name = "NAME=FORMAT")]
+        formats: Vec<String>,
+    },
     /// Parse a program and print it back in canonical form.
     Parse {
         /// The program (`.fin`).
@@ -108,6 +118,7 @@ fn main() -> ExitCode {
             checked,
         } => code(&program, &formats, ir, checked),
         Command::Parse { program } => parse(&program),
+        Command::Lower { program, formats } => lower(&program, &formats),
         Command::Info { file } => info(&file),
     };
     match result {
@@ -324,7 +335,8 @@ fn declared_names(program: &Program) -> String {
         .join(", ")
 }
 
-fn code(path: &Path, formats: &[String], ir: bool, checked: bool) -> Result<()> {
+/// Loads a program, applying `--format NAME=FORMAT` overrides.
+fn program_with_formats(path: &Path, formats: &[String]) -> Result<Program> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read program {}", path.display()))?;
     let mut ast = finch::notation::parse_program(&text)
@@ -340,8 +352,11 @@ fn code(path: &Path, formats: &[String], ir: bool, checked: bool) -> Result<()> 
             .ok_or_else(|| anyhow!("--format {name}: the program declares no tensor `{name}`"))?;
         decl.format = format.to_string();
     }
-    let program =
-        Program::from_ast(ast, &text).with_context(|| format!("in program {}", path.display()))?;
+    Program::from_ast(ast, &text).with_context(|| format!("in program {}", path.display()))
+}
+
+fn code(path: &Path, formats: &[String], ir: bool, checked: bool) -> Result<()> {
+    let program = program_with_formats(path, formats)?;
     let compiled = program
         .compile(finch::engine::Engine::Interp)
         .with_context(|| format!("compiling {}", path.display()))?;
@@ -355,6 +370,25 @@ fn code(path: &Path, formats: &[String], ir: bool, checked: bool) -> Result<()> 
         };
         print!("{}", compiled.c_source(mode)?);
     }
+    Ok(())
+}
+
+fn lower(path: &Path, formats: &[String]) -> Result<()> {
+    let program = program_with_formats(path, formats)?;
+    println!("# 1. parsed\n{program}");
+    let converted = finch::lower::convert(&program)
+        .with_context(|| format!("normalizing {}", path.display()))?;
+    println!(
+        "# 2. wrapperized (offsets, permissive reads, masks), dimensionalized (loop extents),\n#    concordized and with lifecycles (@freeze), as the compiler lowers it\n{}",
+        finch::lower::print_converted(&converted)
+    );
+    for w in &converted.warnings {
+        println!("# warning: {w}");
+    }
+    let compiled = program
+        .compile(finch::engine::Engine::Interp)
+        .with_context(|| format!("compiling {}", path.display()))?;
+    println!("# 3. kernel IR\n{}", compiled.kernel());
     Ok(())
 }
 

@@ -378,3 +378,28 @@ fn programs_the_compiler_cannot_take_yet_point_to_the_reference_engine() {
         "{e}"
     );
 }
+
+#[test]
+fn lower_prints_each_normalization() {
+    let o = finch(&["lower", "examples/fig10_offset_triangle.fin"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    // Parsed, then with the offset's extent (i runs over 2:m+1) and the mask, then the kernel.
+    assert!(out.contains("# 1. parsed"), "{out}");
+    assert!(
+        out.contains("for i = 2:(A_lvl2_shape + 1)") && out.contains("s[] += A[i - 1, j]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("# 3. kernel IR") && out.contains("kernel finch_program"),
+        "{out}"
+    );
+    // A read out of loop order is concordized with a warning.
+    let o = finch(&[
+        "lower",
+        "examples/spmv.fin",
+        "--format",
+        "A=Dense(SparseList(Element(0.0)))",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -1,4 +1,5 @@
-//! Peephole rewrites on `i64` index arithmetic in kernel IR: `0 * x = 0`, `1 * x = x`,
+//! Peephole rewrites on `i64` index arithmetic in kernel IR: constant folding (wrapping, as
+//! the kernel computes), `0 * x = 0`, `1 * x = x`,
 //! `x + 0 = x`, `x - 0 = x`, `(x - a) + b = x + (b - a)` and `(x + a) - b = x + (a - b)` for
 //! literals `a`, `b`. Only `i64` expressions are touched (exact integer identities; float
 //! arithmetic is left alone), so semantics are unchanged.
@@ -35,6 +36,9 @@ pub fn tidy_expr(e: KExpr) -> KExpr {
             }
             let (a, b) = (&args[0], &args[1]);
             match (op, int(a), int(b)) {
+                (Op::Add, Some(x), Some(y)) => KExpr::int(x.wrapping_add(y)),
+                (Op::Sub, Some(x), Some(y)) => KExpr::int(x.wrapping_sub(y)),
+                (Op::Mul, Some(x), Some(y)) => KExpr::int(x.wrapping_mul(y)),
                 (Op::Mul, Some(0), _) | (Op::Mul, _, Some(0)) => KExpr::int(0),
                 (Op::Mul, Some(1), _) => b.clone(),
                 (Op::Mul, _, Some(1)) | (Op::Add, _, Some(0)) | (Op::Sub, _, Some(0)) => a.clone(),
@@ -51,6 +55,8 @@ pub fn tidy_expr(e: KExpr) -> KExpr {
                         let d = int(&inner[1]).unwrap_or(0).wrapping_sub(c);
                         tidy_expr(KExpr::bin(Op::Add, inner[0].clone(), KExpr::int(d)))
                     }
+                    // `x - (-c)` reads better as `x + c` (same wrapping result).
+                    _ if c < 0 && c != i64::MIN => KExpr::bin(Op::Add, a.clone(), KExpr::int(-c)),
                     _ => KExpr::Op(op, args),
                 },
                 _ => KExpr::Op(op, args),

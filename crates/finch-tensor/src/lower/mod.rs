@@ -10,9 +10,11 @@
 
 mod bounds;
 mod convert;
+mod print;
 mod unfurl;
 
-pub use convert::{LevelParams, Size, TensorInfo};
+pub use convert::{convert, Converted, LevelParams, Size, TensorInfo};
+pub use print::print_converted;
 
 use std::collections::HashMap;
 use std::rc::Rc;
