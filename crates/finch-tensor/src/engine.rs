@@ -272,6 +272,21 @@ impl CompiledProgram {
         // Output buffers: dense values filled with the declared initial value; for a sparse
         // output, per-fiber counts (one per parent position, plus one) and empty idx/val.
         let mut out_vals: HashMap<usize, OutBufs> = HashMap::new();
+        // Inputs the program updates (Dense levels over an Element leaf) are written like
+        // an output starting from a copy of their values, and replaced after a successful
+        // run (a failed run leaves them as they were).
+        for (k, info) in infos.iter().enumerate() {
+            if info.kind == DeclKind::Input && info.written && info.scalar.is_none() {
+                let val = tensors
+                    .get(&info.name)
+                    .cloned()
+                    .and_then(Tensor::into_dense_values)
+                    .ok_or_else(|| {
+                        Error::Program(format!("internal: the updated input `{}`", info.name))
+                    })?;
+                out_vals.insert(k, OutBufs::values(val));
+            }
+        }
         for (k, info) in infos.iter().enumerate() {
             if info.kind != DeclKind::Input && info.scalar.is_none() {
                 let ty = info.format.element_type();
@@ -406,9 +421,10 @@ impl CompiledProgram {
                 continue;
             }
             let shape = &shape_of[&k];
+            // (An input the program updates is bound like an output, from its copy.)
             let storage = tensors
                 .get(&info.name)
-                .filter(|_| info.kind == DeclKind::Input)
+                .filter(|_| info.kind == DeclKind::Input && !info.written)
                 .map(|t| t.storage());
             let mut level = match storage {
                 Some(TensorStorage::Levels(l)) => Some(l),
@@ -598,7 +614,7 @@ impl CompiledProgram {
         let out_scalars: HashMap<LocalId, Value> =
             kernel.outputs.iter().copied().zip(outs).collect();
         for (k, info) in infos.iter().enumerate() {
-            if info.kind == DeclKind::Input {
+            if info.kind == DeclKind::Input && !(info.written && info.scalar.is_none()) {
                 continue;
             }
             let tensor = match (&info.format, info.scalar) {
@@ -729,7 +745,7 @@ impl CompiledProgram {
                 }
                 _ => return Err(Error::Program("internal: output kind".into())),
             };
-            if info.kind == DeclKind::Output {
+            if info.kind != DeclKind::Temp {
                 tensors.insert(info.name.clone(), tensor);
             }
         }
@@ -907,6 +923,7 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                 })),
             }
         }
-        LevelFormat::Pattern => Err(Error::Program("internal: pattern output".into())),
+        // A Pattern leaf stores nothing (its level records the positions).
+        LevelFormat::Pattern => Ok(LevelStorage::Pattern(crate::formats::PatternStorage)),
     }
 }

@@ -8,7 +8,8 @@
 //! * **I5** `len(tbl) == P·shape`
 //! * **I6** `srt` is strictly increasing within a fiber, each listed index `< shape` has
 //!   its flag set, and every set flag is listed
-//! * **I7** children at unset positions are all fill
+//! * **I7** children at unset positions are all fill (a Pattern leaf is exempt: it
+//!   stores nothing, and reads go through the flags)
 //!
 //! Properties: ordered, unique, not full, random access. Protocols: read walk, gallop,
 //! follow.
@@ -106,7 +107,9 @@ impl SparseByteMapStorage {
                 ));
             }
         }
-        if let Some(q) = (0..total).find(|&q| !flags[q] && !self.child.is_fill_at(q)) {
+        // (A Pattern leaf stores nothing; its positions read through the flags.)
+        let pattern = matches!(*self.child, LevelStorage::Pattern(_));
+        if let Some(q) = (0..total).find(|&q| !pattern && !flags[q] && !self.child.is_fill_at(q)) {
             return Err(bad(
                 "I7 children at unset positions are all fill",
                 format!(

@@ -302,7 +302,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
                                     info.levels.push(LevelParams::SparseListOut { shape, ptr, idx, qos, dirty });
                                 }
-                                LevelKind::SparseByteMap if is_written && matches!(**child, LevelFormat::Element(_)) => {
+                                LevelKind::SparseByteMap if is_written && matches!(**child, LevelFormat::Element(_) | LevelFormat::Pattern) => {
                                     let buf = |kernel: &mut Kernel, what: &str, ty, growable| kernel.buf(format!("{}_lvl{depth}_{what}", d.name), ty, true, growable);
                                     let ptr = buf(kernel, "ptr", ScalarType::I64, false);
                                     let tbl = buf(kernel, "tbl", ScalarType::Bool, false);
@@ -391,9 +391,16 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                             break;
                         }
                         LevelFormat::Pattern => {
-                            if is_written {
+                            // A written Pattern leaf records writes of `true` through its
+                            // parent's flags (only under a SparseByteMap so far).
+                            if is_written
+                                && !matches!(
+                                    info.levels.last(),
+                                    Some(LevelParams::SparseByteMapOut { .. })
+                                )
+                            {
                                 return unsupported(format!(
-                                    "writes to the Pattern tensor `{}` (issue #3)",
+                                    "writes to the Pattern tensor `{}` other than under a SparseByteMap level (issue #4)",
                                     d.name
                                 ));
                             }
@@ -685,13 +692,19 @@ impl Converter<'_> {
                         lhs.tensor
                     ));
                 }
-                if self.tensors[t].kind == DeclKind::Input {
+                let input = self.tensors[t].kind == DeclKind::Input;
+                let dense = self.tensors[t]
+                    .levels
+                    .iter()
+                    .all(|l| matches!(l, LevelParams::Dense { .. } | LevelParams::Element { .. }));
+                if input && !dense {
                     return unsupported(format!(
-                        "updating the input `{}` in place (issue #3)",
+                        "updating the input `{}` in place: only inputs of Dense levels over an Element leaf can be updated so far (issue #3)",
                         lhs.tensor
                     ));
                 }
-                if self.tensors[t].scalar.is_none() && self.tensors[t].init.is_none() {
+                // An input updated in place starts from its values (no declaration needed).
+                if !input && self.tensors[t].scalar.is_none() && self.tensors[t].init.is_none() {
                     return Err(Error::Program(format!(
                         "`{}` is written before it is declared (add `{} .= ...` before the loops)",
                         lhs.tensor, lhs.tensor

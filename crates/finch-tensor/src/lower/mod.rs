@@ -415,6 +415,25 @@ impl Lowerer {
                 }])
             }
             Stmt::Reset(t, v) => {
+                if let [LevelParams::SparseByteMapOut { tbl, srt, nsrt, .. }, LevelParams::Pattern] =
+                    self.tensors[t].levels.as_slice()
+                {
+                    let (tbl, srt, nsrt) = (*tbl, *srt, *nsrt);
+                    let q = self.fresh(&format!("{}_reset", self.tensors[t].name), ScalarType::I64);
+                    return Ok(vec![
+                        KStmt::For {
+                            var: q,
+                            lo: KExpr::int(0),
+                            hi: KExpr::Local(nsrt),
+                            body: vec![KStmt::Store {
+                                buf: tbl,
+                                index: KExpr::load(srt, KExpr::Local(q)),
+                                value: KExpr::Lit(Value::Bool(false)),
+                            }],
+                        },
+                        KStmt::Assign(nsrt, KExpr::int(0)),
+                    ]);
+                }
                 let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.last().cloned()
                 else {
                     return Err(Error::Program(
@@ -1739,6 +1758,35 @@ impl Lowerer {
             return Err(Error::Program("internal: not a hollow position".into()));
         };
         let fill = self.fill_of(f.tensor);
+        if matches!(
+            self.tensors[f.tensor].levels.get(f.depth),
+            Some(LevelParams::Pattern)
+        ) {
+            // A Pattern leaf stores nothing: writing `true` (`= c` or `|= c`) claims the
+            // index, which the level above records; writing `false` changes nothing.
+            if !matches!(op, None | Some(Op::Or | Op::BitOr)) {
+                return Err(Error::Unsupported(format!(
+                    "the update `{}` of the Pattern tensor `{}` (only `=` and `|=`)",
+                    op.map_or("=".to_string(), |o| format!("<<{o}>>=")),
+                    self.tensors[f.tensor].name
+                )));
+            }
+            let (c, ty) = self.kexpr(&rhs)?;
+            if ty != ScalarType::Bool {
+                return Err(Error::Program(format!(
+                    "`{}` is a Pattern (bool) tensor but the value written is {ty}",
+                    self.tensors[f.tensor].name
+                )));
+            }
+            return Ok(vec![KStmt::If {
+                cond: KExpr::Op(
+                    Op::And,
+                    vec![c, KExpr::Op(Op::Not, vec![KExpr::Local(h.dirty)])],
+                ),
+                then: h.claim.clone(),
+                otherwise: vec![],
+            }]);
+        }
         let plain = Tensor::Fiber(crate::looplets::Fiber {
             hollow: None,
             ..f.clone()

@@ -840,19 +840,16 @@ impl Lowerer {
                 epilogue: vec![],
             });
         }
-        let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.get(depth).cloned()
-        else {
+        if !matches!(
+            self.tensors[t].levels.get(depth),
+            Some(LevelParams::Element { .. } | LevelParams::Pattern)
+        ) {
             return Err(Error::Program(format!(
                 "internal: `{name}` has no leaf under its SparseByteMap level"
             )));
-        };
-        let init = self.tensors[t]
-            .init
-            .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
-            .unwrap_or(fill);
+        }
         // Dense child positions exist already: a write only marks the index; storing the
         // fill still stores (the position may hold a value from an earlier statement).
-        let _ = (val, init);
         let hollow = crate::looplets::Hollow {
             dirty,
             claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],

@@ -563,7 +563,11 @@ fn build_level(
                         }
                         ptr.push(srt.len());
                     }
-                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+                    // A Pattern leaf needs no storage: the flags say which positions are set.
+                    let c = match &**child {
+                        LevelFormat::Pattern => LevelStorage::Pattern(PatternStorage),
+                        child => build_level(child, &dims[1..], m + 1, e, &child_groups)?,
+                    };
                     LevelStorage::SparseByteMap(SparseByteMapStorage {
                         shape: size,
                         ptr,
