@@ -85,13 +85,13 @@ pub enum Error {
     #[error("not supported yet: {0}")]
     Unsupported(String),
     /// An operating-system I/O failure.
-    #[error("{path}: {source}")]
+    // The cause is part of the message (not a `source`), so error chains print it once.
+    #[error("{path}: {cause}")]
     Os {
         /// The file concerned.
         path: String,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 

@@ -533,7 +533,7 @@ pub fn read_matrix_market_file(path: &Path) -> Result<MatrixMarket> {
 pub(crate) fn read_text(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|source| Error::Os {
         path: path.display().to_string(),
-        source,
+        cause: source,
     })?;
     String::from_utf8(bytes).map_err(|e| {
         let upto = &e.as_bytes()[..e.utf8_error().valid_up_to()];
@@ -709,7 +709,7 @@ pub fn write_matrix_market_file(path: &Path, coo: &Coo, opts: &MtxWriteOptions) 
 pub(crate) fn write_atomically(path: &Path, text: &str) -> Result<()> {
     let os = |source| Error::Os {
         path: path.display().to_string(),
-        source,
+        cause: source,
     };
     let file_name = path
         .file_name()

@@ -151,7 +151,7 @@ pub fn compile(source: &str, cc: &Compiler) -> Result<(PathBuf, bool)> {
     let dir = cache_dir();
     std::fs::create_dir_all(&dir).map_err(|source| Error::Os {
         path: dir.display().to_string(),
-        source,
+        cause: source,
     })?;
     let key = cache_key(source, cc);
     let lib = dir.join(format!("finch-{key}.so"));
@@ -164,7 +164,7 @@ pub fn compile(source: &str, cc: &Compiler) -> Result<(PathBuf, bool)> {
     let tmp_lib = dir.join(format!(".finch-{key}-{tag}.so.tmp"));
     std::fs::write(&src_path, source).map_err(|source| Error::Os {
         path: src_path.display().to_string(),
-        source,
+        cause: source,
     })?;
     let out = Command::new(&cc.program)
         .args(&cc.flags)
@@ -175,7 +175,7 @@ pub fn compile(source: &str, cc: &Compiler) -> Result<(PathBuf, bool)> {
         .output()
         .map_err(|source| Error::Os {
             path: cc.program.clone(),
-            source,
+            cause: source,
         })?;
     let _ = std::fs::remove_file(&src_path);
     if !out.status.success() {
@@ -195,7 +195,7 @@ fn rename_into_place(tmp: &Path, dst: &Path) -> Result<()> {
         let _ = std::fs::remove_file(tmp);
         Error::Os {
             path: dst.display().to_string(),
-            source,
+            cause: source,
         }
     })
 }
