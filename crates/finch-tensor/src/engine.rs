@@ -304,6 +304,7 @@ impl CompiledProgram {
                             | LevelParams::SparseBandOut { .. }
                             | LevelParams::SparseBlockListOut { .. }
                             | LevelParams::RunsOut { .. }
+                            | LevelParams::SparseIntervalOut { .. }
                     )
                 });
                 let bufs = match sparse_depth {
@@ -366,6 +367,19 @@ impl CompiledProgram {
                             val: Buffer::new(ty),
                             ptr: vec![0; parents + 1],
                             idx: vec![0; parents],
+                            flags: Buffer::new(ScalarType::Bool),
+                            aux: vec![],
+                        }
+                    }
+                    Some(d) if matches!(info.levels[d], LevelParams::SparseIntervalOut { .. }) => {
+                        // Every fiber starts empty (`left = 1, right = 0`); one value slot
+                        // per fiber plus a scratch slot for the run being written.
+                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
+                        let parents = checked_len(&outer)?;
+                        OutBufs {
+                            val: Buffer::filled(ty, parents + 1, init)?,
+                            ptr: vec![0; parents],
+                            idx: vec![1; parents],
                             flags: Buffer::new(ScalarType::Bool),
                             aux: vec![],
                         }
@@ -539,6 +553,16 @@ impl CompiledProgram {
                             sources.insert(*left, Source::OutputAux(k));
                         }
                     }
+                    (
+                        LevelParams::SparseIntervalOut {
+                            shape, left, right, ..
+                        },
+                        None,
+                    ) => {
+                        local_values.insert(*shape, Value::I64(mode_size as i64));
+                        sources.insert(*left, Source::OutputIdx(k));
+                        sources.insert(*right, Source::OutputPtr(k));
+                    }
                     (LevelParams::Pattern, _) => {}
                     _ => {
                         return Err(Error::Program(format!(
@@ -639,6 +663,9 @@ impl CompiledProgram {
                             LevelParams::SparsePointOut { conflict, .. } => {
                                 (*conflict, "a SparsePoint level stores one index per fiber, but the program wrote two indices of one fiber")
                             }
+                            LevelParams::SparseIntervalOut { conflict, .. } => {
+                                (*conflict, "a SparseInterval level stores one run of equal values per fiber, but the program wrote another")
+                            }
                             LevelParams::RunsOut { conflict, .. } => {
                                 (*conflict, "a run-length level is written in increasing index order, once per index, but the program wrote an index at or before one already written")
                             }
@@ -691,6 +718,14 @@ impl CompiledProgram {
                         for p in 1..bufs.ptr.len() {
                             bufs.ptr[p] += bufs.ptr[p - 1];
                         }
+                    } else if info
+                        .levels
+                        .iter()
+                        .any(|l| matches!(l, LevelParams::SparseIntervalOut { .. }))
+                    {
+                        // Drop the scratch value slot.
+                        let n = bufs.idx.len();
+                        bufs.val.truncate(n);
                     } else if let Some(dense) = info.levels.iter().find_map(|l| match l {
                         LevelParams::RunsOut { dense, .. } => Some(*dense),
                         _ => None,
@@ -844,6 +879,17 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                         crate::formats::SparsePointStorage {
                             shape: *last,
                             idx,
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                        },
+                    ))
+                }
+                crate::formats::LevelKind::SparseInterval => {
+                    let OutBufs { val, ptr, idx, .. } = bufs;
+                    Ok(LevelStorage::SparseInterval(
+                        crate::formats::SparseIntervalStorage {
+                            shape: *last,
+                            left: idx,
+                            right: ptr,
                             child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
                         },
                     ))

@@ -156,6 +156,22 @@ pub enum LevelParams {
         /// Set when a run is written out of order (a kernel output).
         conflict: LocalId,
     },
+    /// A SparseInterval level of an output, written in order through AcceptRun: a written
+    /// run lands in a scratch position (the last value slot); after it, the first run of
+    /// a fiber becomes its interval, a touching run of the same value extends it, and
+    /// anything else sets `conflict`.
+    SparseIntervalOut {
+        /// Size of the mode.
+        shape: LocalId,
+        /// First index per fiber (`1` when empty).
+        left: BufId,
+        /// Last index per fiber (`0` when empty).
+        right: BufId,
+        /// Whether the current run was written.
+        dirty: LocalId,
+        /// Set when the data is not one run per fiber (a kernel output).
+        conflict: LocalId,
+    },
     /// A read-only structured level (SparsePoint, SparseInterval, SparseBand,
     /// SparseBlockList, RunList, SparseRunList, SparseByteMap, SparseHash): its kind and
     /// its buffers in the order of the storage's `BUFFERS`.
@@ -349,6 +365,14 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     kernel.outputs.push(conflict);
                                     info.levels.push(LevelParams::RunsOut { dense, shape, ptr, left, right, qos, start, last, dirty, conflict });
                                 }
+                                LevelKind::SparseInterval if is_written && matches!(**child, LevelFormat::Element(_)) => {
+                                    let left = kernel.buf(format!("{}_lvl{depth}_left", d.name), ScalarType::I64, true, false);
+                                    let right = kernel.buf(format!("{}_lvl{depth}_right", d.name), ScalarType::I64, true, false);
+                                    let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
+                                    let conflict = kernel.local(format!("{}_lvl{depth}_conflict", d.name), ScalarType::Bool);
+                                    kernel.outputs.push(conflict);
+                                    info.levels.push(LevelParams::SparseIntervalOut { shape, left, right, dirty, conflict });
+                                }
                                 kind if !is_written && structured_buffers(*kind).is_some() => {
                                     let bufs = structured_buffers(*kind)
                                         .unwrap_or_default()
@@ -359,7 +383,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                 }
                                 other => {
                                     return unsupported(format!(
-                                        "compiling {} `{}` as {} (this release compiles reads of every level but SparseCOO, and writes over an Element leaf into Dense and SparseByteMap levels in any order and into SparseList, SparsePoint, SparseBand, SparseBlockList, RunList and SparseRunList levels in order)",
+                                        "compiling {} `{}` as {} (this release compiles reads of every level but SparseCOO, and writes over an Element leaf into Dense and SparseByteMap levels in any order and into SparseList, SparsePoint, SparseInterval, SparseBand, SparseBlockList, RunList and SparseRunList levels in order)",
                                         if is_written { "writes to" } else { "reads of" },
                                         d.name,
                                         other.name()
@@ -436,6 +460,7 @@ fn is_extruded(l: &LevelParams) -> bool {
             | LevelParams::SparseBandOut { .. }
             | LevelParams::SparseBlockListOut { .. }
             | LevelParams::RunsOut { .. }
+            | LevelParams::SparseIntervalOut { .. }
     )
 }
 
@@ -668,6 +693,7 @@ impl Converter<'_> {
                             | LevelParams::SparseBandOut { .. }
                             | LevelParams::SparseBlockListOut { .. }
                             | LevelParams::RunsOut { .. }
+                            | LevelParams::SparseIntervalOut { .. }
                     )
                 });
                 let fill = self.tensors[t].format.fill_value();
@@ -873,6 +899,7 @@ impl Converter<'_> {
             | Some(LevelParams::SparseBandOut { shape, .. })
             | Some(LevelParams::SparseBlockListOut { shape, .. })
             | Some(LevelParams::RunsOut { shape, .. })
+            | Some(LevelParams::SparseIntervalOut { shape, .. })
             | Some(LevelParams::SparseListOut { shape, .. }) => Ok(KExpr::Local(*shape)),
             _ => Err(Error::Program(format!(
                 "`{}` has no mode {}",

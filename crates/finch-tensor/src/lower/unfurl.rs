@@ -310,6 +310,16 @@ impl Lowerer {
                     [qos, start, last, dirty, conflict],
                 )
             }
+            LevelParams::SparseIntervalOut {
+                left,
+                right,
+                dirty,
+                conflict,
+                ..
+            } => {
+                self.written_only(f, &name)?;
+                self.unfurl_interval_out(f, left, right, dirty, conflict)
+            }
             LevelParams::SparseBandOut {
                 idx,
                 ofs,
@@ -621,6 +631,116 @@ impl Lowerer {
                 epilogue: Rc::new(record),
             }),
             epilogue,
+        })
+    }
+
+    /// A written SparseInterval (AcceptRun): a run's value goes to a scratch slot (the
+    /// value slot after the last fiber's); after the run, an empty fiber takes it as its
+    /// interval, a touching run of the same value extends the interval, and any other run
+    /// sets `conflict`. Values equal to the fill at run time are not written.
+    fn unfurl_interval_out(
+        &mut self,
+        f: &Fiber,
+        left: crate::kernel::BufId,
+        right: crate::kernel::BufId,
+        dirty: crate::kernel::LocalId,
+        conflict: crate::kernel::LocalId,
+    ) -> Result<Looplet> {
+        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let name = self.tensors[t].name.clone();
+        let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.get(depth).cloned()
+        else {
+            return Err(Error::Program(format!(
+                "internal: `{name}` has no leaf under its SparseInterval level"
+            )));
+        };
+        let fill = self.fill_of(t);
+        let init = self.tensors[t]
+            .init
+            .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
+            .unwrap_or(fill);
+        let l = KExpr::Local;
+        let int = KExpr::int;
+        let scratch = KExpr::Len(left);
+        let hollow = crate::looplets::Hollow {
+            dirty,
+            claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
+            skip_fill: true,
+            skip_fill_values: true,
+        };
+        let at = scratch.clone();
+        let body = move |_lo: KExpr, _hi: KExpr| {
+            Tensor::Fiber(Fiber {
+                tensor: t,
+                depth,
+                pos: at.clone(),
+                hollow: Some(hollow.clone()),
+                protocols: 0,
+            })
+        };
+        let record = move |lo: KExpr, hi: KExpr| {
+            let (lo0, hi0) = (
+                KExpr::bin(Op::Sub, lo, int(1)),
+                KExpr::bin(Op::Sub, hi, int(1)),
+            );
+            let (lp, rp) = (
+                KExpr::load(left, pos.clone()),
+                KExpr::load(right, pos.clone()),
+            );
+            let value = KExpr::load(val, scratch.clone());
+            let empty = KExpr::bin(Op::Gt, lp.clone(), rp.clone());
+            let extends = KExpr::Op(
+                Op::And,
+                vec![
+                    KExpr::bin(Op::Eq, KExpr::bin(Op::Add, rp, int(1)), lo0.clone()),
+                    KExpr::bin(Op::Eq, value.clone(), KExpr::load(val, pos.clone())),
+                ],
+            );
+            vec![KStmt::If {
+                cond: l(dirty),
+                then: vec![
+                    KStmt::If {
+                        cond: empty,
+                        then: vec![
+                            KStmt::Store {
+                                buf: val,
+                                index: pos.clone(),
+                                value,
+                            },
+                            KStmt::Store {
+                                buf: left,
+                                index: pos.clone(),
+                                value: lo0,
+                            },
+                            KStmt::Store {
+                                buf: right,
+                                index: pos.clone(),
+                                value: hi0.clone(),
+                            },
+                        ],
+                        otherwise: vec![KStmt::If {
+                            cond: extends,
+                            then: vec![KStmt::Store {
+                                buf: right,
+                                index: pos.clone(),
+                                value: hi0,
+                            }],
+                            otherwise: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
+                        }],
+                    },
+                    KStmt::Store {
+                        buf: val,
+                        index: scratch.clone(),
+                        value: KExpr::Lit(init),
+                    },
+                    KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+                ],
+                otherwise: vec![],
+            }]
+        };
+        Ok(Looplet::AcceptRun {
+            body: Rc::new(body),
+            epilogue: Rc::new(record),
         })
     }
 
