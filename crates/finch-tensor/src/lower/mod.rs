@@ -1224,9 +1224,14 @@ impl Lowerer {
                 }
                 _ => Repl::Keep,
             })?;
+            // A constant start stays visible to the rules below (a seek to index 1 is free).
+            let phase_lo = match &start {
+                KExpr::Lit(_) => start.clone(),
+                _ => KExpr::Local(s_local),
+            };
             let code = self.lower(Stmt::Loop {
                 index: index.into(),
-                lo: KExpr::Local(s_local),
+                lo: phase_lo,
                 hi: KExpr::Local(e_local),
                 body: Box::new(phase_body),
             })?;
@@ -1272,9 +1277,13 @@ impl Lowerer {
         }
         let i = self.fresh(&format!("{index}_step_start"), ScalarType::I64);
         let st = self.fresh(&format!("{index}_step_stop"), ScalarType::I64);
+        let seek_to = match &lo {
+            KExpr::Lit(_) => lo.clone(),
+            _ => KExpr::Local(i),
+        };
         let mut out = vec![KStmt::Assign(i, lo)];
         for s in &steppers {
-            out.extend((s.seek)(KExpr::Local(i)));
+            out.extend((s.seek)(seek_to.clone()));
         }
         let mut step = Vec::new();
         // Short-circuit (Finch paper §3.3.3): when the body only reduces into

@@ -1489,6 +1489,10 @@ fn seek_on(
     last: crate::kernel::BufId,
 ) -> impl Fn(KExpr) -> Vec<KStmt> {
     move |start: KExpr| {
+        // Stored indices are at least 1, so seeking index 1 never moves the cursor.
+        if start == KExpr::int(1) {
+            return vec![];
+        }
         let l = KExpr::Local;
         vec![KStmt::If {
             cond: KExpr::bin(Op::Lt, l(q), l(q_stop)),
