@@ -27,7 +27,8 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 43] = [
+const KERNELS: [Kernel; 44] = [
+    Kernel { name: "convolution_padded", text: "input x :: {x}\ninput z :: {z}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] += x[i]\n  for j = _\n    y[i] += coalesce(x[~(i + j - 2)], 0.5) * z[j]\n  end\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 1, 0)] },
     Kernel { name: "convert_to_interval", text: "input A :: {A}\noutput C :: Dense(SparseInterval(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "interval_out_scale", text: "input x :: {x}\noutput w :: SparseInterval(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * 2.0\nend\n", inputs: &[("x", false, 0, 0)] },
     Kernel { name: "spmv_non_concordant", text: "input A :: {A}\ninput x :: {x}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },

@@ -189,6 +189,9 @@ pub enum Expr {
     Code(KExpr),
     /// A loop index that is not yet bound (the loop is still being lowered).
     Index(String),
+    /// A permissive computed access index (`x[~(i + j - 2)]`): outside the tensor the
+    /// read is `missing`.
+    Permissive(Box<Expr>),
     /// An access index `index + offset`, permissive (`~(...)`: out of bounds reads
     /// `missing`) or not; only in access index lists, until the level is unfurled.
     Wrapped {

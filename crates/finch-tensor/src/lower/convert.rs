@@ -970,6 +970,17 @@ impl Converter<'_> {
                         notation::print_expr(e)
                     ));
                 }
+                // `~(expr)`: out of the tensor the read is `missing`.
+                if let notation::Expr::Permissive(x) = e {
+                    if is_write {
+                        return unsupported(format!(
+                            "writing `{}` through a permissive index",
+                            a.tensor
+                        ));
+                    }
+                    idx.push(Expr::Permissive(Box::new(self.expr(x)?)));
+                    continue;
+                }
                 idx.push(self.expr(e)?);
                 continue;
             }

@@ -244,6 +244,7 @@ fn map_accesses(e: Expr, f: &mut dyn FnMut(Tensor, Vec<Expr>) -> Result<Expr>) -
                 .map(|x| map_accesses(x, f))
                 .collect::<Result<_>>()?,
         ),
+        Expr::Permissive(x) => Expr::Permissive(Box::new(map_accesses(*x, f)?)),
         other => other,
     })
 }
@@ -281,6 +282,7 @@ fn mentions(s: &Stmt, index: &str) -> bool {
     fn in_expr(e: &Expr, index: &str) -> bool {
         match e {
             Expr::Index(i) | Expr::Wrapped { index: i, .. } => i == index,
+            Expr::Permissive(x) => in_expr(x, index),
             Expr::Call(_, a) => a.iter().any(|x| in_expr(x, index)),
             Expr::Access(t, idx) => {
                 idx.iter().any(|x| in_expr(x, index))
@@ -311,6 +313,7 @@ fn bind(s: Stmt, name: &str, value: &KExpr) -> Result<Stmt> {
     fn in_expr(e: Expr, name: &str, value: &KExpr) -> Expr {
         match e {
             Expr::Index(i) if i == name => Expr::Code(value.clone()),
+            Expr::Permissive(x) => Expr::Permissive(Box::new(in_expr(*x, name, value))),
             Expr::Call(op, a) => {
                 Expr::Call(op, a.into_iter().map(|x| in_expr(x, name, value)).collect())
             }
@@ -734,6 +737,11 @@ impl Lowerer {
         let Some((fiber, value)) = exprs.iter().find_map(find) else {
             return Ok(None);
         };
+        // A permissive computed index reads `missing` outside the tensor.
+        let (value, permissive) = match value {
+            Expr::Permissive(x) => (*x, true),
+            v => (v, false),
+        };
         let (v, ty) = self.kexpr(&value)?;
         if !ty.is_integer() {
             return Err(Error::Program(format!(
@@ -769,28 +777,51 @@ impl Lowerer {
         };
         let body = map_exprs(s.clone(), &mut |e| map_accesses(e, &mut rename))?;
         let size = self.level_size(&fiber)?;
-        let mut code = vec![
-            KStmt::Assign(k, v),
-            KStmt::If {
-                cond: KExpr::Op(
-                    Op::Or,
-                    vec![
-                        KExpr::bin(Op::Lt, KExpr::Local(k), KExpr::int(1)),
-                        KExpr::bin(Op::Gt, KExpr::Local(k), size),
-                    ],
-                ),
-                then: vec![KStmt::Fail(
-                    crate::backend::c::ErrorCode::IndexOutOfRange as i32,
-                )],
-                otherwise: vec![],
-            },
-        ];
-        code.extend(self.lower(Stmt::Loop {
+        let outside = KExpr::Op(
+            Op::Or,
+            vec![
+                KExpr::bin(Op::Lt, KExpr::Local(k), KExpr::int(1)),
+                KExpr::bin(Op::Gt, KExpr::Local(k), size),
+            ],
+        );
+        let inside = self.lower(Stmt::Loop {
             index: name,
             lo: KExpr::Local(k),
             hi: KExpr::Local(k),
             body: Box::new(body),
-        })?);
+        })?;
+        let mut code = vec![KStmt::Assign(k, v)];
+        if permissive {
+            // Outside: the same statement with that read `missing` (a `coalesce` around it
+            // gives the padding value).
+            let mut gone = false;
+            let mut miss = |t: Tensor, idx: Vec<Expr>| -> Result<Expr> {
+                if !gone {
+                    if let Tensor::Fiber(f) = &t {
+                        if *f == fiber && matches!(idx.last(), Some(Expr::Permissive(_))) {
+                            gone = true;
+                            return Ok(Expr::Lit(crate::algebra::Value::Missing));
+                        }
+                    }
+                }
+                Ok(Expr::Access(Box::new(t), idx))
+            };
+            let padded = map_exprs(s.clone(), &mut |e| map_accesses(e, &mut miss))?;
+            code.push(KStmt::If {
+                cond: outside,
+                then: self.lower(padded)?,
+                otherwise: inside,
+            });
+        } else {
+            code.push(KStmt::If {
+                cond: outside,
+                then: vec![KStmt::Fail(
+                    crate::backend::c::ErrorCode::IndexOutOfRange as i32,
+                )],
+                otherwise: vec![],
+            });
+            code.extend(inside);
+        }
         Ok(Some(code))
     }
 
@@ -1104,7 +1135,9 @@ impl Lowerer {
             match e {
                 Expr::Lit(_) | Expr::Code(_) => true,
                 Expr::Call(_, a) => a.iter().all(bound),
-                Expr::Index(_) | Expr::Wrapped { .. } | Expr::Access(..) => false,
+                Expr::Index(_) | Expr::Wrapped { .. } | Expr::Permissive(_) | Expr::Access(..) => {
+                    false
+                }
             }
         }
         map_exprs(body, &mut |e| rewrite(self, e, index))
@@ -1887,6 +1920,9 @@ impl Lowerer {
             Expr::Index(i) | Expr::Wrapped { index: i, .. } => Err(Error::Program(format!(
                 "internal: the index `{i}` is unbound at a leaf"
             ))),
+            Expr::Permissive(_) => Err(Error::Program(
+                "internal: a permissive index outside an access".into(),
+            )),
             Expr::Access(t, idx) => {
                 if !idx.is_empty() {
                     return Err(Error::Program(format!(

@@ -82,6 +82,7 @@ impl Printer<'_> {
             Expr::Lit(v) => v.to_string(),
             Expr::Code(k) => self.kexpr(k),
             Expr::Index(i) => i.trim_start_matches("let:").to_string(),
+            Expr::Permissive(x) => format!("~({})", self.expr(x)),
             Expr::Wrapped {
                 index,
                 offset,
