@@ -625,10 +625,20 @@ impl CompiledProgram {
             });
         }
         let start = Instant::now();
+        // A computed index outside a tensor is reported with the tensor's name.
+        let named = |e: Error| {
+            match e {
+            Error::IndexOutOfRange { tensor } => Error::Program(format!(
+                "an index computed by the program (indirect, shifted by a run-time value, or read out of loop order) is outside `{}`; give it a larger shape or check the index data",
+                infos.get(tensor).map_or("?", |t| t.name.as_str())
+            )),
+            other => other,
+        }
+        };
         let (outs, stats) = match &self.ckernel {
-            Some(ck) => (ck.run(&mut args, &inputs)?, None),
+            Some(ck) => (ck.run(&mut args, &inputs).map_err(named)?, None),
             None => {
-                let (o, s) = interp::run(kernel, &mut args, &inputs)?;
+                let (o, s) = interp::run(kernel, &mut args, &inputs).map_err(named)?;
                 (o, Some(s))
             }
         };

@@ -81,6 +81,12 @@ pub enum Error {
     /// condition, an out-of-bounds non-permissive access).
     #[error("evaluation error: {0}")]
     Eval(String),
+    /// A compiled kernel computed an index outside a tensor (the engine names it).
+    #[error("an index computed by the program is outside tensor #{tensor}")]
+    IndexOutOfRange {
+        /// The tensor's number in the program's declarations.
+        tensor: usize,
+    },
     /// A feature that exists in the language but not yet in this implementation.
     #[error("not supported yet: {0}")]
     Unsupported(String),

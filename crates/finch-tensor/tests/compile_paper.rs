@@ -237,7 +237,7 @@ fn fig26_masked_histogram_scatters_and_checks_its_index() {
         // Too few bins: the scatter's index check stops the kernel with an error.
         let eight = HashMap::from([("bins".to_string(), vec![8])]);
         let e = k.run(&mut t, &eight).unwrap_err();
-        assert!(e.to_string().contains("outside its tensor"), "{e}");
+        assert!(e.to_string().contains("is outside `bins`"), "{e}");
     }
 }
 

@@ -816,7 +816,7 @@ impl Lowerer {
             code.push(KStmt::If {
                 cond: outside,
                 then: vec![KStmt::Fail(
-                    crate::backend::c::ErrorCode::IndexOutOfRange as i32,
+                    crate::backend::c::INDEX_OUT_OF_RANGE_BASE + fiber.tensor as i32,
                 )],
                 otherwise: vec![],
             });

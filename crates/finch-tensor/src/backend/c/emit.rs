@@ -46,20 +46,26 @@ pub enum ErrorCode {
     Resize = 4,
     /// A load, store or search outside a buffer (checked mode).
     OutOfBounds = 5,
-    /// A computed index (indirect, non-concordant or offset) outside its tensor.
-    IndexOutOfRange = 6,
 }
+
+/// A computed index (indirect, shifted by a run-time value, or read out of loop order)
+/// outside its tensor: the kernel fails with this base plus the tensor's number.
+pub const INDEX_OUT_OF_RANGE_BASE: i32 = 100;
 
 impl ErrorCode {
     /// The error a code stands for.
     pub fn to_error(code: i32, kernel: &str) -> Error {
+        if code >= INDEX_OUT_OF_RANGE_BASE {
+            return Error::IndexOutOfRange {
+                tensor: (code - INDEX_OUT_OF_RANGE_BASE) as usize,
+            };
+        }
         let what = match code {
             1 => "integer division by zero",
             2 => "integer power with a negative exponent",
             3 => "sqrt or log of a negative number",
             4 => "a buffer could not be resized",
             5 => "a buffer access out of bounds",
-            6 => "an index computed by the program (indirect or non-concordant) is outside its tensor",
             _ => "an unknown failure",
         };
         Error::Eval(format!("kernel `{kernel}`: {what} (code {code})"))

@@ -13,7 +13,7 @@ mod compile;
 mod emit;
 
 pub use compile::{cache_dir, cache_key, compiler, Compiler};
-pub use emit::{c_type, emit, CheckMode, ErrorCode};
+pub use emit::{c_type, emit, CheckMode, ErrorCode, INDEX_OUT_OF_RANGE_BASE};
 
 use std::collections::HashMap;
 use std::ffi::c_void;
