@@ -526,3 +526,31 @@ fn concatenation_and_convolution_by_padding_compile() {
         }
     }
 }
+
+/// An offset read of a sparse vector walks its stored entries (the level's looplets are
+/// shifted), it does not search or visit every index: the work follows the entries.
+#[test]
+fn an_offset_read_of_a_sparse_level_walks_its_entries() {
+    let text = "input x :: SparseList(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i - 1] * 2.0\nend\n";
+    let p = Program::parse(text).unwrap();
+    let k = p.compile(Engine::Interp).unwrap();
+    let ir = k.kernel().to_string();
+    assert!(!ir.contains("search("), "no random access: {ir}");
+    let n = 10_000;
+    let mut v = vec![0.0; n];
+    for (k, i) in [3usize, 70, 500, 4_000, 9_999].iter().enumerate() {
+        v[*i] = k as f64 + 1.0;
+    }
+    let x = DenseArray::from_f64(&[n], &v).unwrap();
+    let mut t = HashMap::from([(
+        "x".to_string(),
+        Tensor::from_dense(&Format::parse("SparseList(Element(0.0))").unwrap(), &x).unwrap(),
+    )]);
+    let stats = k.run(&mut t, &HashMap::new()).unwrap().stats.unwrap();
+    assert_eq!(t["s"].get(&[]).unwrap(), Value::F64(30.0));
+    assert!(
+        stats.iterations < 20,
+        "{} iterations for 5 entries",
+        stats.iterations
+    );
+}

@@ -332,11 +332,19 @@ pub fn shift(l: &Looplet, c: i64) -> Looplet {
     }
 }
 
+/// `e + c`, folded when `e` is a constant (so a seek to a known index stays known).
+fn add_const(e: KExpr, c: i64) -> KExpr {
+    match e {
+        KExpr::Lit(Value::I64(n)) => KExpr::int(n.wrapping_add(c)),
+        e => KExpr::bin(Op::Add, e, KExpr::int(c)),
+    }
+}
+
 fn shift_stepper(s: &Rc<Stepper>, c: i64) -> Stepper {
     let inner = s.clone();
     let back = |e: &KExpr| KExpr::bin(Op::Sub, e.clone(), KExpr::int(c));
     Stepper {
-        seek: Box::new(move |start| (inner.seek)(KExpr::bin(Op::Add, start, KExpr::int(c)))),
+        seek: Box::new(move |start| (inner.seek)(add_const(start, c))),
         preamble: s.preamble.clone(),
         stop: back(&s.stop),
         chunk: shift(&s.chunk, c),

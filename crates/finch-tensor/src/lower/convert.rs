@@ -841,8 +841,16 @@ impl Converter<'_> {
                     (lo, hi)
                 } else {
                     (
-                        KExpr::bin(crate::algebra::Op::Sub, lo, KExpr::int(offset)),
-                        KExpr::bin(crate::algebra::Op::Sub, hi, KExpr::int(offset)),
+                        crate::kernel::tidy_expr(KExpr::bin(
+                            crate::algebra::Op::Sub,
+                            lo,
+                            KExpr::int(offset),
+                        )),
+                        crate::kernel::tidy_expr(KExpr::bin(
+                            crate::algebra::Op::Sub,
+                            hi,
+                            KExpr::int(offset),
+                        )),
                     )
                 };
                 Stmt::Loop {
