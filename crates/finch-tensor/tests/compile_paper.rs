@@ -554,3 +554,68 @@ fn an_offset_read_of_a_sparse_level_walks_its_entries() {
         stats.iterations
     );
 }
+
+/// 2-D convolution with a zero-padded image (both image indices computed and
+/// permissive), compiled, against the reference, with a sparse image as well.
+#[test]
+fn convolution_2d_with_padding_compiles() {
+    let text = example("convolution_2d.fin");
+    let (h, w) = (7usize, 5usize);
+    let img: Vec<f64> = (0..h * w)
+        .map(|k| {
+            if k % 3 == 0 {
+                0.0
+            } else {
+                (k % 7) as f64 - 2.0
+            }
+        })
+        .collect();
+    let img = DenseArray::from_f64(&[h, w], &img).unwrap();
+    let filt =
+        DenseArray::from_f64(&[3, 3], &[1.0, 2.0, 0.0, -1.0, 4.0, 0.5, 0.0, 1.0, 3.0]).unwrap();
+    let p = Program::parse(&text).unwrap();
+    let shapes = HashMap::from([("y".to_string(), vec![h, w])]);
+    let mut b = Bindings::new();
+    b.insert("img", img.clone());
+    b.insert("f", filt.clone());
+    p.run_reference(
+        &mut b,
+        &RunOptions {
+            shapes: shapes.clone(),
+        },
+    )
+    .unwrap();
+    let want = b.get("y").unwrap().clone();
+    for image_format in [
+        "Dense(Dense(Element(0.0)))",
+        "Dense(SparseList(Element(0.0)))",
+    ] {
+        let q = Program::parse(&text.replace(
+            "input  img :: Dense(Dense(Element(0.0)))",
+            &format!("input  img :: {image_format}"),
+        ))
+        .unwrap();
+        for engine in [Engine::Interp, Engine::C] {
+            let mut t = HashMap::from([
+                (
+                    "img".to_string(),
+                    Tensor::from_dense(&Format::parse(image_format).unwrap(), &img).unwrap(),
+                ),
+                (
+                    "f".to_string(),
+                    Tensor::from_dense(
+                        &Format::parse("Dense(Dense(Element(0.0)))").unwrap(),
+                        &filt,
+                    )
+                    .unwrap(),
+                ),
+            ]);
+            q.compile(engine).unwrap().run(&mut t, &shapes).unwrap();
+            assert_eq!(
+                t["y"].to_dense().unwrap(),
+                want,
+                "{image_format} {engine:?}"
+            );
+        }
+    }
+}
