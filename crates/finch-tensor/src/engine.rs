@@ -295,18 +295,7 @@ impl CompiledProgram {
                     Error::Program(format!("`{}` cannot be initialized with {init}", info.name))
                 })?;
                 let shape = &shape_of[&k];
-                let sparse_depth = info.levels.iter().position(|l| {
-                    matches!(
-                        l,
-                        LevelParams::SparseListOut { .. }
-                            | LevelParams::SparseByteMapOut { .. }
-                            | LevelParams::SparsePointOut { .. }
-                            | LevelParams::SparseBandOut { .. }
-                            | LevelParams::SparseBlockListOut { .. }
-                            | LevelParams::RunsOut { .. }
-                            | LevelParams::SparseIntervalOut { .. }
-                    )
-                });
+                let sparse_depth = info.levels.iter().position(LevelParams::is_sparse_out);
                 let bufs = match sparse_depth {
                     None => {
                         // An output left in the map by an earlier run, of the same format
@@ -330,92 +319,51 @@ impl CompiledProgram {
                             aux: vec![],
                         }
                     }
-                    Some(d) if matches!(info.levels[d], LevelParams::SparseByteMapOut { .. }) => {
-                        // Dense child positions (all start at the initial value), a flag
-                        // per position, and the list of set positions.
-                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
-                        let parents = checked_len(&outer)?;
-                        // Parent positions times the level's size: the modes from the root
-                        // down to this level (the last `d + 1` of the shape).
-                        let total = checked_len(&shape[shape.len() - d - 1..])?;
-                        OutBufs {
-                            val: Buffer::filled(ty, total, init)?,
-                            ptr: vec![0; parents + 1],
-                            idx: Vec::new(),
-                            flags: Buffer::filled(ScalarType::Bool, total, Value::Bool(false))?,
-                            aux: vec![],
-                        }
-                    }
-                    Some(d) if matches!(info.levels[d], LevelParams::SparsePointOut { .. }) => {
-                        // One child position per fiber; every fiber starts empty.
+                    Some(d) => {
+                        // Parent positions (the product of the Dense sizes above the level)
+                        // and the level's size; buffers a written level grows start empty.
                         let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
                         let parents = checked_len(&outer)?;
                         let n = shape[shape.len() - d - 1];
-                        OutBufs {
-                            val: Buffer::filled(ty, parents, init)?,
-                            ptr: vec![],
-                            idx: vec![n; parents],
-                            flags: Buffer::new(ScalarType::Bool),
-                            aux: vec![],
-                        }
-                    }
-                    Some(d) if matches!(info.levels[d], LevelParams::SparseBandOut { .. }) => {
-                        // Per-fiber last index and width; values grow in the kernel.
-                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
-                        let parents = checked_len(&outer)?;
-                        OutBufs {
+                        let mut b = OutBufs {
                             val: Buffer::new(ty),
                             ptr: vec![0; parents + 1],
-                            idx: vec![0; parents],
-                            flags: Buffer::new(ScalarType::Bool),
-                            aux: vec![],
-                        }
-                    }
-                    Some(d) if matches!(info.levels[d], LevelParams::SparseIntervalOut { .. }) => {
-                        // Every fiber starts empty (`left = 1, right = 0`); one value slot
-                        // per fiber plus a scratch slot for the run being written.
-                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
-                        let parents = checked_len(&outer)?;
-                        OutBufs {
-                            val: Buffer::filled(ty, parents + 1, init)?,
-                            ptr: vec![0; parents],
-                            idx: vec![1; parents],
-                            flags: Buffer::new(ScalarType::Bool),
-                            aux: vec![],
-                        }
-                    }
-                    Some(d) if matches!(info.levels[d], LevelParams::RunsOut { .. }) => {
-                        // Per-fiber run counts; runs and values grow in the kernel.
-                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
-                        OutBufs {
-                            val: Buffer::new(ty),
-                            ptr: vec![0; checked_len(&outer)? + 1],
                             idx: Vec::new(),
                             flags: Buffer::new(ScalarType::Bool),
                             aux: Vec::new(),
+                        };
+                        match &info.levels[d] {
+                            LevelParams::SparseByteMapOut { .. } => {
+                                // Dense child positions (all at the initial value) and a
+                                // flag per position: the modes from the root down to this
+                                // level (the last `d + 1` of the shape).
+                                let total = checked_len(&shape[shape.len() - d - 1..])?;
+                                b.val = Buffer::filled(ty, total, init)?;
+                                b.flags =
+                                    Buffer::filled(ScalarType::Bool, total, Value::Bool(false))?;
+                            }
+                            LevelParams::SparsePointOut { .. } => {
+                                // One child position per fiber; every fiber starts empty.
+                                b.val = Buffer::filled(ty, parents, init)?;
+                                b.ptr = Vec::new();
+                                b.idx = vec![n; parents];
+                            }
+                            // Per-fiber last index and width (in `ptr`).
+                            LevelParams::SparseBandOut { .. } => b.idx = vec![0; parents],
+                            LevelParams::SparseIntervalOut { .. } => {
+                                // Every fiber starts empty (`left = 1`, `right = 0`); one
+                                // value slot per fiber plus a scratch slot for the run being
+                                // written.
+                                b.val = Buffer::filled(ty, parents + 1, init)?;
+                                b.ptr = vec![0; parents];
+                                b.idx = vec![1; parents];
+                            }
+                            // Block ends start with the first block's start.
+                            LevelParams::SparseBlockListOut { .. } => b.aux = vec![0],
+                            // SparseList and run-length levels: per-fiber counts in `ptr`.
+                            _ => {}
                         }
-                    }
-                    Some(d) if matches!(info.levels[d], LevelParams::SparseBlockListOut { .. }) => {
-                        // Per-fiber block counts; blocks and values grow in the kernel.
-                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
-                        OutBufs {
-                            val: Buffer::new(ty),
-                            ptr: vec![0; checked_len(&outer)? + 1],
-                            idx: Vec::new(),
-                            flags: Buffer::new(ScalarType::Bool),
-                            aux: vec![0],
-                        }
-                    }
-                    Some(d) => {
-                        // Parent positions: the product of the Dense sizes above the level.
-                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
-                        OutBufs {
-                            val: Buffer::new(ty),
-                            ptr: vec![0; checked_len(&outer)? + 1],
-                            idx: Vec::new(),
-                            flags: Buffer::new(ScalarType::Bool),
-                            aux: vec![],
-                        }
+                        b
                     }
                 };
                 out_vals.insert(k, bufs);

@@ -194,6 +194,13 @@ pub enum LevelParams {
     Pattern,
 }
 
+impl LevelParams {
+    /// Is this a sparse level being written (any `*Out` variant)?
+    pub fn is_sparse_out(&self) -> bool {
+        is_extruded(self) || matches!(self, LevelParams::SparseByteMapOut { .. })
+    }
+}
+
 /// A tensor of the program as the kernel sees it.
 #[derive(Clone, Debug)]
 pub struct TensorInfo {
@@ -684,18 +691,10 @@ impl Converter<'_> {
                 if self.tensors[t].kind == DeclKind::Input {
                     return unsupported(format!("re-declaring the input `{tensor}` (issue #3)"));
                 }
-                let sparse = self.tensors[t].levels.iter().any(|l| {
-                    matches!(
-                        l,
-                        LevelParams::SparseListOut { .. }
-                            | LevelParams::SparseByteMapOut { .. }
-                            | LevelParams::SparsePointOut { .. }
-                            | LevelParams::SparseBandOut { .. }
-                            | LevelParams::SparseBlockListOut { .. }
-                            | LevelParams::RunsOut { .. }
-                            | LevelParams::SparseIntervalOut { .. }
-                    )
-                });
+                let sparse = self.tensors[t]
+                    .levels
+                    .iter()
+                    .any(LevelParams::is_sparse_out);
                 let fill = self.tensors[t].format.fill_value();
                 if sparse
                     && !init

@@ -85,20 +85,7 @@ impl Lowerer {
                 dirty,
                 ..
             } => {
-                let Some(LevelParams::Element { val, .. }) =
-                    self.tensors[t].levels.get(depth).cloned()
-                else {
-                    return Err(Error::Program(format!(
-                        "internal: `{name}` has no leaf under its sparse output level"
-                    )));
-                };
-                let fill = self.fill_of(t);
-                // The declared initial value, in the element type (checked equal to the fill
-                // when the program was converted).
-                let init = self.tensors[t]
-                    .init
-                    .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
-                    .unwrap_or(fill);
+                let (val, init) = self.written_leaf(t, depth, "sparse output")?;
                 let start = self
                     .kernel
                     .local(format!("{name}_lvl{depth}_qos_start"), ScalarType::I64);
@@ -340,6 +327,29 @@ impl Lowerer {
         }
     }
 
+    /// The value buffer of the Element leaf (at `depth`) under a written sparse level, and
+    /// the value a claimed position starts from: the declared initial value in the element
+    /// type (checked equal to the fill when the program was converted).
+    fn written_leaf(
+        &self,
+        t: usize,
+        depth: usize,
+        level: &str,
+    ) -> Result<(crate::kernel::BufId, Value)> {
+        let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.get(depth) else {
+            return Err(Error::Program(format!(
+                "internal: `{}` has no leaf under its {level} level",
+                self.tensors[t].name
+            )));
+        };
+        let fill = self.fill_of(t);
+        let init = self.tensors[t]
+            .init
+            .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
+            .unwrap_or(fill);
+        Ok((*val, init))
+    }
+
     /// Levels written in order cannot be read back in the same kernel.
     fn written_only(&self, f: &Fiber, name: &str) -> Result<()> {
         if f.protocols & crate::looplets::WRITTEN == 0 {
@@ -362,32 +372,9 @@ impl Lowerer {
         [qos, blocks, first_block, last, dirty, conflict]: [crate::kernel::LocalId; 6],
     ) -> Result<Looplet> {
         let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
-        let name = self.tensors[t].name.clone();
-        let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.get(depth).cloned()
-        else {
-            return Err(Error::Program(format!(
-                "internal: `{name}` has no leaf under its SparseBlockList level"
-            )));
-        };
-        let fill = self.fill_of(t);
-        let init = self.tensors[t]
-            .init
-            .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
-            .unwrap_or(fill);
+        let (val, init) = self.written_leaf(t, depth, "SparseBlockList")?;
         let l = KExpr::Local;
         let int = KExpr::int;
-        let grow = |buf, need: KExpr, fill: Value| KStmt::If {
-            cond: KExpr::bin(Op::Gt, need.clone(), KExpr::Len(buf)),
-            then: vec![KStmt::Resize {
-                buf,
-                len: KExpr::Op(
-                    Op::Max,
-                    vec![KExpr::bin(Op::Mul, KExpr::Len(buf), KExpr::int(2)), need],
-                ),
-                fill,
-            }],
-            otherwise: vec![],
-        };
         let body = move |i: KExpr| {
             let i0 = KExpr::bin(Op::Sub, i, int(1));
             let claim = vec![
@@ -405,13 +392,13 @@ impl Lowerer {
                         ],
                     ),
                     then: vec![
-                        grow(idx, KExpr::bin(Op::Add, l(blocks), int(1)), Value::I64(0)),
-                        grow(ofs, KExpr::bin(Op::Add, l(blocks), int(2)), Value::I64(0)),
+                        grow_to(idx, KExpr::bin(Op::Add, l(blocks), int(1)), Value::I64(0)),
+                        grow_to(ofs, KExpr::bin(Op::Add, l(blocks), int(2)), Value::I64(0)),
                         KStmt::Assign(blocks, KExpr::bin(Op::Add, l(blocks), int(1))),
                     ],
                     otherwise: vec![],
                 },
-                grow(val, KExpr::bin(Op::Add, l(qos), int(1)), init),
+                grow_to(val, KExpr::bin(Op::Add, l(qos), int(1)), init),
                 KStmt::Store {
                     buf: val,
                     index: l(qos),
@@ -487,41 +474,16 @@ impl Lowerer {
         [qos, start, last, dirty, conflict]: [crate::kernel::LocalId; 5],
     ) -> Result<Looplet> {
         let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
-        let name = self.tensors[t].name.clone();
         let (Some(ptr), Some(right)) = (ptr, right) else {
             return Err(Error::Program("internal: run level buffers".into()));
         };
-        let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.get(depth).cloned()
-        else {
-            return Err(Error::Program(format!(
-                "internal: `{name}` has no leaf under its run-length level"
-            )));
-        };
-        let fill = self.fill_of(t);
-        let init = self.tensors[t]
-            .init
-            .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
-            .unwrap_or(fill);
+        let (val, init) = self.written_leaf(t, depth, "run-length")?;
         let l = KExpr::Local;
         let int = KExpr::int;
         // Room for run `qos` in every run array (and the values).
         let room = move || {
             let need = KExpr::bin(Op::Add, l(qos), int(1));
-            let grow = |buf: crate::kernel::BufId, fill: Value| KStmt::If {
-                cond: KExpr::bin(Op::Gt, need.clone(), KExpr::Len(buf)),
-                then: vec![KStmt::Resize {
-                    buf,
-                    len: KExpr::Op(
-                        Op::Max,
-                        vec![
-                            KExpr::bin(Op::Mul, KExpr::Len(buf), KExpr::int(2)),
-                            need.clone(),
-                        ],
-                    ),
-                    fill,
-                }],
-                otherwise: vec![],
-            };
+            let grow = |buf, fill| grow_to(buf, need.clone(), fill);
             let mut v = vec![grow(val, init), grow(right, Value::I64(0))];
             if let Some(left) = left {
                 v.push(grow(left, Value::I64(0)));
@@ -647,18 +609,7 @@ impl Lowerer {
         conflict: crate::kernel::LocalId,
     ) -> Result<Looplet> {
         let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
-        let name = self.tensors[t].name.clone();
-        let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.get(depth).cloned()
-        else {
-            return Err(Error::Program(format!(
-                "internal: `{name}` has no leaf under its SparseInterval level"
-            )));
-        };
-        let fill = self.fill_of(t);
-        let init = self.tensors[t]
-            .init
-            .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
-            .unwrap_or(fill);
+        let (val, init) = self.written_leaf(t, depth, "SparseInterval")?;
         let l = KExpr::Local;
         let int = KExpr::int;
         let scratch = KExpr::Len(left);
@@ -756,18 +707,7 @@ impl Lowerer {
         [qos, start, origin, last, dirty, conflict]: [crate::kernel::LocalId; 6],
     ) -> Result<Looplet> {
         let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
-        let name = self.tensors[t].name.clone();
-        let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.get(depth).cloned()
-        else {
-            return Err(Error::Program(format!(
-                "internal: `{name}` has no leaf under its SparseBand level"
-            )));
-        };
-        let fill = self.fill_of(t);
-        let init = self.tensors[t]
-            .init
-            .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
-            .unwrap_or(fill);
+        let (val, init) = self.written_leaf(t, depth, "SparseBand")?;
         let l = KExpr::Local;
         let int = KExpr::int;
         let at = move |i: KExpr| {
@@ -797,18 +737,7 @@ impl Lowerer {
                     then: vec![KStmt::Assign(origin, i0)],
                     otherwise: vec![],
                 },
-                KStmt::If {
-                    cond: KExpr::bin(Op::Gt, need.clone(), KExpr::Len(val)),
-                    then: vec![KStmt::Resize {
-                        buf: val,
-                        len: KExpr::Op(
-                            Op::Max,
-                            vec![KExpr::bin(Op::Mul, KExpr::Len(val), int(2)), need],
-                        ),
-                        fill: init,
-                    }],
-                    otherwise: vec![],
-                },
+                grow_to(val, need, init),
                 KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))),
             ];
             Tensor::Fiber(Fiber {
@@ -1515,5 +1444,22 @@ fn seek_on(
             }],
             otherwise: vec![],
         }]
+    }
+}
+
+/// Grows a buffer (doubling, at least to `need`) when `need` exceeds its length; new
+/// elements are `fill`.
+fn grow_to(buf: crate::kernel::BufId, need: KExpr, fill: Value) -> KStmt {
+    KStmt::If {
+        cond: KExpr::bin(Op::Gt, need.clone(), KExpr::Len(buf)),
+        then: vec![KStmt::Resize {
+            buf,
+            len: KExpr::Op(
+                Op::Max,
+                vec![KExpr::bin(Op::Mul, KExpr::Len(buf), KExpr::int(2)), need],
+            ),
+            fill,
+        }],
+        otherwise: vec![],
     }
 }
