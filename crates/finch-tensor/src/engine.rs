@@ -20,7 +20,7 @@ use crate::formats::{
     DenseStorage, ElementStorage, Format, LevelFormat, LevelStorage, ScalarStorage,
 };
 use crate::kernel::{BufId, Kernel, LocalId};
-use crate::lower::{lower_program, LevelParams, Lowered, Size};
+use crate::lower::{lower_program, LevelParams, Lowered, OutArray, Size};
 use crate::notation::DeclKind;
 use crate::tensor::{checked_len, fmt_shape, Buffer, Tensor, TensorStorage};
 
@@ -397,16 +397,29 @@ impl CompiledProgram {
                     .get(shape.len().wrapping_sub(1 + depth))
                     .copied()
                     .unwrap_or(0);
+                if let Some(shape) = lp.shape() {
+                    local_values.insert(shape, Value::I64(mode_size as i64));
+                }
+                // A written sparse level's buffers are the output's arrays.
+                for (b, array) in lp.output_arrays() {
+                    sources.insert(
+                        b,
+                        match array {
+                            OutArray::Ptr => Source::OutputPtr(k),
+                            OutArray::Idx => Source::OutputIdx(k),
+                            OutArray::Flags => Source::OutputFlags(k),
+                            OutArray::Aux => Source::OutputAux(k),
+                        },
+                    );
+                }
                 match (lp, level) {
-                    (LevelParams::Dense { shape }, l) => {
-                        local_values.insert(*shape, Value::I64(mode_size as i64));
+                    (LevelParams::Dense { .. }, l) => {
                         level = l.and_then(LevelStorage::child);
                     }
                     (
-                        LevelParams::SparseList { shape, ptr, idx },
+                        LevelParams::SparseList { ptr, idx, .. },
                         Some(LevelStorage::SparseList(s)),
                     ) => {
-                        local_values.insert(*shape, Value::I64(mode_size as i64));
                         sources.insert(*ptr, Source::Indices(&s.ptr));
                         sources.insert(*idx, Source::Indices(&s.idx));
                         level = Some(&s.child);
@@ -417,18 +430,7 @@ impl CompiledProgram {
                     (LevelParams::Element { val, .. }, None) => {
                         sources.insert(*val, Source::Output(k));
                     }
-                    (
-                        LevelParams::SparseListOut {
-                            shape, ptr, idx, ..
-                        },
-                        None,
-                    ) => {
-                        local_values.insert(*shape, Value::I64(mode_size as i64));
-                        sources.insert(*ptr, Source::OutputPtr(k));
-                        sources.insert(*idx, Source::OutputIdx(k));
-                    }
-                    (LevelParams::Structured { shape, bufs, .. }, Some(l)) => {
-                        local_values.insert(*shape, Value::I64(mode_size as i64));
+                    (LevelParams::Structured { bufs, .. }, Some(l)) => {
                         for (b, kb) in bufs.iter().zip(l.kernel_buffers()) {
                             sources.insert(
                                 *b,
@@ -440,77 +442,7 @@ impl CompiledProgram {
                         }
                         level = l.child();
                     }
-                    (
-                        LevelParams::SparseByteMapOut {
-                            shape,
-                            ptr,
-                            tbl,
-                            srt,
-                            ..
-                        },
-                        None,
-                    ) => {
-                        local_values.insert(*shape, Value::I64(mode_size as i64));
-                        sources.insert(*ptr, Source::OutputPtr(k));
-                        sources.insert(*tbl, Source::OutputFlags(k));
-                        sources.insert(*srt, Source::OutputIdx(k));
-                    }
-                    (LevelParams::SparsePointOut { shape, idx, .. }, None) => {
-                        local_values.insert(*shape, Value::I64(mode_size as i64));
-                        sources.insert(*idx, Source::OutputIdx(k));
-                    }
-                    (
-                        LevelParams::SparseBandOut {
-                            shape, idx, ofs, ..
-                        },
-                        None,
-                    ) => {
-                        local_values.insert(*shape, Value::I64(mode_size as i64));
-                        sources.insert(*idx, Source::OutputIdx(k));
-                        sources.insert(*ofs, Source::OutputPtr(k));
-                    }
-                    (
-                        LevelParams::SparseBlockListOut {
-                            shape,
-                            ptr,
-                            idx,
-                            ofs,
-                            ..
-                        },
-                        None,
-                    ) => {
-                        local_values.insert(*shape, Value::I64(mode_size as i64));
-                        sources.insert(*ptr, Source::OutputPtr(k));
-                        sources.insert(*idx, Source::OutputIdx(k));
-                        sources.insert(*ofs, Source::OutputAux(k));
-                    }
-                    (
-                        LevelParams::RunsOut {
-                            shape,
-                            ptr,
-                            left,
-                            right,
-                            ..
-                        },
-                        None,
-                    ) => {
-                        local_values.insert(*shape, Value::I64(mode_size as i64));
-                        sources.insert(*ptr, Source::OutputPtr(k));
-                        sources.insert(*right, Source::OutputIdx(k));
-                        if let Some(left) = left {
-                            sources.insert(*left, Source::OutputAux(k));
-                        }
-                    }
-                    (
-                        LevelParams::SparseIntervalOut {
-                            shape, left, right, ..
-                        },
-                        None,
-                    ) => {
-                        local_values.insert(*shape, Value::I64(mode_size as i64));
-                        sources.insert(*left, Source::OutputIdx(k));
-                        sources.insert(*right, Source::OutputPtr(k));
-                    }
+                    (l, None) if l.is_sparse_out() => {}
                     (LevelParams::Pattern, _) => {}
                     _ => {
                         return Err(Error::Program(format!(

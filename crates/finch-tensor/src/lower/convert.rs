@@ -194,10 +194,71 @@ pub enum LevelParams {
     Pattern,
 }
 
+/// Which run-time array of an output's buffers (`engine::OutBufs`) a written level's
+/// kernel buffer is bound to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutArray {
+    /// Per-fiber counts or offsets (SparseList, SparseBlockList, run lists, SparseByteMap),
+    /// SparseBand widths, SparseInterval right ends.
+    Ptr,
+    /// Indices (SparseList), set positions (SparseByteMap), per-fiber indices (SparsePoint,
+    /// SparseBand), block or run ends, SparseInterval left ends.
+    Idx,
+    /// SparseByteMap flags.
+    Flags,
+    /// SparseBlockList block ends, SparseRunList run starts.
+    Aux,
+}
+
 impl LevelParams {
     /// Is this a sparse level being written (any `*Out` variant)?
     pub fn is_sparse_out(&self) -> bool {
         is_extruded(self) || matches!(self, LevelParams::SparseByteMapOut { .. })
+    }
+
+    /// The local holding the size of the mode the level indexes (`None` for a leaf).
+    pub fn shape(&self) -> Option<LocalId> {
+        match self {
+            LevelParams::Dense { shape }
+            | LevelParams::SparseList { shape, .. }
+            | LevelParams::Structured { shape, .. }
+            | LevelParams::SparseListOut { shape, .. }
+            | LevelParams::SparseByteMapOut { shape, .. }
+            | LevelParams::SparsePointOut { shape, .. }
+            | LevelParams::SparseBandOut { shape, .. }
+            | LevelParams::SparseBlockListOut { shape, .. }
+            | LevelParams::RunsOut { shape, .. }
+            | LevelParams::SparseIntervalOut { shape, .. } => Some(*shape),
+            LevelParams::Element { .. } | LevelParams::Pattern => None,
+        }
+    }
+
+    /// The kernel buffers of a written sparse level, each with the output array it is
+    /// bound to (empty for other levels).
+    pub fn output_arrays(&self) -> Vec<(BufId, OutArray)> {
+        use OutArray::{Aux, Flags, Idx, Ptr};
+        match self {
+            LevelParams::SparseListOut { ptr, idx, .. } => vec![(*ptr, Ptr), (*idx, Idx)],
+            LevelParams::SparseByteMapOut { ptr, tbl, srt, .. } => {
+                vec![(*ptr, Ptr), (*tbl, Flags), (*srt, Idx)]
+            }
+            LevelParams::SparsePointOut { idx, .. } => vec![(*idx, Idx)],
+            LevelParams::SparseBandOut { idx, ofs, .. } => vec![(*idx, Idx), (*ofs, Ptr)],
+            LevelParams::SparseBlockListOut { ptr, idx, ofs, .. } => {
+                vec![(*ptr, Ptr), (*idx, Idx), (*ofs, Aux)]
+            }
+            LevelParams::RunsOut {
+                ptr, left, right, ..
+            } => {
+                let mut v = vec![(*ptr, Ptr), (*right, Idx)];
+                v.extend(left.map(|l| (l, Aux)));
+                v
+            }
+            LevelParams::SparseIntervalOut { left, right, .. } => {
+                vec![(*left, Idx), (*right, Ptr)]
+            }
+            _ => vec![],
+        }
     }
 }
 
@@ -897,18 +958,9 @@ impl Converter<'_> {
         let info = &self.tensors[t];
         let ndims = info.format.ndims();
         let depth = ndims - 1 - m;
-        match info.levels.get(depth) {
-            Some(LevelParams::Dense { shape })
-            | Some(LevelParams::SparseList { shape, .. })
-            | Some(LevelParams::Structured { shape, .. })
-            | Some(LevelParams::SparseByteMapOut { shape, .. })
-            | Some(LevelParams::SparsePointOut { shape, .. })
-            | Some(LevelParams::SparseBandOut { shape, .. })
-            | Some(LevelParams::SparseBlockListOut { shape, .. })
-            | Some(LevelParams::RunsOut { shape, .. })
-            | Some(LevelParams::SparseIntervalOut { shape, .. })
-            | Some(LevelParams::SparseListOut { shape, .. }) => Ok(KExpr::Local(*shape)),
-            _ => Err(Error::Program(format!(
+        match info.levels.get(depth).and_then(LevelParams::shape) {
+            Some(shape) => Ok(KExpr::Local(shape)),
+            None => Err(Error::Program(format!(
                 "`{}` has no mode {}",
                 info.name,
                 m + 1

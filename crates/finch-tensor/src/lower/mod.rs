@@ -13,7 +13,7 @@ mod convert;
 mod print;
 mod unfurl;
 
-pub use convert::{convert, Converted, LevelParams, Size, TensorInfo};
+pub use convert::{convert, Converted, LevelParams, OutArray, Size, TensorInfo};
 pub use print::print_converted;
 
 use std::collections::HashMap;
@@ -594,19 +594,13 @@ impl Lowerer {
 
     /// The size of the mode a fiber's level indexes (an `i64` kernel expression).
     fn level_size(&self, f: &crate::looplets::Fiber) -> Result<KExpr> {
-        let shape = match self.tensors[f.tensor].levels.get(f.depth) {
-            Some(
-                LevelParams::Dense { shape }
-                | LevelParams::SparseList { shape, .. }
-                | LevelParams::Structured { shape, .. }
-                | LevelParams::SparseListOut { shape, .. }
-                | LevelParams::SparseByteMapOut { shape, .. }
-                | LevelParams::SparsePointOut { shape, .. }
-                | LevelParams::SparseBandOut { shape, .. }
-                | LevelParams::SparseBlockListOut { shape, .. }
-                | LevelParams::RunsOut { shape, .. },
-            ) => *shape,
-            _ => {
+        let shape = match self.tensors[f.tensor]
+            .levels
+            .get(f.depth)
+            .and_then(LevelParams::shape)
+        {
+            Some(shape) => shape,
+            None => {
                 return Err(Error::Program(format!(
                     "internal: `{}` has no level {}",
                     self.tensors[f.tensor].name,
