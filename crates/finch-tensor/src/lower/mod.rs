@@ -1312,17 +1312,19 @@ impl Lowerer {
         for s in &steppers {
             out.extend((s.seek)(seek_to.clone()));
         }
-        let mut step = Vec::new();
         // Short-circuit (Finch paper §3.3.3): when the body only reduces into
         // ShortCircuitScalars and all of them hold an annihilator, the rest of the loop
-        // cannot change anything: leave it.
-        if let Some(guard) = self.short_circuit_guard(&body) {
-            step.push(KStmt::If {
+        // cannot change anything: leave it (checked at every step of either loop below).
+        let leave: Vec<KStmt> = self
+            .short_circuit_guard(&body)
+            .map(|guard| KStmt::If {
                 cond: guard,
                 then: vec![KStmt::Break],
                 otherwise: vec![],
-            });
-        }
+            })
+            .into_iter()
+            .collect();
+        let mut step = leave.clone();
         for s in &steppers {
             step.extend(s.preamble.iter().cloned());
         }
@@ -1351,14 +1353,7 @@ impl Lowerer {
         // step is whole, so the loop counts positions with no per-step clipping.
         if let [only] = steppers.as_slice() {
             if let Some(counted) = &only.counted {
-                let mut fast = Vec::new();
-                if let Some(guard) = self.short_circuit_guard(&body) {
-                    fast.push(KStmt::If {
-                        cond: guard,
-                        then: vec![KStmt::Break],
-                        otherwise: vec![],
-                    });
-                }
+                let mut fast = leave;
                 fast.extend(only.preamble.iter().cloned());
                 // The stop may read the stepper's state, which `next` advances: fix it first.
                 fast.push(KStmt::Assign(st, only.stop.clone()));

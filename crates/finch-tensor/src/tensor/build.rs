@@ -344,15 +344,9 @@ fn build_level(
                     let mut idx = Vec::new();
                     ptr.push(0);
                     for &(lo, hi) in groups {
-                        let mut k = lo;
-                        while k < hi {
-                            let i = e.key(k, m);
-                            let start = k;
-                            while k < hi && e.key(k, m) == i {
-                                k += 1;
-                            }
+                        for (i, g) in index_groups(e, m, lo, hi) {
                             idx.push(i);
-                            child_groups.push((start, k));
+                            child_groups.push(g);
                         }
                         ptr.push(idx.len());
                     }
