@@ -418,80 +418,74 @@ impl Lowerer {
                 }])
             }
             Stmt::Reset(t, v) => {
-                if let [LevelParams::SparseByteMapOut { tbl, srt, nsrt, .. }, LevelParams::Pattern] =
-                    self.tensors[t].levels.as_slice()
-                {
-                    let (tbl, srt, nsrt) = (*tbl, *srt, *nsrt);
-                    let q = self.fresh(&format!("{}_reset", self.tensors[t].name), ScalarType::I64);
-                    return Ok(vec![
-                        KStmt::For {
-                            var: q,
-                            lo: KExpr::int(0),
-                            hi: KExpr::Local(nsrt),
-                            body: vec![KStmt::Store {
-                                buf: tbl,
-                                index: KExpr::load(srt, KExpr::Local(q)),
-                                value: KExpr::Lit(Value::Bool(false)),
-                            }],
-                        },
-                        KStmt::Assign(nsrt, KExpr::int(0)),
-                    ]);
-                }
-                let Some(LevelParams::Element { val, .. }) = self.tensors[t].levels.last().cloned()
-                else {
-                    return Err(Error::Program(
-                        "internal: reset of a non-dense tensor".into(),
-                    ));
+                let levels = self.tensors[t].levels.clone();
+                // The leaf's values and the reset value in their type (a Pattern leaf has
+                // none).
+                let leaf = match levels.last() {
+                    Some(LevelParams::Element { val, .. }) => {
+                        let elem = self.kernel.bufs[val.0 as usize].elem;
+                        let v = v.convert_exact(elem).ok_or_else(|| {
+                            Error::Program(format!(
+                                "`{}` ({elem}) cannot be set to {v}",
+                                self.tensors[t].name
+                            ))
+                        })?;
+                        Some((*val, v))
+                    }
+                    Some(LevelParams::Pattern) => None,
+                    _ => {
+                        return Err(Error::Program(
+                            "internal: reset of a tensor without a leaf".into(),
+                        ))
+                    }
                 };
-                let elem = self.kernel.bufs[val.0 as usize].elem;
-                let v = v.convert_exact(elem).ok_or_else(|| {
-                    Error::Program(format!(
-                        "`{}` ({elem}) cannot be set to {v}",
-                        self.tensors[t].name
-                    ))
-                })?;
                 let q = self.fresh(&format!("{}_reset", self.tensors[t].name), ScalarType::I64);
-                if let Some(LevelParams::RunsOut { qos, .. }) = self.tensors[t].levels.first() {
+                match (levels.first(), leaf) {
                     // A run-length workspace starts over: later writes overwrite its runs.
-                    return Ok(vec![KStmt::Assign(*qos, KExpr::int(0))]);
+                    (Some(LevelParams::RunsOut { qos, .. }), _) => {
+                        Ok(vec![KStmt::Assign(*qos, KExpr::int(0))])
+                    }
+                    // A bytemap workspace resets only the positions it set (TACO's
+                    // workspace): the cost follows the previous nonzeros, not the size.
+                    (Some(LevelParams::SparseByteMapOut { tbl, srt, nsrt, .. }), leaf) => {
+                        let at = KExpr::load(*srt, KExpr::Local(q));
+                        let mut body = vec![KStmt::Store {
+                            buf: *tbl,
+                            index: at.clone(),
+                            value: KExpr::Lit(Value::Bool(false)),
+                        }];
+                        if let Some((val, v)) = leaf {
+                            body.push(KStmt::Store {
+                                buf: val,
+                                index: at,
+                                value: KExpr::Lit(v),
+                            });
+                        }
+                        Ok(vec![
+                            KStmt::For {
+                                var: q,
+                                lo: KExpr::int(0),
+                                hi: KExpr::Local(*nsrt),
+                                body,
+                            },
+                            KStmt::Assign(*nsrt, KExpr::int(0)),
+                        ])
+                    }
+                    // A dense workspace: every value.
+                    (_, Some((val, v))) => Ok(vec![KStmt::For {
+                        var: q,
+                        lo: KExpr::int(0),
+                        hi: KExpr::Len(val),
+                        body: vec![KStmt::Store {
+                            buf: val,
+                            index: KExpr::Local(q),
+                            value: KExpr::Lit(v),
+                        }],
+                    }]),
+                    (_, None) => Err(Error::Program(
+                        "internal: reset of a non-dense tensor".into(),
+                    )),
                 }
-                if let Some(LevelParams::SparseByteMapOut { tbl, srt, nsrt, .. }) =
-                    self.tensors[t].levels.first().cloned()
-                {
-                    // A workspace resets only the positions it set (TACO's workspace): the
-                    // cost follows the previous nonzeros, not the size.
-                    let at = KExpr::load(srt, KExpr::Local(q));
-                    return Ok(vec![
-                        KStmt::For {
-                            var: q,
-                            lo: KExpr::int(0),
-                            hi: KExpr::Local(nsrt),
-                            body: vec![
-                                KStmt::Store {
-                                    buf: tbl,
-                                    index: at.clone(),
-                                    value: KExpr::Lit(Value::Bool(false)),
-                                },
-                                KStmt::Store {
-                                    buf: val,
-                                    index: at,
-                                    value: KExpr::Lit(v),
-                                },
-                            ],
-                        },
-                        KStmt::Assign(nsrt, KExpr::int(0)),
-                    ]);
-                }
-                Ok(vec![KStmt::For {
-                    var: q,
-                    lo: KExpr::int(0),
-                    hi: KExpr::Len(val),
-                    body: vec![KStmt::Store {
-                        buf: val,
-                        index: KExpr::Local(q),
-                        value: KExpr::Lit(v),
-                    }],
-                }])
             }
             Stmt::SetScalar(t, e) => {
                 let target = self.tensors[t]
