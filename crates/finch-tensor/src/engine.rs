@@ -605,9 +605,7 @@ impl CompiledProgram {
                             }
                             *q %= n;
                         }
-                        for p in 1..bufs.ptr.len() {
-                            bufs.ptr[p] += bufs.ptr[p - 1];
-                        }
+                        prefix_sum(&mut bufs.ptr);
                     } else if info
                         .levels
                         .iter()
@@ -628,9 +626,7 @@ impl CompiledProgram {
                     {
                         // Freeze a SparseBlockList: block counts become offsets, the block
                         // and value arrays are trimmed.
-                        for p in 1..bufs.ptr.len() {
-                            bufs.ptr[p] += bufs.ptr[p - 1];
-                        }
+                        prefix_sum(&mut bufs.ptr);
                         let blocks = bufs.ptr.last().copied().unwrap_or(0);
                         bufs.idx.truncate(blocks);
                         bufs.aux.truncate(blocks + 1);
@@ -642,18 +638,14 @@ impl CompiledProgram {
                         .any(|l| matches!(l, LevelParams::SparseBandOut { .. }))
                     {
                         // Freeze a SparseBand: widths become offsets, values are trimmed.
-                        for p in 1..bufs.ptr.len() {
-                            bufs.ptr[p] += bufs.ptr[p - 1];
-                        }
+                        prefix_sum(&mut bufs.ptr);
                         let n = bufs.ptr.last().copied().unwrap_or(0);
                         bufs.val.truncate(n);
                     } else if !bufs.ptr.is_empty() {
                         // Freeze a SparseList output: counts become offsets, buffers are
                         // trimmed.
                         if !info.frozen_in_kernel {
-                            for p in 1..bufs.ptr.len() {
-                                bufs.ptr[p] += bufs.ptr[p - 1];
-                            }
+                            prefix_sum(&mut bufs.ptr);
                         }
                         let n = bufs.ptr[bufs.ptr.len() - 1];
                         bufs.idx.truncate(n);
@@ -675,6 +667,13 @@ impl CompiledProgram {
             }
         }
         Ok(RunReport { kernel_time, stats })
+    }
+}
+
+/// Per-fiber counts to offsets, in place.
+fn prefix_sum(counts: &mut [usize]) {
+    for p in 1..counts.len() {
+        counts[p] += counts[p - 1];
     }
 }
 
