@@ -253,18 +253,25 @@ fn last_is(idx: &[Expr], index: &str) -> bool {
     matches!(idx.last(), Some(Expr::Index(i)) if i == index)
 }
 
+/// The fiber an access reads at an already-bound index (a value, not a loop index still to
+/// be lowered): such a read is concordized at the leaf.
+fn bound_access<'a>(t: &'a Tensor, idx: &[Expr]) -> Option<&'a crate::looplets::Fiber> {
+    match (t, idx.last()) {
+        (Tensor::Fiber(f), Some(last))
+            if !matches!(last, Expr::Index(_) | Expr::Wrapped { .. }) =>
+        {
+            Some(f)
+        }
+        _ => None,
+    }
+}
+
 /// Does the statement read a level at an already-bound index (to be concordized at the
 /// leaf, so not integrable as a whole)?
 fn needs_concordizing(s: &Stmt) -> bool {
     fn in_expr(e: &Expr) -> bool {
         match e {
-            Expr::Access(t, idx) => {
-                idx.iter().any(in_expr)
-                    || (matches!(&**t, Tensor::Fiber(_))
-                        && idx
-                            .last()
-                            .is_some_and(|l| !matches!(l, Expr::Index(_) | Expr::Wrapped { .. })))
-            }
+            Expr::Access(t, idx) => idx.iter().any(in_expr) || bound_access(t, idx).is_some(),
             Expr::Call(_, a) => a.iter().any(in_expr),
             _ => false,
         }
@@ -709,14 +716,7 @@ impl Lowerer {
                             return Some(found);
                         }
                     }
-                    match (&**t, idx.last()) {
-                        (Tensor::Fiber(f), Some(last))
-                            if !matches!(last, Expr::Index(_) | Expr::Wrapped { .. }) =>
-                        {
-                            Some((f.clone(), last.clone()))
-                        }
-                        _ => None,
-                    }
+                    bound_access(t, idx).map(|f| (f.clone(), idx[idx.len() - 1].clone()))
                 }
                 Expr::Call(_, a) => a.iter().find_map(find),
                 _ => None,
@@ -748,18 +748,11 @@ impl Lowerer {
         let target = fiber.clone();
         let mut replaced = false;
         let mut rename = |t: Tensor, mut idx: Vec<Expr>| -> Result<Expr> {
-            if !replaced {
-                if let Tensor::Fiber(f) = &t {
-                    let value_last = idx
-                        .last()
-                        .is_some_and(|l| !matches!(l, Expr::Index(_) | Expr::Wrapped { .. }));
-                    if *f == target && value_last {
-                        if let Some(last) = idx.last_mut() {
-                            *last = Expr::Index(name.clone());
-                        }
-                        replaced = true;
-                    }
+            if !replaced && bound_access(&t, &idx) == Some(&target) {
+                if let Some(last) = idx.last_mut() {
+                    *last = Expr::Index(name.clone());
                 }
+                replaced = true;
             }
             Ok(Expr::Access(Box::new(t), idx))
         };
