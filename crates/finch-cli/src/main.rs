@@ -320,10 +320,25 @@ fn run(
                     .with_context(|| format!("--output {}={path}", decl.name))?;
                 eprintln!("wrote {} to {path}", decl.name);
             }
-            None => println!("{} = {}", decl.name, tensor),
+            None => outln(format_args!("{} = {}", decl.name, tensor))?,
         }
     }
     Ok(())
+}
+
+/// Writes to standard output; a closed pipe (`finch code ... | head`) ends the output
+/// quietly instead of failing.
+fn out(text: std::fmt::Arguments) -> Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_fmt(text) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// [`out`] and a newline.
+fn outln(text: std::fmt::Arguments) -> Result<()> {
+    out(format_args!("{text}\n"))
 }
 
 fn declared_names(program: &Program) -> String {
@@ -361,40 +376,40 @@ fn code(path: &Path, formats: &[String], ir: bool, checked: bool) -> Result<()> 
         .compile(finch::engine::Engine::Interp)
         .with_context(|| format!("compiling {}", path.display()))?;
     if ir {
-        print!("{}", compiled.kernel());
+        out(format_args!("{}", compiled.kernel()))?;
     } else {
         let mode = if checked {
             finch::backend::c::CheckMode::Checked
         } else {
             finch::backend::c::CheckMode::Trusted
         };
-        print!("{}", compiled.c_source(mode)?);
+        out(format_args!("{}", compiled.c_source(mode)?))?;
     }
     Ok(())
 }
 
 fn lower(path: &Path, formats: &[String]) -> Result<()> {
     let program = program_with_formats(path, formats)?;
-    println!("# 1. parsed\n{program}");
+    outln(format_args!("# 1. parsed\n{program}"))?;
     let converted = finch::lower::convert(&program)
         .with_context(|| format!("normalizing {}", path.display()))?;
-    println!(
+    outln(format_args!(
         "# 2. wrapperized (offsets, permissive reads, masks), dimensionalized (loop extents),\n#    concordized and with lifecycles (@freeze), as the compiler lowers it\n{}",
         finch::lower::print_converted(&converted)
-    );
+    ))?;
     for w in &converted.warnings {
-        println!("# warning: {w}");
+        outln(format_args!("# warning: {w}"))?;
     }
     let compiled = program
         .compile(finch::engine::Engine::Interp)
         .with_context(|| format!("compiling {}", path.display()))?;
-    println!("# 3. kernel IR\n{}", compiled.kernel());
+    outln(format_args!("# 3. kernel IR\n{}", compiled.kernel()))?;
     Ok(())
 }
 
 fn parse(path: &Path) -> Result<()> {
     let program = load_program(path)?;
-    print!("{program}");
+    out(format_args!("{program}"))?;
     Ok(())
 }
 

@@ -22,7 +22,7 @@ use crate::formats::{
 use crate::kernel::{BufId, Kernel, LocalId};
 use crate::lower::{lower_program, LevelParams, Lowered, OutArray, Size};
 use crate::notation::DeclKind;
-use crate::tensor::{checked_len, fmt_shape, Buffer, Tensor, TensorStorage};
+use crate::tensor::{checked_len, fmt_shape, Buffer, IndexVec, Tensor, TensorStorage};
 
 /// Which backend runs a compiled program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,8 +93,8 @@ impl crate::Program {
 
 /// Where each kernel buffer comes from.
 enum Source<'a> {
-    Indices(&'a [usize]),
-    Values(&'a Buffer),
+    /// A buffer of an input tensor.
+    Read(KernelBuf<'a>),
     Output(usize),
     OutputPtr(usize),
     OutputIdx(usize),
@@ -420,25 +420,19 @@ impl CompiledProgram {
                         LevelParams::SparseList { ptr, idx, .. },
                         Some(LevelStorage::SparseList(s)),
                     ) => {
-                        sources.insert(*ptr, Source::Indices(&s.ptr));
-                        sources.insert(*idx, Source::Indices(&s.idx));
+                        sources.insert(*ptr, Source::Read(KernelBuf::of(&s.ptr)));
+                        sources.insert(*idx, Source::Read(KernelBuf::of(&s.idx)));
                         level = Some(&s.child);
                     }
                     (LevelParams::Element { val, .. }, Some(LevelStorage::Element(e))) => {
-                        sources.insert(*val, Source::Values(&e.val));
+                        sources.insert(*val, Source::Read(KernelBuf::Values(&e.val)));
                     }
                     (LevelParams::Element { val, .. }, None) => {
                         sources.insert(*val, Source::Output(k));
                     }
                     (LevelParams::Structured { bufs, .. }, Some(l)) => {
                         for (b, kb) in bufs.iter().zip(l.kernel_buffers()) {
-                            sources.insert(
-                                *b,
-                                match kb {
-                                    KernelBuf::Indices(v) => Source::Indices(v),
-                                    KernelBuf::Values(v) => Source::Values(v),
-                                },
-                            );
+                            sources.insert(*b, Source::Read(kb));
                         }
                         level = l.child();
                     }
@@ -480,8 +474,9 @@ impl CompiledProgram {
         for b in 0..kernel.bufs.len() {
             let id = BufId(b as u32);
             args.push(match sources.remove(&id) {
-                Some(Source::Indices(v)) => BufArg::ReadIndices(v),
-                Some(Source::Values(v)) => BufArg::ReadValues(v),
+                Some(Source::Read(KernelBuf::Indices(v))) => BufArg::ReadIndices(v),
+                Some(Source::Read(KernelBuf::NarrowIndices(v))) => BufArg::ReadNarrowIndices(v),
+                Some(Source::Read(KernelBuf::Values(v))) => BufArg::ReadValues(v),
                 Some(Source::Output(k)) => {
                     BufArg::Values(vals.remove(&k).ok_or_else(|| internal("values"))?)
                 }
@@ -729,7 +724,7 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
             fill: *fill,
             val: bufs.val,
         })),
-        LevelFormat::Inner { kind, child } => {
+        LevelFormat::Inner { kind, index, child } => {
             let (last, rest) = shape
                 .split_last()
                 .ok_or_else(|| Error::Program(format!("internal: shape {}", fmt_shape(shape))))?;
@@ -836,8 +831,8 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                     Ok(LevelStorage::SparseList(
                         crate::formats::SparseListStorage {
                             shape: *last,
-                            ptr,
-                            idx,
+                            ptr: IndexVec::with_width(ptr, *index, "a SparseList output's ptr")?,
+                            idx: IndexVec::with_width(idx, *index, "a SparseList output's idx")?,
                             child: Box::new(output_storage(
                                 child,
                                 rest,

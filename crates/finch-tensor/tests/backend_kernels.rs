@@ -8,7 +8,7 @@ use finch::backend::{c, interp, BufArg};
 use finch::formats::{Format, LevelStorage};
 use finch::kernel::{verify, KExpr, KStmt, Kernel};
 use finch::reference::{Bindings, RunOptions};
-use finch::tensor::{Buffer, DenseArray, Tensor, TensorStorage};
+use finch::tensor::{Buffer, DenseArray, IndexVec, Tensor, TensorStorage};
 use finch::Program;
 use proptest::prelude::*;
 
@@ -74,7 +74,10 @@ fn csc_parts(t: &Tensor) -> (&[usize], &[usize], &Buffer) {
     let LevelStorage::Element(e) = &*s.child else {
         panic!()
     };
-    (&s.ptr, &s.idx, &e.val)
+    let (IndexVec::Wide(ptr), IndexVec::Wide(idx)) = (&s.ptr, &s.idx) else {
+        panic!("64-bit indices expected")
+    };
+    (ptr, idx, &e.val)
 }
 
 fn run_spmv(a: &DenseArray, x: &[f64], use_c: bool) -> (Vec<f64>, Option<interp::InterpStats>) {

@@ -11,12 +11,18 @@ use finch::tensor::Tensor;
 use finch::{DenseArray, Program};
 use proptest::prelude::*;
 
-const VECTORS: [&str; 2] = ["Dense(Element(0.0))", "SparseList(Element(0.0))"];
-const MATRICES: [&str; 4] = [
+const VECTORS: [&str; 3] = [
+    "Dense(Element(0.0))",
+    "SparseList(Element(0.0))",
+    "SparseList{UInt32}(Element(0.0))",
+];
+const MATRICES: [&str; 6] = [
     "Dense(Dense(Element(0.0)))",
     "Dense(SparseList(Element(0.0)))",
     "SparseList(SparseList(Element(0.0)))",
     "SparseList(Dense(Element(0.0)))",
+    "Dense(SparseList{UInt32}(Element(0.0)))",
+    "SparseList{UInt32}(SparseList(Element(0.0)))",
 ];
 
 /// A kernel template: declarations use `{A}`, `{B}`, `{x}`, `{z}` placeholders for formats.
@@ -27,7 +33,7 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 44] = [
+const KERNELS: [Kernel; 45] = [
     Kernel { name: "convolution_padded", text: "input x :: {x}\ninput z :: {z}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] += x[i]\n  for j = _\n    y[i] += coalesce(x[~(i + j - 2)], 0.5) * z[j]\n  end\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 1, 0)] },
     Kernel { name: "convert_to_interval", text: "input A :: {A}\noutput C :: Dense(SparseInterval(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "interval_out_scale", text: "input x :: {x}\noutput w :: SparseInterval(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * 2.0\nend\n", inputs: &[("x", false, 0, 0)] },
@@ -58,6 +64,7 @@ const KERNELS: [Kernel; 44] = [
     Kernel { name: "dot_follow", text: "input x :: {x}\ninput z :: {z}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i] * z[follow(i)]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "spmv_follow", text: "input A :: {A}\ninput x :: {x}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[follow(j)]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "add_sparse_out", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] + z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "add_narrow_sparse_out", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseList{UInt32}(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] + z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "mul_sparse_out", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "max_sparse_out", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] <<max>>= max(x[i], z[i])\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "matrix_mul_sparse_out", text: "input A :: {A}\ninput B :: {B}\noutput C :: Dense(SparseList(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n", inputs: &[("A", true, 0, 1), ("B", true, 0, 1)] },

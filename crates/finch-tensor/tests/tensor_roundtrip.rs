@@ -3,9 +3,10 @@
 
 use finch::algebra::{ScalarType, Value};
 use finch::formats::{
-    DenseStorage, ElementStorage, Format, LevelFormat, LevelKind, LevelStorage, SparseCooStorage,
+    DenseStorage, ElementStorage, Format, IndexWidth, LevelFormat, LevelKind, LevelStorage,
+    SparseCooStorage,
 };
-use finch::tensor::{Buffer, Coo, DenseArray, Tensor, TensorStorage};
+use finch::tensor::{Buffer, Coo, DenseArray, IndexVec, Tensor, TensorStorage};
 use finch::Error;
 use proptest::prelude::*;
 
@@ -61,6 +62,52 @@ fn golden_sparse_list_is_csr_of_m() {
 }
 
 #[test]
+fn narrow_sparse_list_stores_u32_and_reads_like_wide() {
+    let wide =
+        Tensor::from_dense(&fmt("Dense(SparseList(Element(0.0)))"), &m_transposed()).unwrap();
+    let f = fmt("Dense(SparseList{UInt32}(Element(0.0)))");
+    let t = Tensor::from_dense(&f, &m_transposed()).unwrap();
+    let TensorStorage::Levels(LevelStorage::Dense(d)) = t.storage() else {
+        panic!()
+    };
+    let LevelStorage::SparseList(s) = &*d.child else {
+        panic!()
+    };
+    assert_eq!(s.ptr, IndexVec::Narrow(vec![0, 2, 2, 4, 5]));
+    assert_eq!(s.idx, IndexVec::Narrow(vec![1, 4, 0, 2, 3]));
+    assert_eq!(t.to_dense().unwrap(), wide.to_dense().unwrap());
+    // CSC arrays handed in as u32 make the narrow format, without a copy.
+    let c = Tensor::from_csc(
+        5,
+        4,
+        vec![0u32, 2, 2, 4, 5],
+        vec![1u32, 4, 0, 2, 3],
+        Buffer::F64(vec![1.0, 2.0, 3.0, 4.0, 5.0]),
+    )
+    .unwrap();
+    assert_eq!(c.format(), &f);
+    assert_eq!(c.to_dense().unwrap(), wide.to_dense().unwrap());
+    // And are validated like wide ones.
+    let bad = Tensor::from_csc(
+        5,
+        4,
+        vec![0u32, 2, 2, 4, 5],
+        vec![4u32, 1, 0, 2, 3],
+        Buffer::F64(vec![1.0; 5]),
+    );
+    let msg = bad.unwrap_err().to_string();
+    assert!(msg.contains("I6"), "{msg}");
+    // A narrow format refuses an index that does not fit in 32 bits.
+    let mut coo = Coo::new(ScalarType::F64, &[5_000_000_000]);
+    coo.push(&[4_999_999_999], Value::F64(1.0)).unwrap();
+    let msg = Tensor::from_coo(&fmt("SparseList{UInt32}(Element(0.0))"), &coo)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("does not fit"), "{msg}");
+    assert!(Tensor::from_coo(&fmt("SparseList(Element(0.0))"), &coo).is_ok());
+}
+
+#[test]
 fn golden_coo_row_major_has_rows_most_significant() {
     let t = Tensor::from_dense(&fmt("SparseCOO{2}(Element(0.0))"), &m_transposed()).unwrap();
     let TensorStorage::Levels(LevelStorage::SparseCoo(c)) = t.storage() else {
@@ -85,10 +132,8 @@ fn golden_dcsr_of_m() {
     let TensorStorage::Levels(LevelStorage::SparseList(outer)) = t.storage() else {
         panic!()
     };
-    assert_eq!(
-        (outer.ptr.clone(), outer.idx.clone()),
-        (vec![0, 3], vec![0, 2, 3])
-    );
+    assert_eq!(outer.ptr, vec![0, 3]);
+    assert_eq!(outer.idx, vec![0, 2, 3]);
     let LevelStorage::SparseList(inner) = &*outer.child else {
         panic!()
     };
@@ -293,9 +338,22 @@ fn format_for(ndims: usize, kinds: Vec<LevelKind>, leaf: LevelFormat) -> Option<
         return None;
     }
     let mut f = leaf;
+    // Every other SparseList level (counting from the leaf) stores 32-bit indices.
+    let mut lists = 0;
     for k in chosen.into_iter().rev() {
+        let index = if k == LevelKind::SparseList {
+            lists += 1;
+            if lists % 2 == 0 {
+                IndexWidth::U32
+            } else {
+                IndexWidth::U64
+            }
+        } else {
+            IndexWidth::U64
+        };
         f = LevelFormat::Inner {
             kind: k,
+            index,
             child: Box::new(f),
         };
     }

@@ -227,6 +227,7 @@ impl BufArg<'_> {
             BufArg::Indices(v) => v.len(),
             BufArg::ReadValues(b) => b.len(),
             BufArg::ReadIndices(v) => v.len(),
+            BufArg::ReadNarrowIndices(v) => v.len(),
         }
     }
 
@@ -240,7 +241,9 @@ impl BufArg<'_> {
         match self {
             BufArg::Values(b) => b.scalar_type(),
             BufArg::ReadValues(b) => b.scalar_type(),
-            BufArg::Indices(_) | BufArg::ReadIndices(_) => ScalarType::I64,
+            BufArg::Indices(_) | BufArg::ReadIndices(_) | BufArg::ReadNarrowIndices(_) => {
+                ScalarType::I64
+            }
         }
     }
 
@@ -250,6 +253,7 @@ impl BufArg<'_> {
             BufArg::ReadValues(b) => b.get(i),
             BufArg::Indices(v) => v.get(i).map(|&x| Value::I64(x as i64)),
             BufArg::ReadIndices(v) => v.get(i).map(|&x| Value::I64(x as i64)),
+            BufArg::ReadNarrowIndices(v) => v.get(i).map(|&x| Value::I64(i64::from(x))),
         }
     }
 
@@ -264,7 +268,7 @@ impl BufArg<'_> {
                 }
                 _ => false,
             },
-            BufArg::ReadValues(_) | BufArg::ReadIndices(_) => false,
+            BufArg::ReadValues(_) | BufArg::ReadIndices(_) | BufArg::ReadNarrowIndices(_) => false,
         }
     }
 

@@ -21,6 +21,9 @@ pub enum BufArg<'a> {
     ReadValues(&'a Buffer),
     /// A read-only index buffer.
     ReadIndices(&'a [usize]),
+    /// A read-only index buffer stored as `u32` (a `SparseList{UInt32}` level); the kernel
+    /// reads it as `i64`.
+    ReadNarrowIndices(&'a [u32]),
 }
 
 /// Checks that arguments match a kernel's signature (count, element types, writability).
@@ -34,6 +37,14 @@ pub(crate) fn check_args(k: &Kernel, bufs: &[BufArg<'_>], inputs: &[Value]) -> R
         )));
     }
     for (n, (p, a)) in k.bufs.iter().zip(bufs).enumerate() {
+        if p.narrow != matches!(a, BufArg::ReadNarrowIndices(_)) {
+            return Err(Error::Program(format!(
+                "kernel `{}`: buffer b{n} ({}) is compiled for {}-bit indices",
+                k.name,
+                p.name,
+                if p.narrow { 32 } else { 64 }
+            )));
+        }
         if p.elem != a.elem() {
             return Err(Error::Program(format!(
                 "kernel `{}`: buffer b{n} ({}) holds {}, got {}",

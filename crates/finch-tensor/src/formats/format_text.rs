@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use super::format::{Format, LevelFormat, LevelKind, ScalarKind};
+use super::format::{Format, IndexWidth, LevelFormat, LevelKind, ScalarKind};
 use crate::algebra::Value;
 use crate::error::{Error, Result};
 
@@ -201,6 +201,7 @@ impl FormatParser<'_> {
             }
             return Err(self.error(format!("unknown level `{name}`{hint}")));
         };
+        let index = self.index_width(kind)?;
         self.expect('(', &format!("after `{name}`"))?;
         self.skip_ws();
         if self.peek() == Some(')') {
@@ -212,17 +213,58 @@ impl FormatParser<'_> {
         self.expect(')', &format!("to close `{name}(`"))?;
         Ok(LevelFormat::Inner {
             kind,
+            index,
             child: Box::new(child),
         })
+    }
+
+    /// An optional `{UInt32}` / `{UInt64}` after a level name: the width of its stored
+    /// indices and positions.
+    fn index_width(&mut self, kind: LevelKind) -> Result<IndexWidth> {
+        self.skip_ws();
+        if self.peek() != Some('{') {
+            return Ok(IndexWidth::U64);
+        }
+        let open = self.at;
+        self.at += 1;
+        self.skip_ws();
+        let start = self.at;
+        let name = self.ident();
+        let width = match name.as_str() {
+            "UInt64" => IndexWidth::U64,
+            "UInt32" => IndexWidth::U32,
+            _ => {
+                self.at = start;
+                let hint = match name.as_str() {
+                    "Int32" => " (indices are unsigned: did you mean `UInt32`?)",
+                    "Int64" => " (indices are unsigned: did you mean `UInt64`?)",
+                    _ => "",
+                };
+                return Err(self.error(format!(
+                    "`{name}` is not an index width: use `{{UInt32}}` or `{{UInt64}}`{hint}"
+                )));
+            }
+        };
+        self.expect('}', "after the index width")?;
+        if width != IndexWidth::U64 && kind != LevelKind::SparseList {
+            self.at = open;
+            return Err(self.error(format!(
+                "`{}{{{}}}`: this release stores 32-bit indices in SparseList levels only",
+                kind.name(),
+                width.name()
+            )));
+        }
+        Ok(width)
     }
 }
 
 impl fmt::Display for LevelFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LevelFormat::Inner { kind, child } => match kind {
-                LevelKind::SparseCoo(n) => write!(f, "SparseCOO{{{n}}}({child})"),
-                k => write!(f, "{}({child})", k.name()),
+            LevelFormat::Inner { kind, index, child } => match (kind, index) {
+                (LevelKind::SparseCoo(n), _) => write!(f, "SparseCOO{{{n}}}({child})"),
+                (k, IndexWidth::U64) => write!(f, "{}({child})", k.name()),
+                (k, w) => write!(f, "{}{{{}}}({child})", k.name(), w.name()),
             },
             LevelFormat::Element(v) => write!(f, "Element({v})"),
             LevelFormat::Pattern => f.write_str("Pattern()"),
@@ -256,6 +298,7 @@ mod tests {
             "SparseScalar(0.0f32)",
             "SparseByteMap(Element(false))",
             "Dense(Dense(Dense(Element(0u8))))",
+            "Dense(SparseList{UInt32}(Element(0.0)))",
             "SparseList(Element(NaN))",
         ] {
             let f = Format::parse(s).unwrap();
@@ -285,6 +328,12 @@ mod tests {
             ("Dense(Scalar(0.0))", "0-d format", 7),
             ("Dense(Element(0.0)) x", "unexpected text", 21),
             ("", "level name", 1),
+            ("SparseList{Int32}(Element(0))", "did you mean `UInt32`", 12),
+            (
+                "SparseBand{UInt32}(Element(0))",
+                "SparseList levels only",
+                11,
+            ),
         ];
         for (text, msg, pos) in cases {
             match Format::parse(text) {
@@ -315,9 +364,17 @@ mod tests {
                 .copied()
                 .chain([LevelKind::SparseCoo(1), LevelKind::SparseCoo(3)])
                 .collect();
-            (prop::sample::select(kinds), inner).prop_map(|(kind, child)| LevelFormat::Inner {
-                kind,
-                child: Box::new(child),
+            (prop::sample::select(kinds), any::<bool>(), inner).prop_map(|(kind, narrow, child)| {
+                let index = if narrow && kind == LevelKind::SparseList {
+                    IndexWidth::U32
+                } else {
+                    IndexWidth::U64
+                };
+                LevelFormat::Inner {
+                    kind,
+                    index,
+                    child: Box::new(child),
+                }
             })
         })
     }

@@ -18,14 +18,26 @@ use super::sparse_point::SparsePointStorage;
 use super::sparse_run_list::SparseRunListStorage;
 use crate::algebra::Value;
 use crate::error::{Error, Result};
-use crate::tensor::Buffer;
+use crate::tensor::{Buffer, IndexVec};
 
 /// A buffer as a compiled kernel receives it.
 pub(crate) enum KernelBuf<'a> {
     /// Indices or positions (`i64` in the kernel).
     Indices(&'a [usize]),
+    /// Indices or positions stored as `u32` (`SparseList{UInt32}`); `i64` in the kernel.
+    NarrowIndices(&'a [u32]),
     /// Typed values (flags, element values).
     Values(&'a Buffer),
+}
+
+impl<'a> KernelBuf<'a> {
+    /// Stored indices at their width.
+    pub(crate) fn of(v: &'a IndexVec) -> KernelBuf<'a> {
+        match v {
+            IndexVec::Wide(v) => KernelBuf::Indices(v),
+            IndexVec::Narrow(v) => KernelBuf::NarrowIndices(v),
+        }
+    }
 }
 
 /// Storage of one level and (recursively) its children.
@@ -120,8 +132,8 @@ impl LevelStorage {
     /// Dense, SparseCOO and leaves.
     pub fn children(&self, p: usize) -> Option<Vec<(usize, usize, usize)>> {
         Some(match self {
-            LevelStorage::SparseList(l) => (l.ptr[p]..l.ptr[p + 1])
-                .map(|q| (l.idx[q], l.idx[q], q))
+            LevelStorage::SparseList(l) => (l.ptr.at(p)..l.ptr.at(p + 1))
+                .map(|q| (l.idx.at(q), l.idx.at(q), q))
                 .collect(),
             LevelStorage::SparsePoint(l) => l.children(p),
             LevelStorage::SparseInterval(l) => l.children(p),
@@ -142,7 +154,7 @@ impl LevelStorage {
     pub(crate) fn kernel_buffers(&self) -> Vec<KernelBuf<'_>> {
         match self {
             LevelStorage::SparseList(l) => {
-                vec![KernelBuf::Indices(&l.ptr), KernelBuf::Indices(&l.idx)]
+                vec![KernelBuf::of(&l.ptr), KernelBuf::of(&l.idx)]
             }
             LevelStorage::SparsePoint(l) => l.kernel_buffers(),
             LevelStorage::SparseInterval(l) => l.kernel_buffers(),
@@ -293,7 +305,7 @@ impl LevelStorage {
     pub fn leaf_positions(&self, parents: usize) -> usize {
         let children = match self {
             LevelStorage::Dense(l) => parents.saturating_mul(l.shape),
-            LevelStorage::SparseList(l) => l.ptr.get(parents).copied().unwrap_or(0),
+            LevelStorage::SparseList(l) => l.ptr.get(parents).unwrap_or(0),
             LevelStorage::SparseCoo(l) => l.ptr.get(parents).copied().unwrap_or(0),
             LevelStorage::SparsePoint(_) | LevelStorage::SparseInterval(_) => parents,
             LevelStorage::SparseBand(l) => l.ofs.get(parents).copied().unwrap_or(0),

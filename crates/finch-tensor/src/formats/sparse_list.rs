@@ -14,26 +14,27 @@
 
 use super::level::LevelStorage;
 use crate::error::{Error, Result};
+use crate::tensor::{IndexInt, IndexVec};
 
 /// Storage of a SparseList level.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SparseListStorage {
     /// Size of the mode.
     pub shape: usize,
-    /// Fiber boundaries into `idx`.
-    pub ptr: Vec<usize>,
+    /// Fiber boundaries into `idx` (the same width as `idx`).
+    pub ptr: IndexVec,
     /// Stored indices, 0-based.
-    pub idx: Vec<usize>,
+    pub idx: IndexVec,
     /// The child level (one position per stored index).
     pub child: Box<LevelStorage>,
 }
 
 /// Checks the `ptr` array shared by SparseList-like levels (invariants I1–I4 above, with
 /// `entries` the length `ptr[P]` must reach). Returns the entry count.
-pub(crate) fn validate_ptr(
+pub(crate) fn validate_ptr<T: IndexInt>(
     depth: usize,
     level: &'static str,
-    ptr: &[usize],
+    ptr: &[T],
     parents: usize,
     entries: usize,
 ) -> Result<usize> {
@@ -49,20 +50,25 @@ pub(crate) fn validate_ptr(
             format!("len(ptr) = {} for P = {parents}", ptr.len()),
         ));
     }
-    if ptr[0] != 0 {
-        return Err(bad("I2 ptr[0] == 0", format!("ptr[0] = {}", ptr[0])));
+    if ptr[0].to_usize() != 0 {
+        return Err(bad("I2 ptr[0] == 0", format!("ptr[0] = {:?}", ptr[0])));
     }
     if let Some(p) = (0..parents).find(|&p| ptr[p] > ptr[p + 1]) {
         return Err(bad(
             "I3 ptr non-decreasing",
-            format!("ptr[{p}] = {} > ptr[{}] = {}", ptr[p], p + 1, ptr[p + 1]),
+            format!(
+                "ptr[{p}] = {:?} > ptr[{}] = {:?}",
+                ptr[p],
+                p + 1,
+                ptr[p + 1]
+            ),
         ));
     }
-    if ptr[parents] != entries {
+    if ptr[parents].to_usize() != entries {
         return Err(bad(
             "I4 ptr[P] == number of entries",
             format!(
-                "ptr[{parents}] = {} but there are {entries} entries",
+                "ptr[{parents}] = {:?} but there are {entries} entries",
                 ptr[parents]
             ),
         ));
@@ -73,38 +79,66 @@ pub(crate) fn validate_ptr(
 impl SparseListStorage {
     /// Checks the invariants for `parents` parent positions; returns the child count.
     pub fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
-        let n = validate_ptr(depth, "SparseList", &self.ptr, parents, self.idx.len())?;
-        if let Some(q) = self.idx.iter().position(|&i| i >= self.shape) {
-            return Err(Error::Invalid {
+        match (&self.ptr, &self.idx) {
+            (IndexVec::Wide(ptr), IndexVec::Wide(idx)) => {
+                validate_fibers(depth, self.shape, ptr, idx, parents)
+            }
+            (IndexVec::Narrow(ptr), IndexVec::Narrow(idx)) => {
+                validate_fibers(depth, self.shape, ptr, idx, parents)
+            }
+            _ => Err(Error::Invalid {
                 depth,
                 level: "SparseList",
-                invariant: "I5 idx < shape",
-                detail: format!("idx[{q}] = {} with shape {}", self.idx[q], self.shape),
-            });
+                invariant: "I0 ptr and idx have one width",
+                detail: format!(
+                    "ptr is {} and idx is {}",
+                    self.ptr.width().name(),
+                    self.idx.width().name()
+                ),
+            }),
         }
-        for p in 0..parents {
-            let fiber = &self.idx[self.ptr[p]..self.ptr[p + 1]];
-            if let Some(k) = fiber.windows(2).position(|w| w[0] >= w[1]) {
-                let q = self.ptr[p] + k;
-                return Err(Error::Invalid {
-                    depth,
-                    level: "SparseList",
-                    invariant: "I6 idx strictly increasing within a fiber",
-                    detail: format!(
-                        "fiber {p}: idx[{q}] = {} then idx[{}] = {}",
-                        self.idx[q],
-                        q + 1,
-                        self.idx[q + 1]
-                    ),
-                });
-            }
-        }
-        Ok(n)
     }
 
     /// The child position of index `i` in fiber `p` (binary search), if stored.
     pub fn locate(&self, p: usize, i: usize) -> Option<usize> {
-        let (lo, hi) = (self.ptr[p], self.ptr[p + 1]);
-        self.idx[lo..hi].binary_search(&i).ok().map(|k| lo + k)
+        self.idx.search(self.ptr.at(p), self.ptr.at(p + 1), i)
     }
+}
+
+/// I1–I6 over `ptr` and `idx` of one width.
+fn validate_fibers<T: IndexInt>(
+    depth: usize,
+    shape: usize,
+    ptr: &[T],
+    idx: &[T],
+    parents: usize,
+) -> Result<usize> {
+    let n = validate_ptr(depth, "SparseList", ptr, parents, idx.len())?;
+    if let Some(q) = idx.iter().position(|&i| i.to_usize() >= shape) {
+        return Err(Error::Invalid {
+            depth,
+            level: "SparseList",
+            invariant: "I5 idx < shape",
+            detail: format!("idx[{q}] = {:?} with shape {shape}", idx[q]),
+        });
+    }
+    for p in 0..parents {
+        let lo = ptr[p].to_usize();
+        let fiber = &idx[lo..ptr[p + 1].to_usize()];
+        if let Some(k) = fiber.windows(2).position(|w| w[0] >= w[1]) {
+            let q = lo + k;
+            return Err(Error::Invalid {
+                depth,
+                level: "SparseList",
+                invariant: "I6 idx strictly increasing within a fiber",
+                detail: format!(
+                    "fiber {p}: idx[{q}] = {:?} then idx[{}] = {:?}",
+                    idx[q],
+                    q + 1,
+                    idx[q + 1]
+                ),
+            });
+        }
+    }
+    Ok(n)
 }

@@ -7,11 +7,13 @@
 //! the `ifelse` condition) and the result type is the one `Op::eval` gives for those
 //! types, so the interpreter can evaluate with `Op::eval` and the C backend must match it.
 //! Indices and positions are `i64`; index buffers hold `i64` (the run-time `usize`
-//! storage, whose values are below 2^63, is passed as such).
+//! storage, whose values are below 2^63, is passed as such; a `narrow` buffer is `u32` at
+//! run time and its loads widen).
 
 use std::fmt;
 
 use crate::algebra::{Op, ScalarType, Value};
+use crate::formats::IndexWidth;
 
 /// A local variable, `v{n}` in text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -44,6 +46,9 @@ pub struct BufParam {
     pub writable: bool,
     /// The kernel may resize it (output levels grow by doubling).
     pub growable: bool,
+    /// An `i64` buffer held as `u32` at run time (a `SparseList{UInt32}` level's `ptr` or
+    /// `idx`): loads widen; read-only.
+    pub narrow: bool,
 }
 
 /// A local variable of a kernel.
@@ -192,8 +197,16 @@ impl Kernel {
             elem,
             writable,
             growable,
+            narrow: false,
         });
         BufId(self.bufs.len() as u32 - 1)
+    }
+
+    /// Adds a read-only `i64` buffer of stored indices or positions at `width`.
+    pub fn index_buf(&mut self, name: impl Into<String>, width: IndexWidth) -> BufId {
+        let b = self.buf(name, ScalarType::I64, false, false);
+        self.bufs[b.0 as usize].narrow = width == IndexWidth::U32;
+        b
     }
 
     /// Adds a local.

@@ -23,7 +23,8 @@ impl fmt::Display for Kernel {
                     (true, false) => "mut ",
                     _ => "",
                 };
-                format!("b{k}: {mode}{}[] {}", b.elem, b.name)
+                let held = if b.narrow { " as u32" } else { "" };
+                format!("b{k}: {mode}{}[]{held} {}", b.elem, b.name)
             })
             .collect();
         write!(f, "kernel {}({})", self.name, bufs.join(", "))?;

@@ -27,6 +27,14 @@ pub fn verify(k: &Kernel) -> Result<()> {
             v.errors.push(format!("signature: {l} is not a local"));
         }
     }
+    for (n, p) in k.bufs.iter().enumerate() {
+        if p.narrow && (p.elem != ScalarType::I64 || p.writable || p.growable) {
+            v.errors.push(format!(
+                "signature: b{n} ({}) is narrow but not a read-only i64 buffer",
+                p.name
+            ));
+        }
+    }
     v.block(&k.body, "", 0);
     if v.errors.is_empty() {
         Ok(())

@@ -368,15 +368,15 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                 let mut depth = 1;
                 loop {
                     match level {
-                        LevelFormat::Inner { kind, child } => {
+                        LevelFormat::Inner { kind, index, child } => {
                             let shape = kernel
                                 .local(format!("{}_lvl{depth}_shape", d.name), ScalarType::I64);
                             kernel.inputs.push(shape);
                             match kind {
                                 LevelKind::Dense => info.levels.push(LevelParams::Dense { shape }),
                                 LevelKind::SparseList if !is_written => {
-                                    let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, false, false);
-                                    let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, false, false);
+                                    let ptr = kernel.index_buf(format!("{}_lvl{depth}_ptr", d.name), *index);
+                                    let idx = kernel.index_buf(format!("{}_lvl{depth}_idx", d.name), *index);
                                     info.levels.push(LevelParams::SparseList { shape, ptr, idx });
                                 }
                                 LevelKind::SparseList if matches!(**child, LevelFormat::Element(_)) => {

@@ -8,13 +8,13 @@
 use crate::algebra::{Op, Value};
 use crate::error::{Error, Result};
 use crate::formats::{
-    DenseStorage, ElementStorage, Format, LevelFormat, LevelKind, LevelStorage, PatternStorage,
-    RunListStorage, ScalarStorage, SparseBandStorage, SparseBlockListStorage, SparseByteMapStorage,
-    SparseCooStorage, SparseHashStorage, SparseIntervalStorage, SparseListStorage,
-    SparsePointStorage, SparseRunListStorage,
+    DenseStorage, ElementStorage, Format, IndexWidth, LevelFormat, LevelKind, LevelStorage,
+    PatternStorage, RunListStorage, ScalarStorage, SparseBandStorage, SparseBlockListStorage,
+    SparseByteMapStorage, SparseCooStorage, SparseHashStorage, SparseIntervalStorage,
+    SparseListStorage, SparsePointStorage, SparseRunListStorage,
 };
 use crate::tensor::storage::TensorStorage;
-use crate::tensor::{checked_len, fmt_shape, Buffer, Coo, DenseArray, Tensor};
+use crate::tensor::{checked_len, fmt_shape, Buffer, Coo, DenseArray, IndexVec, Tensor};
 
 /// Sorted, duplicate-free entries: `keys[k*n .. (k+1)*n]` is entry `k`'s coordinate,
 /// outermost mode first.
@@ -117,28 +117,31 @@ impl Tensor {
     }
 
     /// A CSC matrix (`nrows × ncols`, column pointers, row indices, values) as
-    /// `Dense(SparseList(Element(0)))` of shape `[nrows, ncols]`. The buffers are moved in
-    /// without copying and validated (they come from outside).
+    /// `Dense(SparseList(Element(0)))` of shape `[nrows, ncols]`, or
+    /// `Dense(SparseList{UInt32}(Element(0)))` when the pointers and indices are `Vec<u32>`.
+    /// The buffers are moved in without copying and validated (they come from outside).
     pub fn from_csc(
         nrows: usize,
         ncols: usize,
-        colptr: Vec<usize>,
-        rowidx: Vec<usize>,
+        colptr: impl Into<IndexVec>,
+        rowidx: impl Into<IndexVec>,
         data: Buffer,
     ) -> Result<Tensor> {
         let ty = data.scalar_type();
         let fill = Value::zero_of(ty);
+        let (ptr, idx) = (colptr.into(), rowidx.into());
+        let width = ptr.width();
         let storage = LevelStorage::Dense(DenseStorage {
             shape: ncols,
             child: Box::new(LevelStorage::SparseList(SparseListStorage {
                 shape: nrows,
-                ptr: colptr,
-                idx: rowidx,
+                ptr,
+                idx,
                 child: Box::new(LevelStorage::Element(ElementStorage { fill, val: data })),
             })),
         });
         Tensor::from_parts(
-            csx_format(fill),
+            csx_format(fill, width),
             vec![nrows, ncols],
             TensorStorage::Levels(storage),
         )
@@ -151,8 +154,8 @@ impl Tensor {
     pub fn from_csr_transposed(
         nrows: usize,
         ncols: usize,
-        rowptr: Vec<usize>,
-        colidx: Vec<usize>,
+        rowptr: impl Into<IndexVec>,
+        colidx: impl Into<IndexVec>,
         data: Buffer,
     ) -> Result<Tensor> {
         Tensor::from_csc(ncols, nrows, rowptr, colidx, data)
@@ -164,8 +167,8 @@ impl Tensor {
     pub fn from_csr(
         nrows: usize,
         ncols: usize,
-        rowptr: Vec<usize>,
-        colidx: Vec<usize>,
+        rowptr: impl Into<IndexVec>,
+        colidx: impl Into<IndexVec>,
         data: Buffer,
     ) -> Result<Tensor> {
         let at = Tensor::from_csr_transposed(nrows, ncols, rowptr, colidx, data)?;
@@ -173,7 +176,7 @@ impl Tensor {
         let (rowptr, colidx, data) = match at.storage {
             TensorStorage::Levels(LevelStorage::Dense(d)) => match *d.child {
                 LevelStorage::SparseList(s) => match *s.child {
-                    LevelStorage::Element(e) => (s.ptr, s.idx, e.val),
+                    LevelStorage::Element(e) => (s.ptr, s.idx.into_wide(), e.val),
                     _ => return Err(Error::Program("internal: CSR leaf".into())),
                 },
                 _ => return Err(Error::Program("internal: CSR level".into())),
@@ -196,8 +199,8 @@ impl Tensor {
             for (q, &j) in colidx
                 .iter()
                 .enumerate()
-                .take(rowptr[i + 1])
-                .skip(rowptr[i])
+                .take(rowptr.at(i + 1))
+                .skip(rowptr.at(i))
             {
                 rowidx[next[j]] = i;
                 perm[next[j]] = q;
@@ -211,18 +214,26 @@ impl Tensor {
                 vals.push(v)?;
             }
         }
-        Tensor::from_csc(nrows, ncols, colptr, rowidx, vals)
+        let width = rowptr.width();
+        Tensor::from_csc(
+            nrows,
+            ncols,
+            IndexVec::with_width(colptr, width, "the column pointers")?,
+            IndexVec::with_width(rowidx, width, "the row indices")?,
+            vals,
+        )
     }
 }
 
-fn csx_format(fill: Value) -> Format {
-    Format::Levels(LevelFormat::Inner {
-        kind: LevelKind::Dense,
-        child: Box::new(LevelFormat::Inner {
+fn csx_format(fill: Value, index: IndexWidth) -> Format {
+    Format::Levels(LevelFormat::inner(
+        LevelKind::Dense,
+        LevelFormat::Inner {
             kind: LevelKind::SparseList,
+            index,
             child: Box::new(LevelFormat::Element(fill)),
-        }),
-    })
+        },
+    ))
 }
 
 fn is_pattern(format: &Format) -> bool {
@@ -314,7 +325,7 @@ fn build_level(
             }
             Ok(LevelStorage::Pattern(PatternStorage))
         }
-        LevelFormat::Inner { kind, child } => {
+        LevelFormat::Inner { kind, index, child } => {
             let size = dims[0];
             let mut child_groups = Vec::new();
             let storage = match kind {
@@ -353,8 +364,8 @@ fn build_level(
                     let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
                     LevelStorage::SparseList(SparseListStorage {
                         shape: size,
-                        ptr,
-                        idx,
+                        ptr: IndexVec::with_width(ptr, *index, "a SparseList level's ptr")?,
+                        idx: IndexVec::with_width(idx, *index, "a SparseList level's idx")?,
                         child: Box::new(c),
                     })
                 }

@@ -5,11 +5,13 @@ mod buffer;
 mod build;
 mod coo;
 mod dense_array;
+mod index_vec;
 mod storage;
 mod tree;
 
 pub use buffer::Buffer;
 pub use coo::{fmt_shape, Coo};
 pub use dense_array::{checked_len, dense_len, DenseArray, MAX_DENSE_ENTRIES};
+pub use index_vec::{IndexInt, IndexVec};
 pub use storage::{Tensor, TensorStorage};
 pub use tree::MAX_CHILDREN;

@@ -249,7 +249,7 @@ fn check_matches(
             }
             Ok(())
         }
-        (LevelFormat::Inner { kind, child }, s) => {
+        (LevelFormat::Inner { kind, index, child }, s) => {
             let same_kind = match (kind, s) {
                 (LevelKind::SparseCoo(_), LevelStorage::SparseCoo(_)) => true,
                 _ => kind.name() == s.name(),
@@ -260,6 +260,16 @@ fn check_matches(
                     kind.name(),
                     s.name()
                 ));
+            }
+            if let LevelStorage::SparseList(l) = s {
+                if l.ptr.width() != *index || l.idx.width() != *index {
+                    return mismatch(format!(
+                        "a SparseList{{{}}} level holds {} ptr and {} idx",
+                        index.name(),
+                        l.ptr.width().name(),
+                        l.idx.width().name()
+                    ));
+                }
             }
             let n = kind.modes();
             if shape.len() < n {

@@ -19,7 +19,7 @@ use std::fmt::Write;
 
 use crate::algebra::{Op, ScalarType, Value};
 use crate::error::{Error, Result};
-use crate::kernel::{op_type, BufId, KExpr, KStmt, Kernel};
+use crate::kernel::{op_type, BufId, BufParam, KExpr, KStmt, Kernel};
 
 /// Whether generated code checks buffer bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -190,7 +190,7 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
     );
     for (n, b) in k.bufs.iter().enumerate() {
         if !b.growable {
-            let t = c_type(b.elem);
+            let t = storage_type(b);
             let c = if b.writable { "" } else { "const " };
             let _ = writeln!(
                 e.out,
@@ -219,6 +219,15 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
     }
     e.out.push_str("  return err;\n}\n");
     Ok(e.out)
+}
+
+/// The C element type a buffer is stored as (`uint32_t` for a narrow index buffer).
+fn storage_type(b: &BufParam) -> &'static str {
+    if b.narrow {
+        "uint32_t"
+    } else {
+        c_type(b.elem)
+    }
 }
 
 fn lit(v: &Value) -> String {
@@ -330,9 +339,10 @@ impl Emitter<'_> {
         walk(&self.k.body, &mut seen);
         for b in seen {
             let t = c_type(self.elem(b));
+            let s = storage_type(&self.k.bufs[b.0 as usize]);
             let _ = writeln!(
                 self.out,
-                "static inline int64_t finch_search_b{}(const {t} *p, {t} v, int64_t lo, int64_t hi) {{\n  while (lo < hi) {{ int64_t mid = lo + (hi - lo) / 2; if (p[mid] < v) lo = mid + 1; else hi = mid; }}\n  return lo;\n}}",
+                "static inline int64_t finch_search_b{}(const {s} *p, {t} v, int64_t lo, int64_t hi) {{\n  while (lo < hi) {{ int64_t mid = lo + (hi - lo) / 2; if (p[mid] < v) lo = mid + 1; else hi = mid; }}\n  return lo;\n}}",
                 b.0
             );
         }
@@ -377,6 +387,17 @@ impl Emitter<'_> {
             KExpr::Len(b) => self.len(*b),
             KExpr::Load(b, i) => {
                 let i = self.expr(i);
+                if self.k.bufs[b.0 as usize].narrow {
+                    // Widen at the load, so no `uint32_t` arithmetic follows.
+                    return match self.mode {
+                        CheckMode::Trusted => format!("((int64_t){}[{i}])", self.ptr(*b)),
+                        CheckMode::Checked => format!(
+                            "(((uint64_t)({i}) < (uint64_t){n}) ? (int64_t){p}[{i}] : (err = 5, (int64_t)0))",
+                            n = self.len(*b),
+                            p = self.ptr(*b),
+                        ),
+                    };
+                }
                 match self.mode {
                     CheckMode::Trusted => format!("{}[{i}]", self.ptr(*b)),
                     CheckMode::Checked => {

@@ -156,6 +156,9 @@ fn view_of(b: &mut BufArg<'_>) -> FinchBuf {
         // writable buffers and `check_args` requires those to be passed mutably.
         BufArg::ReadValues(v) => (v.as_c_ptr() as *mut c_void, v.len()),
         BufArg::ReadIndices(v) => (v.as_ptr() as *mut c_void, v.len()),
+        // The generated C declares a narrow buffer `const uint32_t *` (`check_args`
+        // matched the buffer's `narrow` flag to this variant).
+        BufArg::ReadNarrowIndices(v) => (v.as_ptr() as *mut c_void, v.len()),
     };
     FinchBuf {
         data,
