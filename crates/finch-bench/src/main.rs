@@ -12,7 +12,7 @@
 //!
 //! ```text
 //! bench/run.sh spmv                                     # with the SciPy baseline
-//! cargo run --release -p finch-bench -- spmv [--repeat 20] [--quick]
+//! cargo run --release -p finch-bench -- spmv [--repeat 20] [--quick] [--only MATRIX]
 //! cargo run --release -p finch-bench -- structure [--repeat 10] [--quick]
 //! cargo run --release -p finch-bench -- io [--repeat 5]
 //! ```
@@ -119,6 +119,7 @@ fn main() -> Result<()> {
     let mut repeat = 5usize;
     let mut which = None;
     let mut quick = false;
+    let mut only: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -133,8 +134,11 @@ fn main() -> Result<()> {
             "structure" => which = Some("structure"),
             "compile-latency" => which = Some("compile-latency"),
             "--quick" => quick = true,
+            "--only" => {
+                only = Some(it.next().context("--only needs a matrix name (or part of one)")?.clone());
+            }
             other => bail!(
-                "unknown argument `{other}` (usage: finch-bench spmv|structure|io [--repeat N] [--quick])"
+                "unknown argument `{other}` (usage: finch-bench spmv|structure|io [--repeat N] [--quick] [--only MATRIX])"
             ),
         }
     }
@@ -149,9 +153,9 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("spmv") => {
-            let table = spmv::run(repeat, &data_dir(), quick)?;
+            let table = spmv::run(repeat, &data_dir(), quick, only.as_deref())?;
             print!("{table}");
-            if !quick {
+            if !quick && only.is_none() {
                 let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
                 std::fs::create_dir_all(&results)?;
                 std::fs::write(results.join("spmv.md"), &table)?;

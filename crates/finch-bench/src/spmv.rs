@@ -17,6 +17,14 @@ use finch::Program;
 const COL: &str = "input A :: Dense(SparseList(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[j]\nend\n";
 const ROW: &str = "input AT :: Dense(SparseList(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _, j = _\n  y[i] += AT[j, i] * x[j]\nend\n";
 
+/// The four compiled SpMV kernels: column- and row-major, 64- and 32-bit indices.
+pub struct Kernels {
+    col: finch::engine::CompiledProgram,
+    row: finch::engine::CompiledProgram,
+    col32: finch::engine::CompiledProgram,
+    row32: finch::engine::CompiledProgram,
+}
+
 /// A matrix as CSR arrays (row pointers, column indices, values).
 pub struct Csr {
     name: String,
@@ -256,6 +264,17 @@ enum MatrixSource {
 }
 
 impl MatrixSource {
+    /// The matrix's name in the report.
+    fn name(&self) -> String {
+        match self {
+            MatrixSource::File(p) => p
+                .file_stem()
+                .map_or(String::new(), |s| s.to_string_lossy().into_owned()),
+            MatrixSource::Random(n, _) => format!("random_{n}"),
+            MatrixSource::Banded(n, _) => format!("banded_{n}"),
+        }
+    }
+
     fn load(&self) -> Result<Csr> {
         Ok(match self {
             MatrixSource::File(p) => from_mtx(p).with_context(|| p.display().to_string())?,
@@ -273,6 +292,8 @@ struct Measured {
     nnz: usize,
     finch_row: Duration,
     finch_col: Duration,
+    finch_row32: Duration,
+    finch_col32: Duration,
     rust_csr: Duration,
     rust_csc: Duration,
     baselines: Vec<Baseline>,
@@ -280,7 +301,10 @@ struct Measured {
 
 impl Measured {
     fn best_finch(&self) -> Duration {
-        self.finch_row.min(self.finch_col)
+        self.finch_row
+            .min(self.finch_col)
+            .min(self.finch_row32)
+            .min(self.finch_col32)
     }
 
     fn best_baseline(&self) -> Duration {
@@ -302,13 +326,7 @@ fn display_name(baseline: &str) -> &str {
 
 /// Times every variant on `a`, consuming it: its arrays move into the Finch tensors
 /// rather than being copied.
-fn measure(
-    a: Csr,
-    col_k: &finch::engine::CompiledProgram,
-    row_k: &finch::engine::CompiledProgram,
-    repeat: usize,
-    tmp: &Path,
-) -> Result<Measured> {
+fn measure(a: Csr, k: &Kernels, repeat: usize, tmp: &Path) -> Result<Measured> {
     let x: Vec<f64> = (0..a.n).map(|j| ((j % 7) as f64) * 0.25 + 1.0).collect();
     let xt = Tensor::from_dense(
         &Format::parse("Dense(Element(0.0))")?,
@@ -340,26 +358,28 @@ fn measure(
         std::hint::black_box(&y);
         Ok(())
     })?;
-    let shapes = HashMap::new();
-    // Column-major over CSC.
+    // Column-major over CSC, with 64- then 32-bit indices (the values are shared).
+    let (cp32, ci32) = (narrow(&cp)?, narrow(&ci)?);
     let a_csc = Tensor::from_csc(a.m, a.n, cp, ci, Buffer::F64(cv))?;
-    let mut t_col: HashMap<String, Tensor> =
-        HashMap::from([("A".into(), a_csc), ("x".into(), xt.clone())]);
-    let mut finch_col = Vec::new();
-    for _ in 0..repeat.max(1) {
-        finch_col.push(col_k.run(&mut t_col, &shapes)?.kernel_time);
-    }
-    finch_col.sort();
-    drop(t_col);
+    let (finch_col, a_csc) = run_finch(&k.col, "A", a_csc, &xt, repeat)?;
+    let (_, _, storage) = a_csc.into_parts();
+    let cv = csc_values(storage)?;
+    let a_csc32 = Tensor::from_csc(a.m, a.n, cp32, ci32, Buffer::F64(cv))?;
+    let (finch_col32, _) = run_finch(&k.col32, "A", a_csc32, &xt, repeat)?;
     // Row-major: CSR of A is CSC of A^T, without a copy.
     let (name, m, n, nnz) = (a.name, a.m, a.n, a.idx.len());
+    let (ptr32, idx32) = (narrow(&a.ptr)?, narrow(&a.idx)?);
     let at = Tensor::from_csr_transposed(m, n, a.ptr, a.idx, Buffer::F64(a.val))?;
-    let mut t_row: HashMap<String, Tensor> = HashMap::from([("AT".into(), at), ("x".into(), xt)]);
-    let mut finch_row = Vec::new();
+    let (finch_row, at) = run_finch(&k.row, "AT", at, &xt, repeat)?;
+    let (_, _, storage) = at.into_parts();
+    let val = csc_values(storage)?;
+    let at32 = Tensor::from_csr_transposed(m, n, ptr32, idx32, Buffer::F64(val))?;
+    let mut t_row: HashMap<String, Tensor> = HashMap::from([("AT".into(), at32), ("x".into(), xt)]);
+    let mut times = Vec::new();
     for _ in 0..repeat.max(1) {
-        finch_row.push(row_k.run(&mut t_row, &shapes)?.kernel_time);
+        times.push(k.row32.run(&mut t_row, &HashMap::new())?.kernel_time);
     }
-    finch_row.sort();
+    let finch_row32 = times.into_iter().min().unwrap_or_default();
     let checksum: f64 = t_row["y"]
         .to_coo()
         .vals
@@ -379,16 +399,58 @@ fn measure(
         m,
         n,
         nnz,
-        finch_row: finch_row[0],
-        finch_col: finch_col[0],
+        finch_row,
+        finch_col,
+        finch_row32,
+        finch_col32,
         rust_csr,
         rust_csc,
         baselines,
     })
 }
 
+/// Indices as `u32` (every benchmark matrix has fewer than 2^32 entries).
+fn narrow(v: &[usize]) -> Result<Vec<u32>> {
+    v.iter()
+        .map(|&x| u32::try_from(x).context("an index does not fit in 32 bits"))
+        .collect()
+}
+
+/// The value buffer of a `Dense(SparseList(Element))` tensor's storage.
+fn csc_values(storage: finch::tensor::TensorStorage) -> Result<Vec<f64>> {
+    use finch::formats::LevelStorage;
+    if let finch::tensor::TensorStorage::Levels(LevelStorage::Dense(d)) = storage {
+        if let LevelStorage::SparseList(s) = *d.child {
+            if let LevelStorage::Element(e) = *s.child {
+                if let Buffer::F64(v) = e.val {
+                    return Ok(v);
+                }
+            }
+        }
+    }
+    bail!("internal: not a CSC tensor of f64")
+}
+
+/// The fastest of `repeat` runs of `kernel` on matrix `a` (bound to `name`) and `x`; gives
+/// the matrix back.
+fn run_finch(
+    kernel: &finch::engine::CompiledProgram,
+    name: &str,
+    a: Tensor,
+    x: &Tensor,
+    repeat: usize,
+) -> Result<(Duration, Tensor)> {
+    let mut t: HashMap<String, Tensor> = HashMap::from([(name.into(), a), ("x".into(), x.clone())]);
+    let mut times = Vec::new();
+    for _ in 0..repeat.max(1) {
+        times.push(kernel.run(&mut t, &HashMap::new())?.kernel_time);
+    }
+    let a = t.remove(name).context("internal: the matrix")?;
+    Ok((times.into_iter().min().unwrap_or_default(), a))
+}
+
 /// Runs the SpMV benchmark and returns the Markdown report.
-pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
+pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Result<String> {
     let cache = std::env::temp_dir().join(format!("finch-bench-cache-{}", std::process::id()));
     std::env::set_var("FINCH_CACHE_DIR", &cache);
     let col = Program::parse(COL)?;
@@ -415,7 +477,13 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
                 .ok()
         })
         .map(Duration::from_secs_f64);
-    let row_k = row.compile(Engine::C)?;
+    let narrow_text = |t: &str| t.replace("SparseList(", "SparseList{UInt32}(");
+    let kernels = Kernels {
+        row: row.compile(Engine::C)?,
+        col32: Program::parse(&narrow_text(COL))?.compile(Engine::C)?,
+        row32: Program::parse(&narrow_text(ROW))?.compile(Engine::C)?,
+        col: col_k,
+    };
 
     // Matrices are loaded (or generated) one at a time, so the process holds one matrix
     // and its CSC copy at most (the 2M x 2M banded matrix alone is 4 GB as CSR).
@@ -451,6 +519,9 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
         MatrixSource::Banded(2_000_000, 64)
     });
 
+    if let Some(only) = only {
+        sources.retain(|s| s.name().contains(only));
+    }
     let stream = stream_gbs();
     let tmp = std::env::temp_dir().join(format!("finch-bench-spmv-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
@@ -460,7 +531,7 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
     for source in &sources {
         let a = source.load()?;
         eprintln!("spmv: {} ({}x{}, {} nnz)", a.name, a.m, a.n, a.idx.len());
-        let m = measure(a, &col_k, &row_k, repeat, &tmp)?;
+        let m = measure(a, &kernels, repeat, &tmp)?;
         for b in &m.baselines {
             if !baseline_names.contains(&b.name) {
                 baseline_names.push(b.name.clone());
@@ -494,28 +565,30 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
         "Minimum of {repeat} runs, milliseconds, single thread. Finch row = `y[i] += AT[j, i] * x[j]` over CSR (the \
          transposed tensor, no copy); Finch col = `y[i] += A[i, j] * x[j]` over CSC; Rust = hand-written loops over the \
          same arrays; SciPy = `csr_matrix @ x`, MKL = `sparse_dot_mkl.dot_product_mkl` (mkl_sparse_d_mv), GraphBLAS = python-graphblas `A @ x` (SuiteSparse, nthreads = 1) ({}). Ratio = best baseline / best Finch (> 1: Finch faster). Bandwidth = \
-         bytes the row-major kernel must read and write / time, as a share of the STREAM-like read bandwidth measured in \
-         this run ({stream:.1} GB/s). Kernels are compiled with `cc -O3` (trusted mode, no bounds checks).\n\n",
+         bytes the row-major u32 kernel must read and write (12 per entry) / time, as a share of the STREAM-like read bandwidth measured in \
+         this run ({stream:.1} GB/s). The u32 columns run the same programs over `SparseList{{UInt32}}`, the index width SciPy, MKL and GraphBLAS are given. Kernels are compiled with `cc -O3` (trusted mode, no bounds checks).\n\n",
         if Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/.venv/bin/python").exists() { "bench/.venv" } else { "not installed: run bench/run.sh" }
     ));
     let mut header =
-        String::from("| matrix | shape | nnz | Finch row | Finch col | Rust CSR | Rust CSC |");
+        String::from("| matrix | shape | nnz | Finch row | Finch col | Finch row u32 | Finch col u32 | Rust CSR | Rust CSC |");
     for name in &baseline_names {
         header.push_str(&format!(" {} |", display_name(name)));
     }
     header.push_str(" best baseline | ratio | bandwidth |\n");
     out.push_str(&header);
-    out.push_str(&"|---".repeat(10 + baseline_names.len()));
+    out.push_str(&"|---".repeat(12 + baseline_names.len()));
     out.push_str("|\n");
     for m in &rows {
         let mut line = format!(
-            "| {} | {}x{} | {} | {} | {} | {} | {} |",
+            "| {} | {}x{} | {} | {} | {} | {} | {} | {} | {} |",
             m.name,
             m.m,
             m.n,
             m.nnz,
             ms(m.finch_row),
             ms(m.finch_col),
+            ms(m.finch_row32),
+            ms(m.finch_col32),
             ms(m.rust_csr),
             ms(m.rust_csc)
         );
@@ -528,8 +601,8 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
             line.push_str(&format!(" {cell} |"));
         }
         let best = m.best_baseline();
-        let bytes = (m.nnz * 16 + (m.m + 1) * 8 + m.n * 8 + m.m * 8) as f64;
-        let bw = bytes / m.finch_row.as_secs_f64() / 1e9;
+        let bytes = (m.nnz * 12 + (m.m + 1) * 4 + m.n * 8 + m.m * 8) as f64;
+        let bw = bytes / m.finch_row32.as_secs_f64() / 1e9;
         line.push_str(&format!(
             " {} | {:.2} | {:.0}% |\n",
             ms(best),
@@ -542,9 +615,9 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
         "\nGeomean ratio (best baseline / best Finch): **{geomean:.2}**.\n\n"
     ));
     out.push_str(
-        "Index width: Finch-RS stores indices and positions as 64-bit integers (16 bytes per \
-         stored entry with the value); SciPy, MKL and GraphBLAS are given 32-bit indices \
-         (12 bytes per entry), so on memory-bound matrices they read 25% fewer bytes.\n\n",
+        "Index width: `SparseList` stores 64-bit indices and positions by default (16 bytes \
+         per stored `f64` entry); `SparseList{UInt32}` stores 32-bit ones (12 bytes), as the \
+         baselines do.\n\n",
     );
     out.push_str("## Compile latency and call overhead\n\n| what | time |\n|---|---|\n");
     out.push_str(&format!(
