@@ -13,6 +13,9 @@
 //! * `identity`: identity arguments of `+ * min max & | && || xor` are dropped (the result
 //!   keeps its type: a cast is added when dropping changes it).
 //! * `ifelse-const`: `ifelse(true, a, b) = a`, `ifelse(false, a, b) = b`.
+//! * `flatten`, `sort`, `dedup`, `fold-partial`: associative operators are flattened,
+//!   commutative ones put in a canonical order, idempotent ones deduplicated and their
+//!   literal arguments folded, where that is exact (see `canonicalize`).
 //!
 //! Statement rules: `drop-identity-update` (`x op= e` where `e` is a right identity of
 //! `op`, e.g. `+= 0`, is removed), `drop-missing-update`, `sieve-const`, `flatten-block`,
@@ -154,6 +157,17 @@ fn simplify_call(op: Op, mut args: Vec<Expr>, ty: &dyn Typer) -> Expr {
         }
         return Expr::Call(op, args);
     }
+    let mut args = canonicalize(op, args, ty);
+    if args.len() == 1 && matches!(op, Op::Min | Op::Max | Op::BitAnd | Op::BitOr) {
+        // `max(x, x)` deduplicated: the one argument is the value (its type is the result's).
+        return args.remove(0);
+    }
+    if let [Expr::Lit(v)] = args.as_slice() {
+        // Every argument was a literal, folded into one: `op(v)` evaluates to `v`'s result.
+        if let Ok(r) = op.eval(&[*v]) {
+            return Expr::Lit(r);
+        }
+    }
     let as_result = |v: Value| match result_type.and_then(|t| v.convert_wrapping(t)) {
         Some(w) => Expr::Lit(w),
         None => Expr::Lit(v),
@@ -196,6 +210,85 @@ fn simplify_call(op: Op, mut args: Vec<Expr>, ty: &dyn Typer) -> Expr {
         }
     }
     Expr::Call(op, args)
+}
+
+/// The rules `flatten`, `sort`, `dedup` and `fold-partial` for an associative operator
+/// whose arguments share one type:
+/// * `flatten`: `op(op(a, b), c)` is `op(a, b, c)` (the same left-to-right evaluation);
+///   a nested call in any other place is spliced only where reassociation is exact;
+/// * `sort` (commutative operators but the short-circuiting `&&`, `||`): arguments in a
+///   canonical order, literals last, so equal terms meet and read the same;
+/// * `dedup` (idempotent operators): `max(a, a, b)` is `max(a, b)`;
+/// * `fold-partial`: the literal arguments are folded into one.
+///
+/// Reassociation and reordering are exact on integers and booleans (wrapping arithmetic)
+/// and are not done on floating point, where they would change rounding, `NaN` payloads or
+/// the sign of a zero.
+fn canonicalize(op: Op, args: Vec<Expr>, ty: &dyn Typer) -> Vec<Expr> {
+    let flattens = matches!(
+        op,
+        Op::Add | Op::Mul | Op::Min | Op::Max | Op::BitAnd | Op::BitOr | Op::Xor | Op::And | Op::Or
+    );
+    if !flattens || args.len() < 2 {
+        return args;
+    }
+    let t = match type_of(&args[0], ty) {
+        Some(t) if args.iter().all(|a| type_of(a, ty) == Some(t)) => t,
+        _ => return args,
+    };
+    let exact = !t.is_float();
+    let mut flat = Vec::with_capacity(args.len());
+    for (k, a) in args.into_iter().enumerate() {
+        match a {
+            Expr::Call(inner, nested)
+                if inner == op
+                    && (k == 0 || exact)
+                    && nested.iter().all(|x| type_of(x, ty) == Some(t)) =>
+            {
+                flat.extend(nested)
+            }
+            a => flat.push(a),
+        }
+    }
+    // `&&` and `||` short-circuit: an earlier argument may guard a later one.
+    if !exact || matches!(op, Op::And | Op::Or) {
+        return flat;
+    }
+    let (lits, mut terms): (Vec<Expr>, Vec<Expr>) =
+        flat.into_iter().partition(|a| matches!(a, Expr::Lit(_)));
+    let mut keyed: Vec<(String, Expr)> = terms.drain(..).map(|e| (format!("{e:?}"), e)).collect();
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    if op.is_idempotent() {
+        // Only terms whose printed form is their identity: a tensor read prints its
+        // looplets only in part, so two different reads may print alike.
+        keyed.dedup_by(|a, b| a.0 == b.0 && is_plain(&a.1));
+    }
+    let mut out: Vec<Expr> = keyed.into_iter().map(|(_, e)| e).collect();
+    let vals: Vec<Value> = lits
+        .iter()
+        .filter_map(|l| match l {
+            Expr::Lit(v) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    match vals.len() {
+        0 => {}
+        1 => out.push(Expr::Lit(vals[0])),
+        _ => match op.eval(&vals) {
+            Ok(v) => out.push(Expr::Lit(v)),
+            Err(_) => out.extend(lits),
+        },
+    }
+    out
+}
+
+/// True for an expression of literals, indices, kernel code and operators only.
+fn is_plain(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(_) | Expr::Index(_) | Expr::Code(_) => true,
+        Expr::Call(_, args) => args.iter().all(is_plain),
+        _ => false,
+    }
 }
 
 /// Simplifies a statement; returns `Stmt::Block(vec![])` for statements that vanish.
@@ -292,4 +385,101 @@ pub fn simplify_stmt(s: Stmt, ty: &dyn Typer) -> Stmt {
 /// True for a statement that does nothing.
 pub fn is_empty(s: &Stmt) -> bool {
     matches!(s, Stmt::Block(v) if v.iter().all(is_empty))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{KExpr, LocalId};
+
+    /// Kernel code is `i64`; tensors hold `f64`.
+    struct Ints;
+
+    impl Typer for Ints {
+        fn code_type(&self, _: &KExpr) -> ScalarType {
+            ScalarType::I64
+        }
+        fn tensor_type(&self, _: &Tensor) -> ScalarType {
+            ScalarType::F64
+        }
+    }
+
+    fn call(op: Op, args: Vec<Expr>) -> Expr {
+        Expr::Call(op, args)
+    }
+
+    fn var(n: u32) -> Expr {
+        Expr::Code(KExpr::Local(LocalId(n)))
+    }
+
+    fn int(n: i64) -> Expr {
+        Expr::Lit(Value::I64(n))
+    }
+
+    fn show(e: &Expr) -> String {
+        format!("{e:?}")
+    }
+
+    #[test]
+    fn integer_sums_flatten_sort_and_fold_their_literals() {
+        // (1 + (v1 + 2)) + v0  ->  v0 + v1 + 3
+        let e = call(
+            Op::Add,
+            vec![
+                call(Op::Add, vec![int(1), call(Op::Add, vec![var(1), int(2)])]),
+                var(0),
+            ],
+        );
+        let want = call(Op::Add, vec![var(0), var(1), int(3)]);
+        assert_eq!(show(&simplify_expr(e, &Ints)), show(&want));
+        // Literals that fold to the identity vanish: v0 + 2 + (-2) -> v0.
+        let e = call(Op::Add, vec![call(Op::Add, vec![var(0), int(2)]), int(-2)]);
+        assert_eq!(show(&simplify_expr(e, &Ints)), show(&var(0)));
+    }
+
+    #[test]
+    fn idempotent_operators_drop_repeated_terms() {
+        let e = call(Op::Max, vec![var(0), call(Op::Max, vec![var(1), var(0)])]);
+        let want = call(Op::Max, vec![var(0), var(1)]);
+        assert_eq!(show(&simplify_expr(e, &Ints)), show(&want));
+        assert_eq!(
+            show(&simplify_expr(call(Op::Min, vec![var(3), var(3)]), &Ints)),
+            show(&var(3))
+        );
+        // `xor` is not idempotent: v0 xor v0 stays (it is 0, but not by this rule).
+        let e = call(Op::Xor, vec![var(0), var(0)]);
+        assert_eq!(show(&simplify_expr(e.clone(), &Ints)), show(&e));
+    }
+
+    #[test]
+    fn floating_point_and_short_circuits_keep_their_order() {
+        let f = |x: f64| Expr::Lit(Value::F64(x));
+        let typed = |e: Expr| simplify_expr(e, &Floats);
+        // 1.0 + (v0 + 2.0) on f64 is neither reassociated nor reordered nor folded.
+        let right = call(Op::Add, vec![f(1.0), call(Op::Add, vec![var(0), f(2.0)])]);
+        let before = show(&right);
+        assert_eq!(show(&typed(right)), before);
+        // (v0 + v1) + v2 flattens: the same left-to-right evaluation.
+        let left = call(Op::Add, vec![call(Op::Add, vec![var(0), var(1)]), var(2)]);
+        assert_eq!(
+            show(&typed(left)),
+            show(&call(Op::Add, vec![var(0), var(1), var(2)]))
+        );
+        // `&&` keeps its order: the first argument may guard the second.
+        let b = |n: u32| call(Op::Lt, vec![var(n), int(3)]);
+        let guard = call(Op::And, vec![b(1), b(0)]);
+        assert_eq!(show(&simplify_expr(guard.clone(), &Ints)), show(&guard));
+    }
+
+    /// Kernel code is `f64`.
+    struct Floats;
+
+    impl Typer for Floats {
+        fn code_type(&self, _: &KExpr) -> ScalarType {
+            ScalarType::F64
+        }
+        fn tensor_type(&self, _: &Tensor) -> ScalarType {
+            ScalarType::F64
+        }
+    }
 }
