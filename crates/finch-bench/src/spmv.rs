@@ -23,6 +23,9 @@ pub struct Kernels {
     row: finch::engine::CompiledProgram,
     col32: finch::engine::CompiledProgram,
     row32: finch::engine::CompiledProgram,
+    /// `col32` and `row32` compiled with `reassociate`.
+    col32r: finch::engine::CompiledProgram,
+    row32r: finch::engine::CompiledProgram,
 }
 
 /// A matrix as CSR arrays (row pointers, column indices, values).
@@ -294,6 +297,8 @@ struct Measured {
     finch_col: Duration,
     finch_row32: Duration,
     finch_col32: Duration,
+    /// The faster of row and column major over 32-bit indices, reassociated.
+    finch_reassoc: Duration,
     rust_csr: Duration,
     rust_csc: Duration,
     baselines: Vec<Baseline>,
@@ -365,7 +370,8 @@ fn measure(a: Csr, k: &Kernels, repeat: usize, tmp: &Path) -> Result<Measured> {
     let (_, _, storage) = a_csc.into_parts();
     let cv = csc_values(storage)?;
     let a_csc32 = Tensor::from_csc(a.m, a.n, cp32, ci32, Buffer::F64(cv))?;
-    let (finch_col32, _) = run_finch(&k.col32, "A", a_csc32, &xt, repeat)?;
+    let (finch_col32, a_csc32) = run_finch(&k.col32, "A", a_csc32, &xt, repeat)?;
+    let (col32r, _) = run_finch(&k.col32r, "A", a_csc32, &xt, repeat)?;
     // Row-major: CSR of A is CSC of A^T, without a copy.
     let (name, m, n, nnz) = (a.name, a.m, a.n, a.idx.len());
     let (ptr32, idx32) = (narrow(&a.ptr)?, narrow(&a.idx)?);
@@ -374,6 +380,7 @@ fn measure(a: Csr, k: &Kernels, repeat: usize, tmp: &Path) -> Result<Measured> {
     let (_, _, storage) = at.into_parts();
     let val = csc_values(storage)?;
     let at32 = Tensor::from_csr_transposed(m, n, ptr32, idx32, Buffer::F64(val))?;
+    let (row32r, at32) = run_finch(&k.row32r, "AT", at32, &xt, repeat)?;
     let mut t_row: HashMap<String, Tensor> = HashMap::from([("AT".into(), at32), ("x".into(), xt)]);
     let mut times = Vec::new();
     for _ in 0..repeat.max(1) {
@@ -403,6 +410,7 @@ fn measure(a: Csr, k: &Kernels, repeat: usize, tmp: &Path) -> Result<Measured> {
         finch_col,
         finch_row32,
         finch_col32,
+        finch_reassoc: row32r.min(col32r),
         rust_csr,
         rust_csc,
         baselines,
@@ -478,10 +486,17 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
         })
         .map(Duration::from_secs_f64);
     let narrow_text = |t: &str| t.replace("SparseList(", "SparseList{UInt32}(");
+    let reassociate = finch::engine::CompileOptions { reassociate: true };
+    let (col32, row32) = (
+        Program::parse(&narrow_text(COL))?,
+        Program::parse(&narrow_text(ROW))?,
+    );
     let kernels = Kernels {
         row: row.compile(Engine::C)?,
-        col32: Program::parse(&narrow_text(COL))?.compile(Engine::C)?,
-        row32: Program::parse(&narrow_text(ROW))?.compile(Engine::C)?,
+        col32: col32.compile(Engine::C)?,
+        row32: row32.compile(Engine::C)?,
+        col32r: col32.compile_with(Engine::C, &reassociate)?,
+        row32r: row32.compile_with(Engine::C, &reassociate)?,
         col: col_k,
     };
 
@@ -527,6 +542,7 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
     std::fs::create_dir_all(&tmp)?;
     let mut rows = Vec::new();
     let mut ratios_best = Vec::new();
+    let mut ratios_reassoc = Vec::new();
     let mut baseline_names: Vec<String> = Vec::new();
     for source in &sources {
         let a = source.load()?;
@@ -538,11 +554,12 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
             }
         }
         ratios_best.push(m.best_baseline().as_secs_f64() / m.best_finch().as_secs_f64());
+        ratios_reassoc.push(m.best_baseline().as_secs_f64() / m.finch_reassoc.as_secs_f64());
         rows.push(m);
     }
     let _ = std::fs::remove_dir_all(&tmp);
-    let geomean =
-        (ratios_best.iter().map(|r| r.ln()).sum::<f64>() / ratios_best.len().max(1) as f64).exp();
+    let geo = |r: &[f64]| (r.iter().map(|r| r.ln()).sum::<f64>() / r.len().max(1) as f64).exp();
+    let (geomean, geomean_reassoc) = (geo(&ratios_best), geo(&ratios_reassoc));
 
     // Call overhead: a tiny kernel.
     let tiny = Program::parse("input x :: Dense(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i]\nend\n")?;
@@ -564,23 +581,23 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
     out.push_str(&format!(
         "Minimum of {repeat} runs, milliseconds, single thread. Finch row = `y[i] += AT[j, i] * x[j]` over CSR (the \
          transposed tensor, no copy); Finch col = `y[i] += A[i, j] * x[j]` over CSC; Rust = hand-written loops over the \
-         same arrays; SciPy = `csr_matrix @ x`, MKL = `sparse_dot_mkl.dot_product_mkl` (mkl_sparse_d_mv), GraphBLAS = python-graphblas `A @ x` (SuiteSparse, nthreads = 1) ({}). Ratio = best baseline / best Finch (> 1: Finch faster). Bandwidth = \
-         bytes the row-major u32 kernel must read and write (12 per entry) / time, as a share of the STREAM-like read bandwidth measured in \
+         same arrays; SciPy = `csr_matrix @ x`, MKL = `sparse_dot_mkl.dot_product_mkl` (mkl_sparse_d_mv), GraphBLAS = python-graphblas `A @ x` (SuiteSparse, nthreads = 1) ({}). Ratio = best baseline / best Finch with strict floating-point order (> 1: Finch faster); ratio reassoc = best baseline / Finch u32 reassoc (the u32 programs compiled with `reassociate`). Bandwidth = \
+         bytes a u32 kernel must read and write (12 per entry) / the fastest u32 kernel's time, as a share of the STREAM-like read bandwidth measured in \
          this run ({stream:.1} GB/s). The u32 columns run the same programs over `SparseList{{UInt32}}`, the index width SciPy, MKL and GraphBLAS are given. Kernels are compiled with `cc -O3` (trusted mode, no bounds checks).\n\n",
         if Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/.venv/bin/python").exists() { "bench/.venv" } else { "not installed: run bench/run.sh" }
     ));
     let mut header =
-        String::from("| matrix | shape | nnz | Finch row | Finch col | Finch row u32 | Finch col u32 | Rust CSR | Rust CSC |");
+        String::from("| matrix | shape | nnz | Finch row | Finch col | Finch row u32 | Finch col u32 | Finch u32 reassoc | Rust CSR | Rust CSC |");
     for name in &baseline_names {
         header.push_str(&format!(" {} |", display_name(name)));
     }
-    header.push_str(" best baseline | ratio | bandwidth |\n");
+    header.push_str(" best baseline | ratio | ratio reassoc | bandwidth |\n");
     out.push_str(&header);
-    out.push_str(&"|---".repeat(12 + baseline_names.len()));
+    out.push_str(&"|---".repeat(14 + baseline_names.len()));
     out.push_str("|\n");
     for m in &rows {
         let mut line = format!(
-            "| {} | {}x{} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {}x{} | {} | {} | {} | {} | {} | {} | {} | {} |",
             m.name,
             m.m,
             m.n,
@@ -589,6 +606,7 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
             ms(m.finch_col),
             ms(m.finch_row32),
             ms(m.finch_col32),
+            ms(m.finch_reassoc),
             ms(m.rust_csr),
             ms(m.rust_csc)
         );
@@ -602,17 +620,21 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
         }
         let best = m.best_baseline();
         let bytes = (m.nnz * 12 + (m.m + 1) * 4 + m.n * 8 + m.m * 8) as f64;
-        let bw = bytes / m.finch_row32.as_secs_f64() / 1e9;
+        let bw = bytes / m.finch_row32.min(m.finch_reassoc).as_secs_f64() / 1e9;
         line.push_str(&format!(
-            " {} | {:.2} | {:.0}% |\n",
+            " {} | {:.2} | {:.2} | {:.0}% |\n",
             ms(best),
             best.as_secs_f64() / m.best_finch().as_secs_f64(),
+            best.as_secs_f64() / m.finch_reassoc.as_secs_f64(),
             100.0 * bw / stream
         ));
         out.push_str(&line);
     }
     out.push_str(&format!(
-        "\nGeomean ratio (best baseline / best Finch): **{geomean:.2}**.\n\n"
+        "\nGeomean ratio (best baseline / best Finch): **{geomean:.2}** with the default \
+         strict floating-point order (as SciPy and GraphBLAS), **{geomean_reassoc:.2}** with \
+         `CompileOptions {{ reassociate: true }}` (`finch run --reassociate`: the C compiler may \
+         reorder the sums, as MKL's kernels do).\n\n"
     ));
     out.push_str(
         "Index width: `SparseList` stores 64-bit indices and positions by default (16 bytes \

@@ -53,6 +53,10 @@ enum Command {
         /// Run the kernel N times and print the minimum and median kernel time.
         #[arg(long, default_value_t = 1, value_name = "N")]
         repeat: usize,
+        /// Let the C compiler reassociate floating-point arithmetic (faster reductions;
+        /// results may differ in rounding).
+        #[arg(long)]
+        reassociate: bool,
     },
     /// Print the generated C (or, with --ir, the kernel IR) of a program.
     Code {
@@ -67,6 +71,9 @@ enum Command {
         /// Print the bounds-checked C instead of the C the engine runs.
         #[arg(long, conflicts_with = "ir")]
         checked: bool,
+        /// Generate the C of `run --reassociate`.
+        #[arg(long)]
+        reassociate: bool,
     },
     /// Print the program after each normalization (parsed; wrapperized, dimensionalized,
     /// concordized and with lifecycles, in lowering IR; the kernel IR).
@@ -110,13 +117,23 @@ fn main() -> ExitCode {
             shapes,
             engine,
             repeat,
-        } => run(&program, &inputs, &outputs, &shapes, engine, repeat),
+            reassociate,
+        } => run(
+            &program,
+            &inputs,
+            &outputs,
+            &shapes,
+            engine,
+            repeat,
+            reassociate,
+        ),
         Command::Code {
             program,
             formats,
             ir,
             checked,
-        } => code(&program, &formats, ir, checked),
+            reassociate,
+        } => code(&program, &formats, ir, checked, reassociate),
         Command::Parse { program } => parse(&program),
         Command::Lower { program, formats } => lower(&program, &formats),
         Command::Info { file } => info(&file),
@@ -161,8 +178,10 @@ fn run(
     shapes: &[String],
     engine: Engine,
     repeat: usize,
+    reassociate: bool,
 ) -> Result<()> {
     let program = load_program(program_path)?;
+    let options = finch::engine::CompileOptions { reassociate };
     let compiled = match engine {
         Engine::Reference => None,
         Engine::C | Engine::Interp => {
@@ -171,7 +190,7 @@ fn run(
             } else {
                 finch::engine::Engine::Interp
             };
-            match program.compile(e) {
+            match program.compile_with(e, &options) {
                 Ok(c) => {
                     for w in c.warnings() {
                         eprintln!("warning: {w}");
@@ -370,10 +389,13 @@ fn program_with_formats(path: &Path, formats: &[String]) -> Result<Program> {
     Program::from_ast(ast, &text).with_context(|| format!("in program {}", path.display()))
 }
 
-fn code(path: &Path, formats: &[String], ir: bool, checked: bool) -> Result<()> {
+fn code(path: &Path, formats: &[String], ir: bool, checked: bool, reassociate: bool) -> Result<()> {
     let program = program_with_formats(path, formats)?;
     let compiled = program
-        .compile(finch::engine::Engine::Interp)
+        .compile_with(
+            finch::engine::Engine::Interp,
+            &finch::engine::CompileOptions { reassociate },
+        )
         .with_context(|| format!("compiling {}", path.display()))?;
     if ir {
         out(format_args!("{}", compiled.kernel()))?;

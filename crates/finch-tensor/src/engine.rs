@@ -62,13 +62,33 @@ pub struct RunReport {
     pub stats: Option<interp::InterpStats>,
 }
 
+/// How to compile a program beyond the engine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Let the C compiler reassociate floating-point arithmetic (sums and products in
+    /// reductions get several partial results and vector instructions, as MKL's kernels
+    /// do). Results may differ from the interpreter and the reference engine in rounding;
+    /// `NaN` and infinities keep their meaning. Off by default.
+    pub reassociate: bool,
+}
+
 impl crate::Program {
     /// Lowers the program for its declared formats and prepares it for `engine` (a C
     /// kernel is compiled or fetched from the caches now; without a C compiler the
     /// interpreter is used).
     pub fn compile(&self, engine: Engine) -> Result<CompiledProgram> {
+        self.compile_with(engine, &CompileOptions::default())
+    }
+
+    /// [`compile`](crate::Program::compile) with options.
+    pub fn compile_with(
+        &self,
+        engine: Engine,
+        options: &CompileOptions,
+    ) -> Result<CompiledProgram> {
         let start = Instant::now();
-        let lowered = lower_program(self)?;
+        let mut lowered = lower_program(self)?;
+        lowered.kernel.reassociate = options.reassociate;
         let (engine, ckernel) = match engine {
             // Trusted (unchecked) C: every buffer position in a lowered kernel is derived
             // from level invariants that `Tensor` guarantees (validated at construction)

@@ -169,6 +169,10 @@ pub struct Kernel {
     pub outputs: Vec<LocalId>,
     /// The statements.
     pub body: Vec<KStmt>,
+    /// Floating-point arithmetic may be reassociated by the backend (C: the compiler's
+    /// associative math, which vectorizes reductions with several partial sums). Results
+    /// may then differ from the interpreter's in rounding. Off unless asked for.
+    pub reassociate: bool,
 }
 
 impl Kernel {
@@ -181,6 +185,7 @@ impl Kernel {
             inputs: Vec::new(),
             outputs: Vec::new(),
             body: Vec::new(),
+            reassociate: false,
         }
     }
 

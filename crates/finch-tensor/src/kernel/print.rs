@@ -40,6 +40,9 @@ impl fmt::Display for Kernel {
         if !self.outputs.is_empty() {
             write!(f, " out({})", list(&self.outputs))?;
         }
+        if self.reassociate {
+            write!(f, " reassociate")?;
+        }
         writeln!(f)?;
         for (k, l) in self.locals.iter().enumerate() {
             writeln!(f, "  local v{k}: {} {}", l.ty, l.name)?;

@@ -184,6 +184,13 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
     };
     e.out.push_str(PRELUDE);
     e.searches()?;
+    if k.reassociate {
+        // For the kernel only (the helpers above keep strict semantics); `-ffast-math`'s
+        // finite-math assumptions are not taken: NaN and infinities stay meaningful.
+        e.out.push_str(
+            "#if defined(__clang__)\n#pragma clang fp reassociate(on)\n#elif defined(__GNUC__)\n#pragma GCC optimize(\"associative-math\", \"no-signed-zeros\", \"no-trapping-math\")\n#endif\n",
+        );
+    }
     let _ = writeln!(
         e.out,
         "int {name}(finch_buf *bufs, void **scalars, void *ctx, finch_resize_fn resize) {{\n  int err = 0;\n  (void)ctx; (void)resize; (void)scalars;"
