@@ -1,7 +1,9 @@
 //! A small prover for extent comparisons (issue #3's bounds prover): index expressions
-//! are read as `base + c` (a local plus a constant, or a constant); `min`/`max` of terms
-//! with the same base keep the one term that decides; a phase `start..=end` is provably
-//! empty when some term `start` is at least is greater than some term `end` is at most.
+//! are read as `base + c` (a local plus a constant, or a constant); `min`/`max` keep only
+//! the terms that can decide (same base, or bases a fact orders); a phase `start..=end` is
+//! provably empty when some term `start` is at least is greater than some term `end` is
+//! at most. Facts `a <= b` come from level invariants (a fiber's last index is within the
+//! level's size).
 //!
 //! Index arithmetic is assumed not to overflow: extents are tensor sizes, far below
 //! `i64::MAX`.
@@ -41,32 +43,45 @@ fn terms(e: &KExpr, op: Op) -> Vec<&KExpr> {
     }
 }
 
-/// Folds `min`/`max` of terms with the same base to the deciding term
-/// (`min(n, n + 1)` → `n`), flattening nested applications; other expressions are kept.
-pub fn fold_min_max(e: KExpr) -> KExpr {
+/// Facts the lowerer knows about run-time values: `(a, b)` means `a <= b` (e.g. a
+/// SparseList fiber's last stored index + 1 is at most the level's size, invariant I5).
+pub type Facts = [(LocalId, LocalId)];
+
+/// Is `x <= y` whatever the run-time values? Terms with one base compare their constants;
+/// terms over `a` and `b` with a fact `a <= b` compare them too.
+pub fn provably_le(x: &KExpr, y: &KExpr, facts: &Facts) -> bool {
+    let (Some((bx, cx)), Some((by, cy))) = (linear(x), linear(y)) else {
+        return false;
+    };
+    cx <= cy && (bx == by || matches!((bx, by), (Some(a), Some(b)) if facts.contains(&(a, b))))
+}
+
+/// Folds `min`/`max` to the terms that can decide, flattening nested applications:
+/// `min(n, n + 1)` is `n`, and `min(size, last)` is `last` given the fact `last <= size`.
+/// Other expressions are kept.
+pub fn fold_min_max(e: KExpr, facts: &Facts) -> KExpr {
     let op = match &e {
         KExpr::Op(op @ (Op::Min | Op::Max), _) => *op,
         _ => return e,
     };
+    let all: Vec<KExpr> = terms(&e, op)
+        .into_iter()
+        .map(|t| fold_min_max(t.clone(), facts))
+        .collect();
+    // `x` decides over `y` when it is never worse: smaller for `min`, larger for `max`.
+    let decides = |x: &KExpr, y: &KExpr| match op {
+        Op::Min => provably_le(x, y, facts),
+        _ => provably_le(y, x, facts),
+    };
     let mut kept: Vec<KExpr> = Vec::new();
-    for t in terms(&e, op) {
-        let t = fold_min_max(t.clone());
-        let Some((base, c)) = linear(&t) else {
-            kept.push(t);
-            continue;
-        };
-        let same = kept
+    for (i, x) in all.iter().enumerate() {
+        // Dropped if another term decides over it (of two equivalent terms, the first stays).
+        let dropped = all
             .iter()
-            .position(|k| linear(k).is_some_and(|(b, _)| b == base));
-        match same {
-            Some(p) => {
-                let (_, d) = linear(&kept[p]).unwrap_or((base, c));
-                let better = if op == Op::Min { c < d } else { c > d };
-                if better {
-                    kept[p] = t;
-                }
-            }
-            None => kept.push(t),
+            .enumerate()
+            .any(|(j, y)| j != i && decides(y, x) && (j < i || !decides(x, y)));
+        if !dropped {
+            kept.push(x.clone());
         }
     }
     if kept.len() == 1 {
@@ -77,16 +92,17 @@ pub fn fold_min_max(e: KExpr) -> KExpr {
 }
 
 /// Is `start..=end` empty whatever the run-time values? True when a term that `start` is
-/// at least (a `max` operand) exceeds a term that `end` is at most (a `min` operand),
-/// both with the same base.
-pub fn provably_empty(start: &KExpr, end: &KExpr) -> bool {
-    let lows: Vec<_> = terms(start, Op::Max)
-        .into_iter()
-        .filter_map(linear)
-        .collect();
-    let highs: Vec<_> = terms(end, Op::Min).into_iter().filter_map(linear).collect();
-    lows.iter()
-        .any(|(b, c)| highs.iter().any(|(b2, c2)| b == b2 && c > c2))
+/// at least (a `max` operand) provably exceeds a term that `end` is at most (a `min`
+/// operand).
+pub fn provably_empty(start: &KExpr, end: &KExpr, facts: &Facts) -> bool {
+    let lows = terms(start, Op::Max);
+    let highs = terms(end, Op::Min);
+    let one = KExpr::int(1);
+    lows.iter().any(|lo| {
+        highs
+            .iter()
+            .any(|hi| provably_le(&KExpr::bin(Op::Add, (*hi).clone(), one.clone()), lo, facts))
+    })
 }
 
 #[cfg(test)]
@@ -100,12 +116,23 @@ mod tests {
     #[test]
     fn same_base_min_max_fold() {
         let e = KExpr::Op(Op::Min, vec![n(), KExpr::bin(Op::Sub, n(), KExpr::int(-1))]);
-        assert_eq!(fold_min_max(e), n());
+        assert_eq!(fold_min_max(e, &[]), n());
         let e = KExpr::Op(Op::Max, vec![KExpr::int(1), KExpr::int(3), n()]);
         assert_eq!(
-            fold_min_max(e),
+            fold_min_max(e, &[]),
             KExpr::Op(Op::Max, vec![KExpr::int(3), n()])
         );
+        // With the fact last <= n: min(n, last) is last, max(n, last) is n.
+        let last = KExpr::Local(LocalId(4));
+        let facts = [(LocalId(4), LocalId(3))];
+        let e = KExpr::Op(Op::Min, vec![n(), last.clone()]);
+        assert_eq!(fold_min_max(e.clone(), &facts), last);
+        assert_eq!(
+            fold_min_max(e, &[]),
+            KExpr::Op(Op::Min, vec![n(), last.clone()])
+        );
+        let e = KExpr::Op(Op::Max, vec![n(), last]);
+        assert_eq!(fold_min_max(e, &facts), n());
     }
 
     #[test]
@@ -114,18 +141,31 @@ mod tests {
         let lo = KExpr::int(1);
         assert!(provably_empty(
             &lo,
-            &KExpr::Op(Op::Min, vec![n(), KExpr::int(-1)])
+            &KExpr::Op(Op::Min, vec![n(), KExpr::int(-1)]),
+            &[]
         ));
         assert!(!provably_empty(
             &lo,
-            &KExpr::Op(Op::Min, vec![n(), KExpr::int(1)])
+            &KExpr::Op(Op::Min, vec![n(), KExpr::int(1)]),
+            &[]
         ));
         // max(1, n + 1) ..= n is empty; max(1, n) ..= n is not.
         let after = KExpr::Op(
             Op::Max,
             vec![lo.clone(), KExpr::bin(Op::Add, n(), KExpr::int(1))],
         );
-        assert!(provably_empty(&after, &n()));
-        assert!(!provably_empty(&KExpr::Op(Op::Max, vec![lo, n()]), &n()));
+        assert!(provably_empty(&after, &n(), &[]));
+        assert!(!provably_empty(
+            &KExpr::Op(Op::Max, vec![lo, n()]),
+            &n(),
+            &[]
+        ));
+        // last + 1 ..= n is not empty even knowing last <= n; n + 1 ..= last is.
+        let last = KExpr::Local(LocalId(4));
+        let facts = [(LocalId(4), LocalId(3))];
+        let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+        assert!(!provably_empty(&plus1(last.clone()), &n(), &facts));
+        assert!(provably_empty(&plus1(n()), &last, &facts));
+        assert!(!provably_empty(&plus1(n()), &last, &[]));
     }
 }

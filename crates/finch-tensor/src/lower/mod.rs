@@ -47,6 +47,7 @@ pub fn lower_program(program: &crate::Program) -> Result<Lowered> {
         tensors: c.tensors,
         depth: 0,
         nonempty: Vec::new(),
+        at_most: Vec::new(),
     };
     let body = l.lower(c.body)?;
     l.kernel.body = crate::kernel::tidy(body);
@@ -118,6 +119,8 @@ pub(crate) struct Lowerer {
     /// Extents `(lo, hi)` known to be non-empty where they are lowered (a stepper's step:
     /// the loop condition gives `lo <= hi` and seeking gives `stop >= lo`).
     nonempty: Vec<(KExpr, KExpr)>,
+    /// Facts `a <= b` between locals, from level invariants, for the bounds prover.
+    pub(crate) at_most: Vec<(LocalId, LocalId)>,
 }
 
 impl Typer for Lowerer {
@@ -1214,22 +1217,30 @@ impl Lowerer {
         let mut start = lo.clone();
         for (k, (stop, phase)) in phases.iter().enumerate() {
             let end = match stop {
-                Some(s) if k + 1 < phases.len() => {
-                    bounds::fold_min_max(KExpr::Op(Op::Min, vec![hi.clone(), s.clone()]))
-                }
+                Some(s) if k + 1 < phases.len() => bounds::fold_min_max(
+                    KExpr::Op(Op::Min, vec![hi.clone(), s.clone()]),
+                    &self.at_most,
+                ),
                 _ => hi.clone(),
             };
             // A phase the bounds prover shows empty (its start exceeds its end whatever the
             // sizes) emits nothing: e.g. the padding before index 1 of `A[~(i + 1)]`.
-            if bounds::provably_empty(&start, &end) {
-                start = bounds::fold_min_max(KExpr::Op(
-                    Op::Max,
-                    vec![lo.clone(), KExpr::bin(Op::Add, end, KExpr::int(1))],
-                ));
+            if bounds::provably_empty(&start, &end, &self.at_most) {
+                start = bounds::fold_min_max(
+                    KExpr::Op(
+                        Op::Max,
+                        vec![lo.clone(), KExpr::bin(Op::Add, end, KExpr::int(1))],
+                    ),
+                    &self.at_most,
+                );
                 continue;
             }
             let s_local = self.fresh(&format!("{index}_phase_start"), ScalarType::I64);
             let e_local = self.fresh(&format!("{index}_phase_stop"), ScalarType::I64);
+            if let KExpr::Local(x) = end {
+                // The phase stop is that local's value (the prover may compare with it).
+                self.at_most.extend([(x, e_local), (e_local, x)]);
+            }
             let mut taken = false;
             let phase_body = self.rewrite(body.clone(), index, &mut |_, l| match (taken, l) {
                 (false, Looplet::Sequence(_)) => {
@@ -1259,10 +1270,13 @@ impl Lowerer {
                     otherwise: vec![],
                 });
             }
-            start = bounds::fold_min_max(KExpr::Op(
-                Op::Max,
-                vec![lo.clone(), KExpr::bin(Op::Add, end, KExpr::int(1))],
-            ));
+            start = bounds::fold_min_max(
+                KExpr::Op(
+                    Op::Max,
+                    vec![lo.clone(), KExpr::bin(Op::Add, end, KExpr::int(1))],
+                ),
+                &self.at_most,
+            );
         }
         Ok(out)
     }
@@ -1357,14 +1371,20 @@ impl Lowerer {
                     i,
                     KExpr::bin(Op::Add, KExpr::Local(st), KExpr::int(1)),
                 ));
-                out.push(KStmt::If {
-                    cond: KExpr::bin(Op::Le, counted.last.clone(), hi),
-                    then: vec![KStmt::While {
-                        cond: counted.more.clone(),
-                        body: fast,
-                    }],
-                    otherwise: vec![general],
-                });
+                let counted_loop = KStmt::While {
+                    cond: counted.more.clone(),
+                    body: fast,
+                };
+                // The usual case, a phase ending at the fiber's last index, needs no test.
+                if bounds::provably_le(&counted.last, &hi, &self.at_most) {
+                    out.push(counted_loop);
+                } else {
+                    out.push(KStmt::If {
+                        cond: KExpr::bin(Op::Le, counted.last.clone(), hi),
+                        then: vec![counted_loop],
+                        otherwise: vec![general],
+                    });
+                }
                 return Ok(out);
             }
         }
@@ -2056,6 +2076,7 @@ mod tests {
             }],
             depth: 0,
             nonempty: Vec::new(),
+            at_most: Vec::new(),
         }
     }
 

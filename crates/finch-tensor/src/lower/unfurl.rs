@@ -49,11 +49,16 @@ impl Lowerer {
                     protocols,
                 })
             }))),
-            LevelParams::SparseList { ptr, idx, .. } => {
+            LevelParams::SparseList { ptr, idx, shape } => {
                 let child_of: ChildOf = Rc::new(|q| q);
                 let follow = f.protocols & (1 << f.depth) != 0;
                 let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
-                let list = SortedList { ptr, idx, child_of };
+                let list = SortedList {
+                    ptr,
+                    idx,
+                    child_of,
+                    shape,
+                };
                 Ok(if follow {
                     self.sorted_follow(t, depth, pos, protocols, list)
                 } else {
@@ -64,12 +69,17 @@ impl Lowerer {
                 self.check_protocols(f, kind)?;
                 self.unfurl_structured(f, kind, shape, &bufs)
             }
-            LevelParams::SparseListOut { ptr, idx, .. }
-                if f.protocols & crate::looplets::WRITTEN == 0 =>
-            {
+            LevelParams::SparseListOut {
+                ptr, idx, shape, ..
+            } if f.protocols & crate::looplets::WRITTEN == 0 => {
                 // Read by a later statement, after the kernel froze it: a sorted list.
                 let child_of: ChildOf = Rc::new(|q| q);
-                let list = SortedList { ptr, idx, child_of };
+                let list = SortedList {
+                    ptr,
+                    idx,
+                    child_of,
+                    shape,
+                };
                 let follow = f.protocols & (1 << f.depth) != 0;
                 let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
                 Ok(if follow {
@@ -880,6 +890,7 @@ impl Lowerer {
                     ptr,
                     idx: srt,
                     child_of,
+                    shape,
                 },
                 gallop,
             );
@@ -1235,6 +1246,7 @@ impl Lowerer {
                     ptr,
                     idx: srt,
                     child_of,
+                    shape,
                 };
                 self.sorted_walk(t, depth, f.pos.clone(), protocols, list, gallop)
             }
@@ -1242,7 +1254,12 @@ impl Lowerer {
             LevelKind::SparseHash => {
                 let (ptr, idx, posbuf) = (buf(0)?, buf(1)?, buf(2)?);
                 let child_of: ChildOf = Rc::new(move |q| KExpr::load(posbuf, q));
-                let list = SortedList { ptr, idx, child_of };
+                let list = SortedList {
+                    ptr,
+                    idx,
+                    child_of,
+                    shape,
+                };
                 if f.protocols & (1 << f.depth) != 0 {
                     self.sorted_follow(t, depth, pos, protocols, list)
                 } else {
@@ -1277,7 +1294,14 @@ impl Lowerer {
         let i_cur = self.level_local(t, depth, "i");
         let l = KExpr::Local;
         let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
-        let SortedList { ptr, idx, child_of } = list;
+        let SortedList {
+            ptr,
+            idx,
+            child_of,
+            shape,
+        } = list;
+        // 1-based, the last stored index is at most the size (a stored index is below it).
+        self.at_most.push((i_last, shape));
         let stepper = Stepper {
             seek: Box::new(seek_on(q, q_stop, idx)),
             preamble: vec![KStmt::Assign(i_cur, plus1(KExpr::load(idx, l(q))))],
@@ -1331,7 +1355,9 @@ impl Lowerer {
         let hi = self.level_local(t, depth, "q_stop");
         let l = KExpr::Local;
         let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
-        let SortedList { ptr, idx, child_of } = list;
+        let SortedList {
+            ptr, idx, child_of, ..
+        } = list;
         Looplet::Lookup(Rc::new(move |i: KExpr| {
             let target = KExpr::bin(Op::Sub, i, KExpr::int(1));
             Tensor::Switch {
@@ -1378,6 +1404,8 @@ struct SortedList {
     ptr: crate::kernel::BufId,
     idx: crate::kernel::BufId,
     child_of: ChildOf,
+    /// The level's size: every stored index is below it (the level's invariants).
+    shape: crate::kernel::LocalId,
 }
 
 /// `q = ptr[p]; q_stop = ptr[p+1]; i_last = last[q_stop - 1] + 1` (or 0 for an empty
