@@ -619,3 +619,55 @@ fn convolution_2d_with_padding_compiles() {
         }
     }
 }
+
+#[test]
+fn shifted_and_permissive_writes_match_the_reference() {
+    // Shifting a vector by one: the write that falls off the end goes nowhere (`~`), and
+    // a histogram whose out-of-range bins are dropped the same way.
+    let shift = "input  x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[~(i + 1)] = x[i]\nend\n";
+    let hist = "input  I :: Dense(Element(0))\noutput h :: Dense(Element(0))\nh .= 0\nfor i = _\n  h[~I[i]] += 1\nend\n";
+    let x = DenseArray::from_f64(&[5], &[1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+    let bins = DenseArray::from_data(
+        ScalarType::I64,
+        &[8],
+        [3, 0, 7, 3, -2, 1, 4, 9].map(Value::I64).to_vec(),
+        Value::I64(0),
+    )
+    .unwrap();
+    for (text, name, input, out, n) in [(shift, "x", &x, "y", 5), (hist, "I", &bins, "h", 4)] {
+        let shapes = HashMap::from([(out.to_string(), vec![n])]);
+        let p = Program::parse(text).unwrap();
+        let mut b = Bindings::new();
+        b.insert(name, input.clone());
+        p.run_reference(
+            &mut b,
+            &RunOptions {
+                shapes: shapes.clone(),
+            },
+        )
+        .unwrap();
+        let want = b.get(out).unwrap().clone();
+        for engine in [Engine::Interp, Engine::C] {
+            let f = Format::parse(&p.decl(name).unwrap().format.to_string()).unwrap();
+            let mut t = HashMap::from([(name.to_string(), Tensor::from_dense(&f, input).unwrap())]);
+            p.compile(engine).unwrap().run(&mut t, &shapes).unwrap();
+            assert_eq!(t[out].to_dense().unwrap(), want, "{text} {engine:?}");
+        }
+    }
+    // y = [0, 1, 2, 3, 4]; bins 1..=4 hold [1, 0, 2, 1] (0, 7, -2 and 9 are dropped).
+    let mut b = Bindings::new();
+    b.insert("I", bins.clone());
+    Program::parse(hist)
+        .unwrap()
+        .run_reference(
+            &mut b,
+            &RunOptions {
+                shapes: HashMap::from([("h".to_string(), vec![4])]),
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        b.get("h").unwrap().data,
+        [1, 0, 2, 1].map(Value::I64).to_vec()
+    );
+}

@@ -1,7 +1,8 @@
 //! Peephole rewrites on `i64` index arithmetic in kernel IR: constant folding (wrapping, as
 //! the kernel computes), `0 * x = 0`, `1 * x = x`,
 //! `x + 0 = x`, `x - 0 = x`, `(x - a) + b = x + (b - a)` and `(x + a) - b = x + (a - b)` for
-//! literals `a`, `b`. Only `i64` expressions are touched (exact integer identities; float
+//! literals `a`, `b`; comparisons of two `i64` literals, and an `if` on a constant becomes
+//! its branch. Only `i64` expressions are touched (exact integer identities; float
 //! arithmetic is left alone), so semantics are unchanged.
 
 use super::ir::{KExpr, KStmt};
@@ -36,6 +37,17 @@ pub fn tidy_expr(e: KExpr) -> KExpr {
             }
             let (a, b) = (&args[0], &args[1]);
             match (op, int(a), int(b)) {
+                (Op::Lt | Op::Le | Op::Gt | Op::Ge | Op::Eq | Op::Ne, Some(x), Some(y)) => {
+                    let holds = match op {
+                        Op::Lt => x < y,
+                        Op::Le => x <= y,
+                        Op::Gt => x > y,
+                        Op::Ge => x >= y,
+                        Op::Eq => x == y,
+                        _ => x != y,
+                    };
+                    KExpr::Lit(Value::Bool(holds))
+                }
                 (Op::Add, Some(x), Some(y)) => KExpr::int(x.wrapping_add(y)),
                 (Op::Sub, Some(x), Some(y)) => KExpr::int(x.wrapping_sub(y)),
                 (Op::Mul, Some(x), Some(y)) => KExpr::int(x.wrapping_mul(y)),
@@ -73,47 +85,64 @@ pub fn tidy_expr(e: KExpr) -> KExpr {
     }
 }
 
-/// Rewrites every expression of a statement list.
+/// Rewrites every expression of a statement list; an `if` on a constant is its branch.
 pub fn tidy(body: Vec<KStmt>) -> Vec<KStmt> {
     body.into_iter()
-        .map(|s| match s {
-            KStmt::Assign(l, e) => KStmt::Assign(l, tidy_expr(e)),
-            KStmt::Store { buf, index, value } => KStmt::Store {
-                buf,
-                index: tidy_expr(index),
-                value: tidy_expr(value),
-            },
-            KStmt::Resize { buf, len, fill } => KStmt::Resize {
-                buf,
-                len: tidy_expr(len),
-                fill,
-            },
-            KStmt::Sort { buf, lo, hi } => KStmt::Sort {
-                buf,
-                lo: tidy_expr(lo),
-                hi: tidy_expr(hi),
-            },
-            KStmt::For { var, lo, hi, body } => KStmt::For {
-                var,
-                lo: tidy_expr(lo),
-                hi: tidy_expr(hi),
-                body: tidy(body),
-            },
-            KStmt::While { cond, body } => KStmt::While {
-                cond: tidy_expr(cond),
-                body: tidy(body),
-            },
+        .flat_map(|s| match tidy_stmt(s) {
             KStmt::If {
-                cond,
+                cond: KExpr::Lit(Value::Bool(c)),
                 then,
                 otherwise,
-            } => KStmt::If {
-                cond: tidy_expr(cond),
-                then: tidy(then),
-                otherwise: tidy(otherwise),
-            },
-            KStmt::Break => KStmt::Break,
-            KStmt::Fail(c) => KStmt::Fail(c),
+            } => {
+                if c {
+                    then
+                } else {
+                    otherwise
+                }
+            }
+            s => vec![s],
         })
         .collect()
+}
+
+fn tidy_stmt(s: KStmt) -> KStmt {
+    match s {
+        KStmt::Assign(l, e) => KStmt::Assign(l, tidy_expr(e)),
+        KStmt::Store { buf, index, value } => KStmt::Store {
+            buf,
+            index: tidy_expr(index),
+            value: tidy_expr(value),
+        },
+        KStmt::Resize { buf, len, fill } => KStmt::Resize {
+            buf,
+            len: tidy_expr(len),
+            fill,
+        },
+        KStmt::Sort { buf, lo, hi } => KStmt::Sort {
+            buf,
+            lo: tidy_expr(lo),
+            hi: tidy_expr(hi),
+        },
+        KStmt::For { var, lo, hi, body } => KStmt::For {
+            var,
+            lo: tidy_expr(lo),
+            hi: tidy_expr(hi),
+            body: tidy(body),
+        },
+        KStmt::While { cond, body } => KStmt::While {
+            cond: tidy_expr(cond),
+            body: tidy(body),
+        },
+        KStmt::If {
+            cond,
+            then,
+            otherwise,
+        } => KStmt::If {
+            cond: tidy_expr(cond),
+            then: tidy(then),
+            otherwise: tidy(otherwise),
+        },
+        KStmt::Break => KStmt::Break,
+        KStmt::Fail(c) => KStmt::Fail(c),
+    }
 }

@@ -8,7 +8,8 @@
 //! Finch; stops are `i64` kernel expressions.
 //!
 //! Truncation ([`truncate_before_stop`]): a Spike restricted to a range that ends before
-//! its stop is its body's Run; every other looplet here is self-similar.
+//! its stop is its body's Run; a Switch truncates each case; every other looplet here is
+//! self-similar.
 
 use std::rc::Rc;
 
@@ -95,6 +96,9 @@ pub enum Looplet {
     /// jumpers (the leader); the others are walked as Steppers within the step
     /// (galloping, Looplets §4.7).
     Jumper(Rc<Stepper>),
+    /// The first case whose condition holds at run time (Looplets' Switch/Case); the last
+    /// condition is usually `true`. Conditions are loop-invariant (`bool` kernel code).
+    Switch(Vec<(KExpr, Looplet)>),
     /// Hoisted setup code around a looplet.
     Thunk {
         /// Emitted before the loop.
@@ -145,6 +149,7 @@ impl std::fmt::Debug for Looplet {
             Looplet::Stepper(_) => f.write_str("Stepper"),
             Looplet::Jumper(_) => f.write_str("Jumper"),
             Looplet::Thunk { body, .. } => write!(f, "Thunk({body:?})"),
+            Looplet::Switch(cases) => write!(f, "Switch({} cases)", cases.len()),
         }
     }
 }
@@ -275,6 +280,12 @@ pub fn truncate_before_stop(l: &Looplet) -> Looplet {
             body: Box::new(truncate_before_stop(body)),
             epilogue: epilogue.clone(),
         },
+        Looplet::Switch(cases) => Looplet::Switch(
+            cases
+                .iter()
+                .map(|(c, l)| (c.clone(), truncate_before_stop(l)))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }
@@ -329,6 +340,12 @@ pub fn shift(l: &Looplet, c: i64) -> Looplet {
             body: Box::new(shift(body, c)),
             epilogue: epilogue.clone(),
         },
+        Looplet::Switch(cases) => Looplet::Switch(
+            cases
+                .iter()
+                .map(|(cond, l)| (cond.clone(), shift(l, c)))
+                .collect(),
+        ),
     }
 }
 

@@ -988,13 +988,32 @@ impl Converter<'_> {
                     .filter(|&(_, c)| c != 0)
                     .map(|(i, c)| (i, c, false)),
             };
+            let random_writes = self.tensors[t].levels.iter().all(|l| {
+                matches!(
+                    l,
+                    LevelParams::Dense { .. }
+                        | LevelParams::Element { .. }
+                        | LevelParams::SparseByteMapOut { .. }
+                )
+            });
             if let Some((name, offset, permissive)) = wrapped {
                 if is_write {
-                    return unsupported(format!(
-                        "writing `{}[{}]` through an offset or permissive index (issue #5)",
-                        a.tensor,
-                        notation::print_expr(e)
-                    ));
+                    if !random_writes {
+                        return unsupported(format!(
+                            "writing `{}[{}]` through an offset or permissive index: only Dense and SparseByteMap levels take writes at shifted positions (issue #5)",
+                            a.tensor,
+                            notation::print_expr(e)
+                        ));
+                    }
+                    // A shifted write is a write at a computed index (concordized at the
+                    // leaf); a permissive one outside the tensor is dropped.
+                    let at = match e {
+                        notation::Expr::Permissive(x) => Expr::Permissive(Box::new(self.expr(x)?)),
+                        other => self.expr(other)?,
+                    };
+                    let _ = (name, offset, permissive);
+                    idx.push(at);
+                    continue;
                 }
                 let Some(depth) = self.loops.iter().position(|(n, _)| n == name) else {
                     return unsupported(format!(
@@ -1029,14 +1048,8 @@ impl Converter<'_> {
                         notation::print_expr(e)
                     ));
                 }
-                // `~(expr)`: out of the tensor the read is `missing`.
+                // `~(expr)`: out of the tensor a read is `missing` and a write is dropped.
                 if let notation::Expr::Permissive(x) = e {
-                    if is_write {
-                        return unsupported(format!(
-                            "writing `{}` through a permissive index",
-                            a.tensor
-                        ));
-                    }
                     idx.push(Expr::Permissive(Box::new(self.expr(x)?)));
                     continue;
                 }

@@ -71,6 +71,7 @@ enum Style {
     Sequence,
     Spike,
     Run,
+    Switch,
     Thunk,
 }
 
@@ -84,6 +85,7 @@ fn style_of(l: &Looplet) -> Style {
         Looplet::Spike { .. } => Style::Spike,
         Looplet::Run(_) => Style::Run,
         Looplet::Thunk { .. } => Style::Thunk,
+        Looplet::Switch(_) => Style::Switch,
     }
 }
 
@@ -96,6 +98,7 @@ fn truncation_changes(l: &Looplet) -> bool {
     match l {
         Looplet::Spike { .. } => true,
         Looplet::Thunk { body, .. } => truncation_changes(body),
+        Looplet::Switch(cases) => cases.iter().any(|(_, l)| truncation_changes(l)),
         _ => false,
     }
 }
@@ -152,6 +155,9 @@ impl Typer for Lowerer {
                     self.tensor_type(&Tensor::Looplet(s.chunk.clone()))
                 }
                 Looplet::Thunk { body, .. } => self.tensor_type(&Tensor::Looplet((**body).clone())),
+                Looplet::Switch(cases) => cases.first().map_or(ScalarType::F64, |(_, l)| {
+                    self.tensor_type(&Tensor::Looplet(l.clone()))
+                }),
             },
         }
     }
@@ -775,7 +781,18 @@ impl Lowerer {
             body: Box::new(body),
         })?;
         let mut code = vec![KStmt::Assign(k, v)];
-        if permissive {
+        let written = match s {
+            Stmt::Assign { lhs, .. } => bound_access(&lhs.0, &lhs.1) == Some(&fiber),
+            _ => false,
+        };
+        if permissive && written {
+            // A permissive write outside the tensor goes nowhere (Finch's `Null` target).
+            code.push(KStmt::If {
+                cond: outside,
+                then: vec![],
+                otherwise: inside,
+            });
+        } else if permissive {
             // Outside: the same statement with that read `missing` (a `coalesce` around it
             // gives the padding value).
             let mut gone = false;
@@ -813,6 +830,7 @@ impl Lowerer {
     fn dispatch(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
         match self.styles(&body, index).iter().max() {
             Some(Style::Thunk) => self.rule_thunk(index, lo, hi, body),
+            Some(Style::Switch) => self.rule_switch(index, lo, hi, body),
             Some(Style::Run) => self.rule_run(index, lo, hi, body),
             Some(Style::Spike) => self.rule_spike(index, lo, hi, body),
             Some(Style::Sequence) => self.rule_sequence(index, lo, hi, body),
@@ -1151,6 +1169,48 @@ impl Lowerer {
         })?);
         pre.extend(post);
         Ok(pre)
+    }
+
+    /// Switch (Looplets §6.1 example 4): the loop lowered once per case of the first
+    /// Switch, under an `if`/`else` chain of the case conditions in order (other Switches
+    /// are handled inside each branch, so the branches cover the cartesian product of the
+    /// cases and each condition is tested once on a path).
+    fn rule_switch(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
+        let mut cases: Option<Vec<(KExpr, Looplet)>> = None;
+        let _ = self.rewrite(body.clone(), index, &mut |_, l| {
+            if let (None, Looplet::Switch(c)) = (&cases, l) {
+                cases = Some(c.clone());
+            }
+            Repl::Keep
+        })?;
+        let cases = cases.ok_or_else(|| Error::Program("internal: no switch".into()))?;
+        let mut chain: Vec<KStmt> = Vec::new();
+        for (cond, case) in cases.into_iter().rev() {
+            let mut taken = false;
+            let case_body = self.rewrite(body.clone(), index, &mut |_, l| match (taken, l) {
+                (false, Looplet::Switch(_)) => {
+                    taken = true;
+                    Repl::Looplet(case.clone())
+                }
+                _ => Repl::Keep,
+            })?;
+            let code = self.lower(Stmt::Loop {
+                index: index.into(),
+                lo: lo.clone(),
+                hi: hi.clone(),
+                body: Box::new(case_body),
+            })?;
+            chain = match cond {
+                KExpr::Lit(Value::Bool(true)) => code,
+                KExpr::Lit(Value::Bool(false)) => chain,
+                cond => vec![KStmt::If {
+                    cond,
+                    then: code,
+                    otherwise: chain,
+                }],
+            };
+        }
+        Ok(chain)
     }
 
     /// Run: every element is the run's body, so the index is consumed.
@@ -2160,6 +2220,42 @@ mod tests {
         );
         assert_eq!(c, 21.0);
         assert!(!text.contains("for "), "{text}");
+    }
+
+    #[test]
+    fn example_4_switch() {
+        // A = Switch(x > 1 -> Run(1), true -> Run(2)), B = Switch(y > 1 -> Run(3),
+        // true -> Run(4)); for i in 1:5: C[] += A[i] * B[i]. With x = 2, y = 0: C = 5 * 4.
+        let mut l = lowerer();
+        let xy = l.kernel.buf("xy", ScalarType::F64, false, false);
+        let above = |k: i64| {
+            KExpr::bin(
+                Op::Gt,
+                KExpr::load(xy, KExpr::int(k)),
+                KExpr::Lit(Value::F64(1.0)),
+            )
+        };
+        let run_of = |v: f64| Looplet::Run(Box::new(Tensor::Value(lit(v))));
+        let switch = |k: i64, a: f64, b: f64| {
+            Looplet::Switch(vec![
+                (above(k), run_of(a)),
+                (KExpr::Lit(Value::Bool(true)), run_of(b)),
+            ])
+        };
+        let body = c_plus_eq(Expr::Call(
+            Op::Mul,
+            vec![at(switch(0, 1.0, 2.0)), at(switch(1, 3.0, 4.0))],
+        ));
+        let (c, text) = run(l, 1, 5, body, &mut [Buffer::F64(vec![2.0, 0.0])]);
+        assert_eq!(c, 20.0, "{text}");
+        // Four branches (the cartesian product), each a run integrated without a loop; each
+        // condition tested once on a path.
+        assert!(!text.contains("for "), "{text}");
+        assert_eq!(text.matches("if (b0[0] > 1.0)").count(), 1, "{text}");
+        assert_eq!(text.matches("if (b0[1] > 1.0)").count(), 2, "{text}");
+        for product in ["* 3.0", "* 4.0", "* 6.0", "* 8.0"] {
+            assert!(text.contains(product), "{product} in {text}");
+        }
     }
 
     #[test]

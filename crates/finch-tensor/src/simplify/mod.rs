@@ -85,6 +85,7 @@ pub fn may_be_missing(e: &Expr) -> bool {
             L::Sequence(p) => p.iter().any(|(_, l)| looplet(l)),
             L::Stepper(s) | L::Jumper(s) => looplet(&s.chunk),
             L::Thunk { body, .. } => looplet(body),
+            L::Switch(cases) => cases.iter().any(|(_, l)| looplet(l)),
             L::Lookup(_) | L::LookupWrite { .. } | L::AcceptRun { .. } => false,
         }
     }
