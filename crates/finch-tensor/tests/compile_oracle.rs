@@ -865,3 +865,51 @@ fn run_length_output_costs_one_step_per_run() {
         assert_eq!(t["w"].countstored(), 5, "one stored run per non-zero run");
     }
 }
+
+#[test]
+fn reassociated_spmv_runs_eight_positions_at_a_time() {
+    // Row-major SpMV over 32- and 64-bit indices: with `reassociate` the walk over a row's
+    // entries becomes masked AVX-512 loads and gathers (chosen at run time where the CPU
+    // has AVX-512); without it, the C keeps the scalar loop. Both match the reference
+    // (integer-valued data: every summation order is exact).
+    for format in [
+        "Dense(SparseList(Element(0.0)))",
+        "Dense(SparseList{UInt32}(Element(0.0)))",
+    ] {
+        let text = format!("input A :: {format}\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n");
+        let p = Program::parse(&text).unwrap();
+        let strict = p.compile(Engine::C).unwrap();
+        let fast = p
+            .compile_with(Engine::C, &CompileOptions { reassociate: true })
+            .unwrap();
+        if fast.engine() != Engine::C {
+            return; // no C compiler: nothing to look at
+        }
+        let mode = finch::backend::c::CheckMode::Trusted;
+        assert!(!strict.c_source(mode).unwrap().contains("_mm512"));
+        let c = fast.c_source(mode).unwrap();
+        assert!(
+            c.contains("_mm512_mask_i64gather_pd") && c.contains("__builtin_cpu_supports"),
+            "{c}"
+        );
+        let (m, n) = (157, 203);
+        let a = DenseArray::from_f64(&[m, n], &data(m * n, 0.07, 11)).unwrap();
+        let x = DenseArray::from_f64(&[m], &data(m, 0.9, 12)).unwrap();
+        let mut dense = Bindings::new();
+        dense.insert("A", a.clone());
+        dense.insert("x", x.clone());
+        p.run_reference(&mut dense, &RunOptions::default()).unwrap();
+        let mut t = HashMap::from([
+            (
+                "A".to_string(),
+                Tensor::from_dense(&Format::parse(format).unwrap(), &a).unwrap(),
+            ),
+            (
+                "x".to_string(),
+                Tensor::from_dense(&Format::parse("Dense(Element(0.0))").unwrap(), &x).unwrap(),
+            ),
+        ]);
+        fast.run(&mut t, &HashMap::new()).unwrap();
+        assert_eq!(&t["y"].to_dense().unwrap(), dense.get("y").unwrap());
+    }
+}

@@ -15,11 +15,12 @@
 //! truncate and wrap like `Value::convert_wrapping`. In `Checked` mode every load, store
 //! and search range is bounds-checked against the buffer's current length.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use crate::algebra::{Op, ScalarType, Value};
 use crate::error::{Error, Result};
-use crate::kernel::{op_type, BufId, BufParam, KExpr, KStmt, Kernel};
+use crate::kernel::{op_type, BufId, BufParam, KExpr, KStmt, Kernel, LocalId};
 
 /// Whether generated code checks buffer bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -172,15 +173,26 @@ struct Emitter<'k> {
     k: &'k Kernel,
     mode: CheckMode,
     out: String,
+    /// Emit AVX-512 code for the loops `simd::vectorize` takes.
+    simd: bool,
+    /// Reads of each local in the whole kernel (for `simd::vectorize`).
+    reads: HashMap<LocalId, usize>,
+    /// Loops emitted as AVX-512 code.
+    vectorized: usize,
 }
 
 /// Emits the C source of a kernel (`name` is the exported symbol).
 pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
     crate::kernel::verify(k)?;
+    let mut reads = HashMap::new();
+    super::simd::count_reads(&k.body, &mut reads);
     let mut e = Emitter {
         k,
         mode,
         out: String::new(),
+        simd: false,
+        reads,
+        vectorized: 0,
     };
     e.out.push_str(PRELUDE);
     e.searches()?;
@@ -191,40 +203,33 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
             "#if defined(__clang__)\n#pragma clang fp reassociate(on)\n#elif defined(__GNUC__)\n#pragma GCC optimize(\"associative-math\", \"no-signed-zeros\", \"no-trapping-math\")\n#endif\n",
         );
     }
-    let _ = writeln!(
-        e.out,
-        "int {name}(finch_buf *bufs, void **scalars, void *ctx, finch_resize_fn resize) {{\n  int err = 0;\n  (void)ctx; (void)resize; (void)scalars;"
-    );
-    for (n, b) in k.bufs.iter().enumerate() {
-        if !b.growable {
-            let t = storage_type(b);
-            let c = if b.writable { "" } else { "const " };
+    // A reassociating kernel with loops AVX-512 can run eight positions at a time gets a
+    // second, vectorized copy, chosen at run time on CPUs that have AVX-512.
+    if k.reassociate && mode == CheckMode::Trusted {
+        let mut v = Emitter {
+            k,
+            mode,
+            out: String::new(),
+            simd: true,
+            reads: std::mem::take(&mut e.reads),
+            vectorized: 0,
+        };
+        v.function(
+            &format!("{name}_avx512"),
+            "__attribute__((target(\"avx512f,avx512dq,avx512vl\"))) static ",
+        )?;
+        e.reads = std::mem::take(&mut v.reads);
+        if v.vectorized > 0 {
+            e.function(&format!("{name}_scalar"), "static ")?;
             let _ = writeln!(
                 e.out,
-                "  {c}{t} *restrict p{n} = ({c}{t} *)bufs[{n}].data; const int64_t n{n} = bufs[{n}].len; (void)p{n}; (void)n{n}; /* {} */",
-                b.name
+                "#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))\n#include <immintrin.h>\n{}int {name}(finch_buf *bufs, void **scalars, void *ctx, finch_resize_fn resize) {{\n  if (__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512dq\") && __builtin_cpu_supports(\"avx512vl\")) return {name}_avx512(bufs, scalars, ctx, resize);\n  return {name}_scalar(bufs, scalars, ctx, resize);\n}}\n#else\nint {name}(finch_buf *bufs, void **scalars, void *ctx, finch_resize_fn resize) {{\n  return {name}_scalar(bufs, scalars, ctx, resize);\n}}\n#endif",
+                v.out
             );
+            return Ok(e.out);
         }
     }
-    for (n, l) in k.locals.iter().enumerate() {
-        let _ = writeln!(e.out, "  {} v{n} = 0; /* {} */", c_type(l.ty), l.name);
-    }
-    for (slot, l) in k.inputs.iter().enumerate() {
-        let t = c_type(k.locals[l.0 as usize].ty);
-        let _ = writeln!(e.out, "  v{} = *({t} *)scalars[{slot}];", l.0);
-    }
-    e.block(&k.body, 1)?;
-    let _ = writeln!(e.out, "finish:");
-    for (slot, l) in k.outputs.iter().enumerate() {
-        let t = c_type(k.locals[l.0 as usize].ty);
-        let _ = writeln!(
-            e.out,
-            "  *({t} *)scalars[{}] = v{};",
-            k.inputs.len() + slot,
-            l.0
-        );
-    }
-    e.out.push_str("  return err;\n}\n");
+    e.function(name, "")?;
     Ok(e.out)
 }
 
@@ -269,6 +274,46 @@ fn lit(v: &Value) -> String {
 }
 
 impl Emitter<'_> {
+    /// The kernel as the C function `name` (declared with `prefix`).
+    fn function(&mut self, name: &str, prefix: &str) -> Result<()> {
+        let k = self.k;
+        let _ = writeln!(
+            self.out,
+            "{prefix}int {name}(finch_buf *bufs, void **scalars, void *ctx, finch_resize_fn resize) {{\n  int err = 0;\n  (void)ctx; (void)resize; (void)scalars;"
+        );
+        for (n, b) in k.bufs.iter().enumerate() {
+            if !b.growable {
+                let t = storage_type(b);
+                let c = if b.writable { "" } else { "const " };
+                let _ = writeln!(
+                    self.out,
+                    "  {c}{t} *restrict p{n} = ({c}{t} *)bufs[{n}].data; const int64_t n{n} = bufs[{n}].len; (void)p{n}; (void)n{n}; /* {} */",
+                    b.name
+                );
+            }
+        }
+        for (n, l) in k.locals.iter().enumerate() {
+            let _ = writeln!(self.out, "  {} v{n} = 0; /* {} */", c_type(l.ty), l.name);
+        }
+        for (slot, l) in k.inputs.iter().enumerate() {
+            let t = c_type(k.locals[l.0 as usize].ty);
+            let _ = writeln!(self.out, "  v{} = *({t} *)scalars[{slot}];", l.0);
+        }
+        self.block(&k.body, 1)?;
+        let _ = writeln!(self.out, "finish:");
+        for (slot, l) in k.outputs.iter().enumerate() {
+            let t = c_type(k.locals[l.0 as usize].ty);
+            let _ = writeln!(
+                self.out,
+                "  *({t} *)scalars[{}] = v{};",
+                k.inputs.len() + slot,
+                l.0
+            );
+        }
+        self.out.push_str("  return err;\n}\n");
+        Ok(())
+    }
+
     fn elem(&self, b: BufId) -> ScalarType {
         self.k.bufs[b.0 as usize].elem
     }
@@ -683,6 +728,19 @@ impl Emitter<'_> {
                 let _ = writeln!(self.out, "{pad}}} }}");
             }
             KStmt::While { cond, body } => {
+                if self.simd {
+                    let code =
+                        super::simd::vectorize(self.k, cond, body, &self.reads, &lit, &|e| {
+                            self.expr(e)
+                        });
+                    if let Some(code) = code {
+                        for line in code.lines() {
+                            let _ = writeln!(self.out, "{pad}{line}");
+                        }
+                        self.vectorized += 1;
+                        return Ok(());
+                    }
+                }
                 let c = self.expr(cond);
                 let fallible = self.fallible(cond);
                 let _ = writeln!(self.out, "{pad}while (1) {{");

@@ -11,6 +11,7 @@
 
 mod compile;
 mod emit;
+mod simd;
 
 pub use compile::{cache_dir, cache_key, compiler, Compiler};
 pub use emit::{c_type, emit, CheckMode, ErrorCode, INDEX_OUT_OF_RANGE_BASE};

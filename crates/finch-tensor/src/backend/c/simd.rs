@@ -1,0 +1,432 @@
+//! AVX-512 code for counted reduction loops, in kernels compiled with `reassociate`.
+//!
+//! The loop Finch makes of a SparseList walk against dense operands,
+//!
+//! ```text
+//! while (q < q_stop) { t = idx[q] + 1; acc = acc + val[q] * x[t - 1]; q = q + 1 }
+//! ```
+//!
+//! runs eight positions at a time: loads at `q` become masked vector loads, loads at
+//! computed positions become masked gathers, and `acc` gets eight partial sums added up
+//! after the loop (hence `reassociate` only). The mask covers the last, partial group, so
+//! no position at or past `q_stop` is read and no scalar remainder loop is needed; short
+//! fibers (a graph's rows) gain as much as long ones.
+//!
+//! A loop qualifies when its condition is `q < bound` with `bound` unchanged by the body,
+//! its body is assignments only with one `q = q + 1` (nothing after it reads `q`), exactly one `i64`/`f64` local
+//! accumulates (`acc = acc + e`, `e` free of `acc`), every other assigned local is set
+//! before it is read in an iteration and is not read outside the loop, and the
+//! expressions are `+ - *` over `i64`/`f64` values, loop-invariant locals, literals and
+//! loads from `f64`, `i64` or 32-bit index buffers the kernel does not resize. Anything
+//! else keeps the scalar loop.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
+
+use crate::algebra::{Op, ScalarType, Value};
+use crate::kernel::{BufId, KExpr, KStmt, Kernel, LocalId};
+
+/// How many times each local is read in `stmts` (conditions, right-hand sides, indices).
+pub(super) fn count_reads(stmts: &[KStmt], counts: &mut HashMap<LocalId, usize>) {
+    fn expr(e: &KExpr, counts: &mut HashMap<LocalId, usize>) {
+        match e {
+            KExpr::Local(l) => *counts.entry(*l).or_default() += 1,
+            KExpr::Lit(_) | KExpr::Len(_) => {}
+            KExpr::Load(_, i) => expr(i, counts),
+            KExpr::Op(_, args) => args.iter().for_each(|a| expr(a, counts)),
+            KExpr::Search { value, lo, hi, .. } => {
+                expr(value, counts);
+                expr(lo, counts);
+                expr(hi, counts);
+            }
+        }
+    }
+    for s in stmts {
+        match s {
+            KStmt::Assign(_, e) => expr(e, counts),
+            KStmt::Store { index, value, .. } => {
+                expr(index, counts);
+                expr(value, counts);
+            }
+            KStmt::Resize { len, .. } => expr(len, counts),
+            KStmt::Sort { lo, hi, .. } => {
+                expr(lo, counts);
+                expr(hi, counts);
+            }
+            KStmt::For { lo, hi, body, .. } => {
+                expr(lo, counts);
+                expr(hi, counts);
+                count_reads(body, counts);
+            }
+            KStmt::While { cond, body } => {
+                expr(cond, counts);
+                count_reads(body, counts);
+            }
+            KStmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                expr(cond, counts);
+                count_reads(then, counts);
+                count_reads(otherwise, counts);
+            }
+            KStmt::Break | KStmt::Fail(_) => {}
+        }
+    }
+}
+
+/// A translated expression: the same value in every lane (scalar C), or one per lane.
+enum V {
+    Uniform(String, ScalarType),
+    Lanes(String, ScalarType),
+}
+
+impl V {
+    fn ty(&self) -> ScalarType {
+        match self {
+            V::Uniform(_, t) | V::Lanes(_, t) => *t,
+        }
+    }
+
+    /// As a vector (a uniform value broadcast).
+    fn lanes(&self) -> String {
+        match self {
+            V::Lanes(s, _) => s.clone(),
+            V::Uniform(s, ScalarType::F64) => format!("_mm512_set1_pd({s})"),
+            V::Uniform(s, _) => format!("_mm512_set1_epi64({s})"),
+        }
+    }
+}
+
+struct Vectorizer<'a> {
+    k: &'a Kernel,
+    q: LocalId,
+    acc: LocalId,
+    /// Locals the body assigns (other than `q` and `acc`), and those assigned so far.
+    assigned: HashSet<LocalId>,
+    done: HashMap<LocalId, V>,
+    temps: usize,
+}
+
+/// The AVX-512 code of `while (cond) { body }`, or `None` when the loop does not qualify.
+/// `reads` counts every read of each local in the whole kernel; `lit` renders literals and
+/// `invariant` any expression the loop does not change (the emitter's C for it).
+pub(super) fn vectorize(
+    k: &Kernel,
+    cond: &KExpr,
+    body: &[KStmt],
+    reads: &HashMap<LocalId, usize>,
+    lit: &dyn Fn(&Value) -> String,
+    invariant: &dyn Fn(&KExpr) -> String,
+) -> Option<String> {
+    let KExpr::Op(Op::Lt, c) = cond else {
+        return None;
+    };
+    let (KExpr::Local(q), bound) = (&c[0], &c[1]) else {
+        return None;
+    };
+    // One `q = q + 1`; nothing after it reads `q`.
+    let is_step = |s: &KStmt| {
+        matches!(s, KStmt::Assign(l, KExpr::Op(Op::Add, a))
+            if l == q && matches!(a.as_slice(), [KExpr::Local(x), KExpr::Lit(Value::I64(1))] if x == q))
+    };
+    let at = body.iter().position(is_step)?;
+    let rest: Vec<KStmt> = body
+        .iter()
+        .enumerate()
+        .filter(|&(n, _)| n != at)
+        .map(|(_, s)| s.clone())
+        .collect();
+    let mut after = HashMap::new();
+    count_reads(&body[at + 1..], &mut after);
+    if after.contains_key(q) {
+        return None;
+    }
+    // Assignments only; one accumulator.
+    let mut assigned = HashSet::new();
+    let mut acc = None;
+    for s in &rest {
+        let KStmt::Assign(l, e) = s else {
+            return None;
+        };
+        if l == q {
+            return None;
+        }
+        if accumulation(*l, e).is_some() {
+            if acc.replace(*l).is_some() {
+                return None;
+            }
+        } else {
+            assigned.insert(*l);
+        }
+    }
+    let acc = acc?;
+    let acc_ty = k.locals[acc.0 as usize].ty;
+    if !matches!(acc_ty, ScalarType::F64 | ScalarType::I64) || assigned.contains(&acc) {
+        return None;
+    }
+    // The bound is loop-invariant; temporaries are dead after the loop.
+    if mentions_any(bound, &assigned) || mentions(bound, acc) || mentions(bound, *q) {
+        return None;
+    }
+    let mut inside = HashMap::new();
+    count_reads(body, &mut inside);
+    let mut in_cond = HashMap::new();
+    count_reads(&[KStmt::Assign(*q, cond.clone())], &mut in_cond);
+    for t in &assigned {
+        let here = inside.get(t).copied().unwrap_or(0) + in_cond.get(t).copied().unwrap_or(0);
+        if reads.get(t).copied().unwrap_or(0) > here {
+            return None;
+        }
+    }
+    let mut v = Vectorizer {
+        k,
+        q: *q,
+        acc,
+        assigned,
+        done: HashMap::new(),
+        temps: 0,
+    };
+    let mut step = String::new();
+    for s in &rest {
+        let KStmt::Assign(l, e) = s else {
+            return None;
+        };
+        if *l == acc {
+            let term = accumulation(acc, e)?;
+            let t = v.expr(term, lit, invariant)?;
+            if t.ty() != acc_ty {
+                return None;
+            }
+            let add = if acc_ty == ScalarType::F64 {
+                "_mm512_mask_add_pd"
+            } else {
+                "_mm512_mask_add_epi64"
+            };
+            let _ = writeln!(step, "    vacc_ = {add}(vacc_, m_, vacc_, {});", t.lanes());
+        } else {
+            let x = v.expr(e, lit, invariant)?;
+            if x.ty() != k.locals[l.0 as usize].ty {
+                return None;
+            }
+            let x = match x {
+                V::Lanes(s, t) => {
+                    let name = format!("t{}_", v.temps);
+                    v.temps += 1;
+                    let vt = if t == ScalarType::F64 {
+                        "__m512d"
+                    } else {
+                        "__m512i"
+                    };
+                    let _ = writeln!(step, "    {vt} {name} = {s}; (void){name};");
+                    V::Lanes(name, t)
+                }
+                u => u,
+            };
+            v.done.insert(*l, x);
+        }
+    }
+    let (zero, reduce, vt) = if acc_ty == ScalarType::F64 {
+        ("_mm512_setzero_pd()", "_mm512_reduce_add_pd", "__m512d")
+    } else {
+        (
+            "_mm512_setzero_si512()",
+            "_mm512_reduce_add_epi64",
+            "__m512i",
+        )
+    };
+    let (qv, a) = (format!("v{}", q.0), format!("v{}", acc.0));
+    let mut code = String::new();
+    let _ = writeln!(code, "{{ /* AVX-512: 8 positions of {qv} at a time */");
+    let _ = writeln!(
+        code,
+        "  const int64_t e_ = {}; const int64_t q0_ = {qv};",
+        invariant(bound)
+    );
+    let _ = writeln!(code, "  {vt} vacc_ = {zero};");
+    let _ = writeln!(
+        code,
+        "  const __m512i lane_ = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);"
+    );
+    let _ = writeln!(code, "  for (; {qv} < e_; {qv} += 8) {{");
+    let _ = writeln!(code, "    const int64_t r_ = e_ - {qv};");
+    let _ = writeln!(
+        code,
+        "    const __mmask8 m_ = r_ >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << r_) - 1u);"
+    );
+    let _ = writeln!(
+        code,
+        "    const __m512i qv_ = _mm512_add_epi64(_mm512_set1_epi64({qv}), lane_); (void)qv_;"
+    );
+    code.push_str(&step);
+    let _ = writeln!(code, "  }}");
+    let _ = writeln!(code, "  if (q0_ < e_) {qv} = e_;");
+    if acc_ty == ScalarType::F64 {
+        let _ = writeln!(code, "  {a} = {a} + {reduce}(vacc_);");
+    } else {
+        let _ = writeln!(
+            code,
+            "  {a} = (int64_t)((uint64_t){a} + (uint64_t){reduce}(vacc_));"
+        );
+    }
+    code.push('}');
+    Some(code)
+}
+
+/// `e` as `acc + term` or `term + acc` (the term free of `acc`).
+fn accumulation(acc: LocalId, e: &KExpr) -> Option<&KExpr> {
+    let KExpr::Op(Op::Add, a) = e else {
+        return None;
+    };
+    match a.as_slice() {
+        [KExpr::Local(x), t] | [t, KExpr::Local(x)] if *x == acc && !mentions(t, acc) => Some(t),
+        _ => None,
+    }
+}
+
+fn mentions(e: &KExpr, l: LocalId) -> bool {
+    mentions_any(e, &HashSet::from([l]))
+}
+
+fn mentions_any(e: &KExpr, ls: &HashSet<LocalId>) -> bool {
+    match e {
+        KExpr::Local(x) => ls.contains(x),
+        KExpr::Lit(_) | KExpr::Len(_) => false,
+        KExpr::Load(_, i) => mentions_any(i, ls),
+        KExpr::Op(_, a) => a.iter().any(|x| mentions_any(x, ls)),
+        KExpr::Search { value, lo, hi, .. } => {
+            mentions_any(value, ls) || mentions_any(lo, ls) || mentions_any(hi, ls)
+        }
+    }
+}
+
+impl Vectorizer<'_> {
+    fn expr(
+        &mut self,
+        e: &KExpr,
+        lit: &dyn Fn(&Value) -> String,
+        invariant: &dyn Fn(&KExpr) -> String,
+    ) -> Option<V> {
+        Some(match e {
+            KExpr::Lit(x @ (Value::F64(_) | Value::I64(_))) => V::Uniform(lit(x), x.scalar_type()?),
+            KExpr::Lit(_) | KExpr::Len(_) | KExpr::Search { .. } => return None,
+            KExpr::Local(l) if *l == self.q => V::Lanes("qv_".into(), ScalarType::I64),
+            KExpr::Local(l) if *l == self.acc => return None,
+            KExpr::Local(l) if self.assigned.contains(l) => match self.done.get(l)? {
+                V::Lanes(s, t) => V::Lanes(s.clone(), *t),
+                V::Uniform(s, t) => V::Uniform(s.clone(), *t),
+            },
+            KExpr::Local(l) => {
+                let ty = self.k.locals[l.0 as usize].ty;
+                if !matches!(ty, ScalarType::F64 | ScalarType::I64) {
+                    return None;
+                }
+                V::Uniform(invariant(e), ty)
+            }
+            KExpr::Load(b, i) => self.load(*b, i, lit, invariant)?,
+            KExpr::Op(op @ (Op::Add | Op::Sub | Op::Mul), args) if args.len() == 2 => {
+                let x = self.expr(&args[0], lit, invariant)?;
+                let y = self.expr(&args[1], lit, invariant)?;
+                let ty = x.ty();
+                if y.ty() != ty {
+                    return None;
+                }
+                match (&x, &y) {
+                    (V::Uniform(a, _), V::Uniform(b, _)) => {
+                        let c = match op {
+                            Op::Add => "+",
+                            Op::Sub => "-",
+                            _ => "*",
+                        };
+                        if ty == ScalarType::F64 {
+                            V::Uniform(format!("(({a}) {c} ({b}))"), ty)
+                        } else {
+                            V::Uniform(
+                                format!("((int64_t)((uint64_t)({a}) {c} (uint64_t)({b})))"),
+                                ty,
+                            )
+                        }
+                    }
+                    _ => {
+                        let f = match (op, ty) {
+                            (Op::Add, ScalarType::F64) => "_mm512_add_pd",
+                            (Op::Sub, ScalarType::F64) => "_mm512_sub_pd",
+                            (Op::Mul, ScalarType::F64) => "_mm512_mul_pd",
+                            (Op::Add, _) => "_mm512_add_epi64",
+                            (Op::Sub, _) => "_mm512_sub_epi64",
+                            _ => "_mm512_mullo_epi64",
+                        };
+                        V::Lanes(format!("{f}({}, {})", x.lanes(), y.lanes()), ty)
+                    }
+                }
+            }
+            KExpr::Op(..) => return None,
+        })
+    }
+
+    /// `buf[i]`: a masked load where `i` is `q + c`, a masked gather where it varies
+    /// otherwise, a scalar load where it is the same in every lane.
+    fn load(
+        &mut self,
+        b: BufId,
+        i: &KExpr,
+        lit: &dyn Fn(&Value) -> String,
+        invariant: &dyn Fn(&KExpr) -> String,
+    ) -> Option<V> {
+        let p = self.k.bufs.get(b.0 as usize)?;
+        if p.growable || p.writable {
+            return None;
+        }
+        let ty = p.elem;
+        if !matches!(ty, ScalarType::F64 | ScalarType::I64) {
+            return None;
+        }
+        let ptr = format!("p{}", b.0);
+        // `q + c`: contiguous.
+        let offset = match i {
+            KExpr::Local(l) if *l == self.q => Some(0),
+            KExpr::Op(op @ (Op::Add | Op::Sub), a) => match a.as_slice() {
+                [KExpr::Local(l), KExpr::Lit(Value::I64(c))] if *l == self.q => {
+                    Some(if *op == Op::Add { *c } else { c.checked_neg()? })
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(c) = offset {
+            let at = format!("{ptr} + v{} + ({c})", self.q.0);
+            return Some(V::Lanes(
+                match (ty, p.narrow) {
+                    (ScalarType::F64, _) => format!("_mm512_maskz_loadu_pd(m_, {at})"),
+                    (_, true) => {
+                        format!("_mm512_cvtepu32_epi64(_mm256_maskz_loadu_epi32(m_, {at}))")
+                    }
+                    _ => format!("_mm512_maskz_loadu_epi64(m_, {at})"),
+                },
+                ty,
+            ));
+        }
+        Some(match self.expr(i, lit, invariant)? {
+            V::Uniform(s, ScalarType::I64) => {
+                let load = format!("{ptr}[{s}]");
+                V::Uniform(if p.narrow { format!("((int64_t){load})") } else { load }, ty)
+            }
+            V::Lanes(s, ScalarType::I64) => V::Lanes(
+                match (ty, p.narrow) {
+                    (ScalarType::F64, _) => {
+                        format!("_mm512_mask_i64gather_pd(_mm512_setzero_pd(), m_, {s}, {ptr}, 8)")
+                    }
+                    (_, true) => format!(
+                        "_mm512_cvtepu32_epi64(_mm512_mask_i64gather_epi32(_mm256_setzero_si256(), m_, {s}, {ptr}, 4))"
+                    ),
+                    _ => format!(
+                        "_mm512_mask_i64gather_epi64(_mm512_setzero_si512(), m_, {s}, {ptr}, 8)"
+                    ),
+                },
+                ty,
+            ),
+            _ => return None,
+        })
+    }
+}
