@@ -170,6 +170,9 @@ pub enum Tensor {
     /// A leaf held in a kernel local while a loop runs (scalar replacement of an output
     /// element the loop reduces into).
     Local(crate::kernel::LocalId),
+    /// A write target that discards what is written (Finch's `Null`): the positions of a
+    /// permissive write (`y[~(i + 1)]`) outside the tensor. An assignment to it is removed.
+    Null,
     /// A choice made at run time: after `pre` runs, `then` if `cond` holds, else
     /// `otherwise` (a random access that may miss). Resolved by an `if` around the
     /// statement that reads it.

@@ -137,6 +137,7 @@ impl Typer for Lowerer {
             Tensor::Scalar(s) => self.tensors[*s].format.element_type(),
             Tensor::Local(l) => self.kernel.locals[l.0 as usize].ty,
             Tensor::Switch { then, .. } => self.tensor_type(then),
+            Tensor::Null => ScalarType::F64,
             Tensor::FillLeaf(v) => v.scalar_type().unwrap_or(ScalarType::F64),
             Tensor::Value(e) => type_of(e, self).unwrap_or(ScalarType::F64),
             Tensor::Looplet(l) => match l {
@@ -786,10 +787,19 @@ impl Lowerer {
             _ => false,
         };
         if permissive && written {
-            // A permissive write outside the tensor goes nowhere (Finch's `Null` target).
+            // Outside the tensor, the statement writes to `Null`, which the simplifier
+            // removes: only the check remains.
+            let nowhere = match s.clone() {
+                Stmt::Assign { lhs, op, rhs } => Stmt::Assign {
+                    lhs: (Tensor::Null, lhs.1),
+                    op,
+                    rhs,
+                },
+                other => other,
+            };
             code.push(KStmt::If {
                 cond: outside,
-                then: vec![],
+                then: self.lower(nowhere)?,
                 otherwise: inside,
             });
         } else if permissive {
@@ -2010,6 +2020,7 @@ impl Lowerer {
                     Tensor::Switch { .. } => Err(Error::Program(
                         "internal: an unresolved switch at a leaf".into(),
                     )),
+                    Tensor::Null => Err(Error::Program("internal: a read of null".into())),
                     Tensor::Value(v) => self.kexpr(v),
                     Tensor::Looplet(l) => Err(Error::Program(format!(
                         "internal: an unlowered looplet {l:?}"

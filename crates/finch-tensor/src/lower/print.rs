@@ -74,6 +74,7 @@ impl Printer<'_> {
             Tensor::Local(l) => self.kexpr(&KExpr::Local(*l)),
             Tensor::Looplet(l) => format!("{l:?}"),
             Tensor::Switch { .. } => "switch".into(),
+            Tensor::Null => "null".into(),
         }
     }
 

@@ -18,8 +18,8 @@
 //!   literal arguments folded, where that is exact (see `canonicalize`).
 //!
 //! Statement rules: `drop-identity-update` (`x op= e` where `e` is a right identity of
-//! `op`, e.g. `+= 0`, is removed), `drop-missing-update`, `sieve-const`, `flatten-block`,
-//! `drop-empty-loop`.
+//! `op`, e.g. `+= 0`, is removed), `drop-missing-update`, `drop-null-update` (a write to
+//! `Null` is removed), `sieve-const`, `flatten-block`, `drop-empty-loop`.
 
 use crate::algebra::{promote, Op, ScalarType, Side, Value};
 use crate::looplets::{Expr, Stmt, Tensor};
@@ -74,7 +74,7 @@ pub fn may_be_missing(e: &Expr) -> bool {
             Tensor::Switch {
                 then, otherwise, ..
             } => tensor(then) || tensor(otherwise),
-            Tensor::Fiber(_) | Tensor::Scalar(_) | Tensor::Local(_) => false,
+            Tensor::Fiber(_) | Tensor::Scalar(_) | Tensor::Local(_) | Tensor::Null => false,
         }
     }
     fn looplet(l: &crate::looplets::Looplet) -> bool {
@@ -296,6 +296,9 @@ fn is_plain(e: &Expr) -> bool {
 pub fn simplify_stmt(s: Stmt, ty: &dyn Typer) -> Stmt {
     match s {
         Stmt::Assign { lhs, op, rhs } => {
+            if matches!(lhs.0, Tensor::Null) {
+                return Stmt::Block(vec![]);
+            }
             let rhs = simplify_expr(rhs, ty);
             let idx = lhs.1.into_iter().map(|x| simplify_expr(x, ty)).collect();
             if is_lit(&rhs, Value::is_missing) {
