@@ -53,7 +53,15 @@ pub fn provably_le(x: &KExpr, y: &KExpr, facts: &Facts) -> bool {
     let (Some((bx, cx)), Some((by, cy))) = (linear(x), linear(y)) else {
         return false;
     };
-    cx <= cy && (bx == by || matches!((bx, by), (Some(a), Some(b)) if facts.contains(&(a, b))))
+    cx <= cy && (bx == by || matches!((bx, by), (Some(a), Some(b)) if ordered(a, b, facts)))
+}
+
+/// `a <= b` by a fact, or by two (`a <= m`, `m <= b`).
+fn ordered(a: LocalId, b: LocalId, facts: &Facts) -> bool {
+    facts.contains(&(a, b))
+        || facts
+            .iter()
+            .any(|&(x, m)| x == a && facts.contains(&(m, b)))
 }
 
 /// Folds `min`/`max` to the terms that can decide, flattening nested applications:

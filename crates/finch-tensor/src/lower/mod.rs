@@ -1428,6 +1428,10 @@ impl Lowerer {
                 fast.extend(only.preamble.iter().cloned());
                 // The stop may read the stepper's state, which `next` advances: fix it first.
                 fast.push(KStmt::Assign(st, only.stop.clone()));
+                if let KExpr::Local(x) = only.stop {
+                    // In the counted loop the step ends at the child's stop.
+                    self.at_most.extend([(x, st), (st, x)]);
+                }
                 fast.extend(self.stepper_variants(
                     index,
                     &body,

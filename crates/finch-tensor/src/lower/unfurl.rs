@@ -1141,6 +1141,7 @@ impl Lowerer {
                 let q = self.level_local(t, depth, "q");
                 let q_stop = self.level_local(t, depth, "q_stop");
                 let i_last = self.level_local(t, depth, "i_last");
+                self.at_most.push((i_last, shape));
                 let stepper = Stepper {
                     seek: Box::new(seek_on(q, q_stop, right)),
                     preamble: vec![],
@@ -1171,9 +1172,12 @@ impl Lowerer {
                 let r = self.level_local(t, depth, "r");
                 let r_stop = self.level_local(t, depth, "r_stop");
                 let i_last = self.level_local(t, depth, "i_last");
+                self.at_most.push((i_last, shape));
                 let b_last = self.level_local(t, depth, "block_last");
                 let b_end = self.level_local(t, depth, "block_q_stop");
                 let b_first = self.level_local(t, depth, "block_first");
+                // A block is never empty: its first index is at most its last.
+                self.at_most.push((b_first, b_last));
                 let stepper = Stepper {
                     seek: Box::new(seek_on(r, r_stop, idx)),
                     preamble: vec![
