@@ -913,3 +913,21 @@ fn reassociated_spmv_runs_eight_positions_at_a_time() {
         assert_eq!(&t["y"].to_dense().unwrap(), dense.get("y").unwrap());
     }
 }
+
+#[test]
+fn reassociated_band_rows_are_contiguous_vector_loads() {
+    // A SparseBand row is a dense run: with `reassociate`, its `for` loop reads the values
+    // and `x` with masked vector loads, no gathers.
+    let text = "input A :: Dense(SparseBand(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n";
+    let k = Program::parse(text)
+        .unwrap()
+        .compile_with(Engine::C, &CompileOptions { reassociate: true })
+        .unwrap();
+    if k.engine() != Engine::C {
+        return;
+    }
+    let c = k.c_source(finch::backend::c::CheckMode::Trusted).unwrap();
+    let vector = &c[c.find("AVX-512: 8 positions").expect("a vectorized loop")..];
+    assert!(vector.contains("_mm512_maskz_loadu_pd"), "{c}");
+    assert!(!vector.contains("gather"), "{c}");
+}

@@ -713,6 +713,25 @@ impl Emitter<'_> {
                 );
             }
             KStmt::For { var, lo, hi, body } => {
+                if self.simd {
+                    let code = super::simd::vectorize_for(
+                        self.k,
+                        *var,
+                        lo,
+                        hi,
+                        body,
+                        &self.reads,
+                        &lit,
+                        &|e| self.expr(e),
+                    );
+                    if let Some(code) = code {
+                        for line in code.lines() {
+                            let _ = writeln!(self.out, "{pad}{line}");
+                        }
+                        self.vectorized += 1;
+                        return Ok(());
+                    }
+                }
                 let (l, h) = (self.expr(lo), self.expr(hi));
                 let v = var.0;
                 let _ = writeln!(

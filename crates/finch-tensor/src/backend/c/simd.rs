@@ -143,10 +143,57 @@ pub(super) fn vectorize(
     if after.contains_key(q) {
         return None;
     }
+    let mut in_cond = HashMap::new();
+    count_reads(&[KStmt::Assign(*q, cond.clone())], &mut in_cond);
+    reduction(k, *q, None, bound, &rest, &in_cond, reads, lit, invariant)
+}
+
+/// The AVX-512 code of `for var = lo; var < hi; var++ { body }`, or `None` when the loop
+/// does not qualify (the conditions of [`vectorize`], with `var` as `q`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn vectorize_for(
+    k: &Kernel,
+    var: LocalId,
+    lo: &KExpr,
+    hi: &KExpr,
+    body: &[KStmt],
+    reads: &HashMap<LocalId, usize>,
+    lit: &dyn Fn(&Value) -> String,
+    invariant: &dyn Fn(&KExpr) -> String,
+) -> Option<String> {
+    let mut bounds = HashMap::new();
+    count_reads(
+        &[
+            KStmt::Assign(var, lo.clone()),
+            KStmt::Assign(var, hi.clone()),
+        ],
+        &mut bounds,
+    );
+    if bounds.contains_key(&var) {
+        return None;
+    }
+    reduction(k, var, Some(lo), hi, body, &bounds, reads, lit, invariant)
+}
+
+/// The shared part: `body` (without the step of `q`) over `q` from its value (or `start`)
+/// up to `bound`. `extra` counts the reads of the loop's own bounds or condition.
+#[allow(clippy::too_many_arguments)]
+fn reduction(
+    k: &Kernel,
+    q: LocalId,
+    start: Option<&KExpr>,
+    bound: &KExpr,
+    rest: &[KStmt],
+    extra: &HashMap<LocalId, usize>,
+    reads: &HashMap<LocalId, usize>,
+    lit: &dyn Fn(&Value) -> String,
+    invariant: &dyn Fn(&KExpr) -> String,
+) -> Option<String> {
+    let q = &q;
     // Assignments only; one accumulator.
     let mut assigned = HashSet::new();
     let mut acc = None;
-    for s in &rest {
+    for s in rest {
         let KStmt::Assign(l, e) = s else {
             return None;
         };
@@ -171,11 +218,9 @@ pub(super) fn vectorize(
         return None;
     }
     let mut inside = HashMap::new();
-    count_reads(body, &mut inside);
-    let mut in_cond = HashMap::new();
-    count_reads(&[KStmt::Assign(*q, cond.clone())], &mut in_cond);
+    count_reads(rest, &mut inside);
     for t in &assigned {
-        let here = inside.get(t).copied().unwrap_or(0) + in_cond.get(t).copied().unwrap_or(0);
+        let here = inside.get(t).copied().unwrap_or(0) + extra.get(t).copied().unwrap_or(0);
         if reads.get(t).copied().unwrap_or(0) > here {
             return None;
         }
@@ -189,7 +234,7 @@ pub(super) fn vectorize(
         temps: 0,
     };
     let mut step = String::new();
-    for s in &rest {
+    for s in rest {
         let KStmt::Assign(l, e) = s else {
             return None;
         };
@@ -239,6 +284,9 @@ pub(super) fn vectorize(
     let (qv, a) = (format!("v{}", q.0), format!("v{}", acc.0));
     let mut code = String::new();
     let _ = writeln!(code, "{{ /* AVX-512: 8 positions of {qv} at a time */");
+    if let Some(lo) = start {
+        let _ = writeln!(code, "  {qv} = {};", invariant(lo));
+    }
     let _ = writeln!(
         code,
         "  const int64_t e_ = {}; const int64_t q0_ = {qv};",
@@ -365,6 +413,35 @@ impl Vectorizer<'_> {
         })
     }
 
+    /// `c` (C code) when `e` is `q + c` with `c` the same in every lane.
+    fn offset_of_q(
+        &mut self,
+        e: &KExpr,
+        lit: &dyn Fn(&Value) -> String,
+        invariant: &dyn Fn(&KExpr) -> String,
+    ) -> Option<String> {
+        let uniform = |v: &mut Self, x: &KExpr| match v.expr(x, lit, invariant) {
+            Some(V::Uniform(u, ScalarType::I64)) => Some(u),
+            _ => None,
+        };
+        match e {
+            KExpr::Local(l) if *l == self.q => Some("0".into()),
+            KExpr::Op(Op::Add, a) if a.len() == 2 => {
+                if let Some(o) = self.offset_of_q(&a[0], lit, invariant) {
+                    uniform(self, &a[1]).map(|u| format!("({o}) + ({u})"))
+                } else {
+                    let o = self.offset_of_q(&a[1], lit, invariant)?;
+                    uniform(self, &a[0]).map(|u| format!("({o}) + ({u})"))
+                }
+            }
+            KExpr::Op(Op::Sub, a) if a.len() == 2 => {
+                let o = self.offset_of_q(&a[0], lit, invariant)?;
+                uniform(self, &a[1]).map(|u| format!("({o}) - ({u})"))
+            }
+            _ => None,
+        }
+    }
+
     /// `buf[i]`: a masked load where `i` is `q + c`, a masked gather where it varies
     /// otherwise, a scalar load where it is the same in every lane.
     fn load(
@@ -383,18 +460,8 @@ impl Vectorizer<'_> {
             return None;
         }
         let ptr = format!("p{}", b.0);
-        // `q + c`: contiguous.
-        let offset = match i {
-            KExpr::Local(l) if *l == self.q => Some(0),
-            KExpr::Op(op @ (Op::Add | Op::Sub), a) => match a.as_slice() {
-                [KExpr::Local(l), KExpr::Lit(Value::I64(c))] if *l == self.q => {
-                    Some(if *op == Op::Add { *c } else { c.checked_neg()? })
-                }
-                _ => None,
-            },
-            _ => None,
-        };
-        if let Some(c) = offset {
+        // `q + c`, `c` the same in every lane: contiguous.
+        if let Some(c) = self.offset_of_q(i, lit, invariant) {
             let at = format!("{ptr} + v{} + ({c})", self.q.0);
             return Some(V::Lanes(
                 match (ty, p.narrow) {
