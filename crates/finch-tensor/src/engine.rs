@@ -400,6 +400,14 @@ impl CompiledProgram {
                     _ => info.init.unwrap_or(info.format.fill_value()),
                 };
                 local_values.insert(l, v);
+                if let Some(d) = info.dirty {
+                    // An input keeps its written flag; a declared scalar starts clean.
+                    let written = match (info.kind, tensors.get(&info.name).map(Tensor::storage)) {
+                        (DeclKind::Input, Some(TensorStorage::Scalar(s))) => s.dirty,
+                        _ => false,
+                    };
+                    local_values.insert(d, Value::Bool(written));
+                }
                 continue;
             }
             let shape = &shape_of[&k];
@@ -554,7 +562,10 @@ impl CompiledProgram {
                         kind: *kind,
                         fill: *fill,
                         val: out_scalars.get(&l).copied().unwrap_or(*fill),
-                        dirty: false,
+                        dirty: info
+                            .dirty
+                            .and_then(|d| out_scalars.get(&d))
+                            .is_some_and(|v| *v == Value::Bool(true)),
                     }),
                 )?,
                 (Format::Levels(lf), None) => {

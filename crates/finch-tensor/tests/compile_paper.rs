@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use finch::engine::Engine;
 use finch::formats::Format;
 use finch::reference::{Bindings, RunOptions};
-use finch::tensor::Tensor;
+use finch::tensor::{Tensor, TensorStorage};
 use finch::{DenseArray, Program, ScalarType, Value};
 
 fn example(name: &str) -> String {
@@ -670,4 +670,52 @@ fn shifted_and_permissive_writes_match_the_reference() {
         b.get("h").unwrap().data,
         [1, 0, 2, 1].map(Value::I64).to_vec()
     );
+}
+
+#[test]
+fn sparse_scalar_reads_specialize_on_whether_it_was_written() {
+    // `y[i] += x[i] * a[]`: while `a` is unwritten the loop is never entered; `b` is
+    // written only where `x` is stored, so `z` sees it only then.
+    let text = "input  x :: SparseList(Element(0.0))\ninput  a :: SparseScalar(0.0)\noutput y :: Dense(Element(0.0))\noutput b :: SparseScalar(0.0)\noutput z :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] += x[i] * a[]\nend\nb .= 0\nfor i = _\n  b[] <<max>>= x[i]\nend\nz .= 0\nfor i = _\n  z[i] += b[] * x[i]\nend\n";
+    let p = Program::parse(text).unwrap();
+    let xs = DenseArray::from_f64(&[6], &[0.0, 2.0, 0.0, 0.0, 5.0, 0.0]).unwrap();
+    for a in [0.0, 3.0] {
+        let av = DenseArray::from_f64(&[], &[a]).unwrap();
+        let mut b = Bindings::new();
+        b.insert("x", xs.clone());
+        b.insert("a", av.clone());
+        p.run_reference(&mut b, &RunOptions::default()).unwrap();
+        for engine in [Engine::Interp, Engine::C] {
+            let mut t = HashMap::new();
+            for (name, v) in [("x", &xs), ("a", &av)] {
+                let f = Format::parse(&p.decl(name).unwrap().format.to_string()).unwrap();
+                t.insert(name.to_string(), Tensor::from_dense(&f, v).unwrap());
+            }
+            let k = p.compile(engine).unwrap();
+            k.run(&mut t, &HashMap::new()).unwrap();
+            for out in ["y", "b", "z"] {
+                assert_eq!(
+                    &t[out].to_dense().unwrap(),
+                    b.get(out).unwrap(),
+                    "{out} with a = {a}, {engine:?}"
+                );
+            }
+            let TensorStorage::Scalar(s) = t["b"].storage() else {
+                panic!()
+            };
+            assert!(s.dirty, "b was written");
+            let ir = k.kernel().to_string();
+            // The read of `a` is one test of its flag around the whole first loop (at the
+            // top level of the kernel), not one per entry.
+            let flag = ir
+                .lines()
+                .find_map(|l| l.strip_prefix("  local ")?.strip_suffix(": bool a_dirty"))
+                .expect("a_dirty local");
+            assert!(ir.contains(&format!("\n  if {flag}\n")), "{ir}");
+        }
+    }
+    // Declaring a SparseScalar with a value other than its fill is refused.
+    let bad = "output s :: SparseScalar(0.0)\ns .= 1.0\n";
+    let e = Program::parse(bad).unwrap().compile(Engine::Interp);
+    assert!(e.is_err_and(|e| e.to_string().contains("declared with its fill")));
 }

@@ -302,3 +302,29 @@ fn tree_printer_shows_runs_as_ranges() {
     let t = Tensor::from_dense(&fmt("RunList(Element(0.0))"), &x).unwrap();
     assert!(t.to_string().contains("├─ [1:2]: 0.0\n"), "{t}");
 }
+
+#[test]
+fn sparse_scalar_dirty_flag_follows_its_value() {
+    use finch::formats::{ScalarKind, ScalarStorage};
+    use finch::Value;
+    let f = Format::parse("SparseScalar(0.0)").unwrap();
+    // Built from data: a value other than the fill was written.
+    let five = DenseArray::from_f64(&[], &[5.0]).unwrap();
+    let TensorStorage::Scalar(s) = Tensor::from_dense(&f, &five).unwrap().storage().clone() else {
+        panic!()
+    };
+    assert!(s.dirty);
+    // Handed in: an unwritten SparseScalar must hold its fill (I2).
+    let bad = Tensor::from_parts(
+        f,
+        vec![],
+        TensorStorage::Scalar(ScalarStorage {
+            kind: ScalarKind::SparseScalar,
+            fill: Value::F64(0.0),
+            val: Value::F64(5.0),
+            dirty: false,
+        }),
+    );
+    let msg = bad.unwrap_err().to_string();
+    assert!(msg.contains("I2"), "{msg}");
+}

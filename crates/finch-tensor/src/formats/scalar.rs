@@ -3,6 +3,8 @@
 //! Buffers: the value `val`; SparseScalar also `dirty` (written since declared).
 //! Invariants:
 //! * **I1** `val` has the fill value's type
+//! * **I2** a SparseScalar not written since declared holds its fill (`!dirty` implies
+//!   `val == fill`): compiled reads of it are the fill
 
 use super::format::ScalarKind;
 use crate::algebra::Value;
@@ -31,6 +33,14 @@ impl ScalarStorage {
                 level: self.kind.name(),
                 invariant: "I1 val has the fill's type",
                 detail: format!("fill {} but val {}", self.fill, self.val),
+            });
+        }
+        if self.kind == ScalarKind::SparseScalar && !self.dirty && !self.val.same(&self.fill) {
+            return Err(Error::Invalid {
+                depth: 1,
+                level: self.kind.name(),
+                invariant: "I2 not dirty implies val == fill",
+                detail: format!("val {} with fill {} but dirty = false", self.val, self.fill),
             });
         }
         Ok(())

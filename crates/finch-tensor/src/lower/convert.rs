@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use crate::algebra::{ScalarType, Value};
 use crate::error::{Error, Result};
-use crate::formats::{Format, LevelFormat, LevelKind};
+use crate::formats::{Format, LevelFormat, LevelKind, ScalarKind};
 use crate::kernel::{BufId, KExpr, Kernel, LocalId};
 use crate::looplets::{Expr, Fiber, Stmt, Tensor};
 use crate::notation::{self, AssignOp, DeclKind, Extent};
@@ -275,6 +275,9 @@ pub struct TensorInfo {
     pub levels: Vec<LevelParams>,
     /// For scalars: the local holding the value (an input and an output of the kernel).
     pub scalar: Option<LocalId>,
+    /// For a SparseScalar: the local that is true once it was written since declared (an
+    /// input and an output too).
+    pub dirty: Option<LocalId>,
     /// Written by the program.
     pub written: bool,
     /// Initial value from a top-level `X .= v` (outputs and temporaries).
@@ -351,17 +354,24 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
             format: d.format.clone(),
             levels: Vec::new(),
             scalar: None,
+            dirty: None,
             written: is_written,
             init: None,
             frozen_in_kernel: false,
         };
         match &d.format {
-            Format::Scalar(_, fill) => {
+            Format::Scalar(kind, fill) => {
                 let ty = fill.scalar_type().unwrap_or(ScalarType::F64);
                 let l = kernel.local(d.name.to_string(), ty);
                 kernel.inputs.push(l);
                 kernel.outputs.push(l);
                 info.scalar = Some(l);
+                if *kind == ScalarKind::SparseScalar {
+                    let dirty = kernel.local(format!("{}_dirty", d.name), ScalarType::Bool);
+                    kernel.inputs.push(dirty);
+                    kernel.outputs.push(dirty);
+                    info.dirty = Some(dirty);
+                }
             }
             Format::Levels(lf) => {
                 let mut level = lf;
@@ -725,6 +735,16 @@ impl Converter<'_> {
                 };
                 if let Some(l) = self.tensors[t].scalar {
                     let _ = l;
+                    let fill = self.tensors[t].format.fill_value();
+                    let is_fill = fill
+                        .scalar_type()
+                        .and_then(|ty| init.convert_exact(ty))
+                        .is_some_and(|v| v.same(&fill));
+                    if self.tensors[t].dirty.is_some() && !is_fill {
+                        return Err(Error::Program(format!(
+                            "`{tensor} .= {init}`: a SparseScalar is declared with its fill value ({fill}); until it is written it reads as the fill"
+                        )));
+                    }
                     return Ok(Stmt::SetScalar(t, Expr::Lit(init)));
                 }
                 let dense = self.tensors[t]
@@ -972,6 +992,19 @@ impl Converter<'_> {
     fn access(&mut self, a: &notation::Access, is_write: bool) -> Result<(Tensor, Vec<Expr>)> {
         let t = self.tensor(&a.tensor)?;
         if self.tensors[t].scalar.is_some() {
+            // A SparseScalar read is a run-time choice between its value and its fill, so
+            // the statement specializes where it was not written (`0 * x` vanishes).
+            if let (Some(dirty), false) = (self.tensors[t].dirty, is_write) {
+                return Ok((
+                    Tensor::Switch {
+                        pre: vec![],
+                        cond: KExpr::Local(dirty),
+                        then: Box::new(Tensor::Scalar(t)),
+                        otherwise: Box::new(Tensor::FillLeaf(self.tensors[t].format.fill_value())),
+                    },
+                    vec![],
+                ));
+            }
             return Ok((Tensor::Scalar(t), vec![]));
         }
         let mut depths = Vec::new();

@@ -61,6 +61,20 @@ pub fn lower_program(program: &crate::Program) -> Result<Lowered> {
     })
 }
 
+/// Does `s` write the scalar `k` (an update or a nested declaration)?
+fn writes_scalar(s: &Stmt, k: usize) -> bool {
+    match s {
+        Stmt::Assign { lhs, .. } => matches!(lhs.0, Tensor::Scalar(t) if t == k),
+        Stmt::SetScalar(t, _) => *t == k,
+        Stmt::Loop { body, .. } | Stmt::Define { body, .. } => writes_scalar(body, k),
+        Stmt::Sieve {
+            then, otherwise, ..
+        } => writes_scalar(then, k) || writes_scalar(otherwise, k),
+        Stmt::Block(v) => v.iter().any(|s| writes_scalar(s, k)),
+        Stmt::Reset(..) | Stmt::Freeze(_) => false,
+    }
+}
+
 /// Looplet styles, lowest priority first (the order is the priority; only here).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Style {
@@ -515,7 +529,12 @@ impl Lowerer {
                     self.kernel.locals[target.0 as usize].ty,
                     &self.tensors[t].name.clone(),
                 )?;
-                Ok(vec![KStmt::Assign(target, v)])
+                let mut code = vec![KStmt::Assign(target, v)];
+                // Declaring a SparseScalar clears its written flag.
+                if let Some(d) = self.tensors[t].dirty {
+                    code.push(KStmt::Assign(d, KExpr::Lit(Value::Bool(false))));
+                }
+                Ok(code)
             }
         };
         self.depth -= 1;
@@ -525,11 +544,29 @@ impl Lowerer {
     /// Resolves the first `Switch` tensor read or written by a statement: its `pre` code,
     /// then an `if` with the statement lowered for each choice.
     fn resolve_switch(&mut self, s: &Stmt) -> Result<Option<Vec<KStmt>>> {
+        // A SparseScalar's switch on its written flag moves out of any statement that does
+        // not write the scalar (so a whole loop specializes); one that does is resolved
+        // inside, where the flag is current.
+        let leaf = !matches!(
+            s,
+            Stmt::Loop { .. } | Stmt::Block(_) | Stmt::Sieve { .. } | Stmt::Define { .. }
+        );
+        let movable = |t: &Tensor| match t {
+            Tensor::Switch { then, .. } => match **then {
+                Tensor::Scalar(k) if self.tensors[k].dirty.is_some() => {
+                    leaf || !writes_scalar(s, k)
+                }
+                _ => true,
+            },
+            _ => false,
+        };
         let mut found: Option<(Vec<KStmt>, KExpr)> = None;
         let _ = map_exprs(s.clone(), &mut |e| {
             map_accesses(e, &mut |t, idx| {
                 if let (None, Tensor::Switch { pre, cond, .. }) = (&found, &t) {
-                    found = Some((pre.clone(), cond.clone()));
+                    if movable(&t) {
+                        found = Some((pre.clone(), cond.clone()));
+                    }
                 }
                 Ok(Expr::Access(Box::new(t), idx))
             })
@@ -537,26 +574,25 @@ impl Lowerer {
         let Some((pre, cond)) = found else {
             return Ok(None);
         };
-        let pick = |l: &mut Lowerer, take_then: bool| -> Result<Stmt> {
+        let pick = |take_then: bool| -> Result<Stmt> {
             let mut done = false;
-            let _ = l;
             map_exprs(s.clone(), &mut |e| {
-                map_accesses(e, &mut |t, idx| match (done, t) {
-                    (
-                        false,
-                        Tensor::Switch {
+                map_accesses(e, &mut |t, idx| {
+                    if !done && movable(&t) {
+                        if let Tensor::Switch {
                             then, otherwise, ..
-                        },
-                    ) => {
-                        done = true;
-                        Ok(Expr::Access(if take_then { then } else { otherwise }, idx))
+                        } = t
+                        {
+                            done = true;
+                            return Ok(Expr::Access(if take_then { then } else { otherwise }, idx));
+                        }
                     }
-                    (_, other) => Ok(Expr::Access(Box::new(other), idx)),
+                    Ok(Expr::Access(Box::new(t), idx))
                 })
             })
         };
-        let then = pick(self, true)?;
-        let otherwise = pick(self, false)?;
+        let then = pick(true)?;
+        let otherwise = pick(false)?;
         let mut code = pre;
         code.push(KStmt::If {
             cond,
@@ -1806,6 +1842,11 @@ impl Lowerer {
         {
             return self.emit_hollow(f.clone(), op, rhs);
         }
+        // A SparseScalar records that it was written.
+        let dirty = match &t {
+            Tensor::Scalar(s) => self.tensors[*s].dirty,
+            _ => None,
+        };
         let (old, elem, name, store): (KExpr, ScalarType, String, Box<dyn Fn(KExpr) -> KStmt>) =
             match t {
                 Tensor::Scalar(s) => {
@@ -1854,7 +1895,11 @@ impl Lowerer {
         let value = simplify_expr(value, self);
         let (v, vt) = self.kexpr(&value)?;
         let v = self.convert_for_store(v, vt, elem, &name)?;
-        Ok(vec![store(v)])
+        let mut code = vec![store(v)];
+        if let Some(d) = dirty {
+            code.push(KStmt::Assign(d, KExpr::Lit(Value::Bool(true))));
+        }
+        Ok(code)
     }
 
     /// A write to a position an extruding sparse level hands out: the first write of the
@@ -2145,6 +2190,7 @@ mod tests {
                 format: Format::Scalar(ScalarKind::Scalar, Value::F64(0.0)),
                 levels: vec![],
                 scalar: Some(c),
+                dirty: None,
                 written: true,
                 init: None,
                 frozen_in_kernel: false,

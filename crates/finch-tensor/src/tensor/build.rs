@@ -277,7 +277,8 @@ fn build(format: &Format, shape: &[usize], e: Entries) -> Result<Tensor> {
                 kind: *kind,
                 fill: *fill,
                 val,
-                dirty: false,
+                // A SparseScalar holding a value other than its fill was written.
+                dirty: *kind == crate::formats::ScalarKind::SparseScalar && !val.same(fill),
             })
         }
         Format::Levels(lf) => {
