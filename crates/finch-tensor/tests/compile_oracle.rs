@@ -33,7 +33,7 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 45] = [
+const KERNELS: [Kernel; 46] = [
     Kernel { name: "convolution_padded", text: "input x :: {x}\ninput z :: {z}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] += x[i]\n  for j = _\n    y[i] += coalesce(x[~(i + j - 2)], 0.5) * z[j]\n  end\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 1, 0)] },
     Kernel { name: "convert_to_interval", text: "input A :: {A}\noutput C :: Dense(SparseInterval(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "interval_out_scale", text: "input x :: {x}\noutput w :: SparseInterval(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * 2.0\nend\n", inputs: &[("x", false, 0, 0)] },
@@ -72,6 +72,7 @@ const KERNELS: [Kernel; 45] = [
     Kernel { name: "spmv_col", text: "input A :: {A}\ninput x :: {x}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[j]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "spmv_row", text: "input A :: {A}\ninput x :: {x}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 0, 0)] },
     Kernel { name: "dot", text: "input x :: {x}\ninput z :: {z}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "square_plus", text: "input x :: {x}\ninput z :: {z}\noutput w :: Dense(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * x[i] + z[i] * x[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "sum", text: "input A :: {A}\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "upper_triangle_sum", text: "input A :: {A}\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  if i <= j\n    s[] += A[i, j]\n  end\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "add", text: "input x :: {x}\ninput z :: {z}\noutput w :: Dense(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] + z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
@@ -930,4 +931,28 @@ fn reassociated_band_rows_are_contiguous_vector_loads() {
     let vector = &c[c.find("AVX-512: 8 positions").expect("a vectorized loop")..];
     assert!(vector.contains("_mm512_maskz_loadu_pd"), "{c}");
     assert!(!vector.contains("gather"), "{c}");
+}
+
+#[test]
+fn a_repeated_read_is_read_once() {
+    // `s[] += x[i] * x[i]` loads each stored value of `x` once (a `let`), like
+    // `s[] += x[i] * 2.0`: the repeated read is not walked twice in lockstep.
+    let x = DenseArray::from_f64(&[9], &[0.0, 3.0, 0.0, 0.0, -2.0, 0.0, 1.0, 0.0, 0.0]).unwrap();
+    let f = Format::parse("SparseList(Element(0.0))").unwrap();
+    let mut loads = Vec::new();
+    for body in ["x[i] * x[i]", "x[i] * 2.0"] {
+        let text = format!(
+            "input x :: SparseList(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += {body}\nend\n"
+        );
+        let k = Program::parse(&text)
+            .unwrap()
+            .compile(Engine::Interp)
+            .unwrap();
+        let mut t = HashMap::from([("x".to_string(), Tensor::from_dense(&f, &x).unwrap())]);
+        let r = k.run(&mut t, &HashMap::new()).unwrap();
+        loads.push(r.stats.unwrap().loads);
+        let want = if body.contains("2.0") { 4.0 } else { 14.0 };
+        assert_eq!(t["s"].get(&[]).unwrap(), finch::Value::F64(want), "{body}");
+    }
+    assert_eq!(loads[0], loads[1], "loads of x[i] * x[i] vs x[i] * 2.0");
 }

@@ -287,6 +287,68 @@ pub struct TensorInfo {
     pub frozen_in_kernel: bool,
 }
 
+/// Repeated identical reads (Finch's common subexpressions): a read that occurs more than
+/// once in a statement's value, at plain loop indices, is read once into a `let` around
+/// the statement (`y[i] = A[i] * A[i]` walks `A` once, not twice in lockstep). Reads of the
+/// written tensor, and reads at computed, shifted or permissive indices (which may be out
+/// of range where a branch would not evaluate them), are left alone.
+fn common_reads(s: Stmt, written: Option<usize>, count: &mut usize) -> Stmt {
+    let Stmt::Assign { lhs, op, rhs } = s else {
+        return s;
+    };
+    fn reads(e: &Expr, written: Option<usize>, out: &mut Vec<(String, Expr)>) {
+        match e {
+            Expr::Access(t, idx) => {
+                if let Tensor::Fiber(f) = &**t {
+                    let plain = idx
+                        .iter()
+                        .all(|x| matches!(x, Expr::Index(n) if !n.starts_with("let:")));
+                    if plain && Some(f.tensor) != written && !idx.is_empty() {
+                        out.push((format!("{e:?}"), e.clone()));
+                    }
+                }
+            }
+            Expr::Call(_, args) => args.iter().for_each(|a| reads(a, written, out)),
+            _ => {}
+        }
+    }
+    fn replace(e: Expr, key: &str, var: &str) -> Expr {
+        match e {
+            Expr::Access(..) if format!("{e:?}") == key => Expr::Index(var.to_string()),
+            Expr::Call(op, args) => {
+                Expr::Call(op, args.into_iter().map(|a| replace(a, key, var)).collect())
+            }
+            other => other,
+        }
+    }
+    let mut found = Vec::new();
+    reads(&rhs, written, &mut found);
+    let mut repeated: Vec<(String, Expr)> = Vec::new();
+    for (k, (key, e)) in found.iter().enumerate() {
+        let again = found[k + 1..].iter().any(|(other, _)| other == key);
+        if again && !repeated.iter().any(|(r, _)| r == key) {
+            repeated.push((key.clone(), e.clone()));
+        }
+    }
+    let mut rhs = rhs;
+    let mut lets = Vec::new();
+    for (key, e) in repeated {
+        let var = format!("let:read{count}");
+        *count += 1;
+        rhs = replace(rhs, &key, &var);
+        lets.push((var, e));
+    }
+    let mut out = Stmt::Assign { lhs, op, rhs };
+    for (var, value) in lets.into_iter().rev() {
+        out = Stmt::Define {
+            var,
+            value,
+            body: Box::new(out),
+        };
+    }
+    out
+}
+
 /// Where a size comes from at run time.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Size {
@@ -584,6 +646,8 @@ struct Converter<'a> {
     loop_offsets: Vec<i64>,
     /// `let` variables in scope.
     lets: Vec<String>,
+    /// Reads bound to a `let` by [`common_reads`] so far (names `let:read{n}`).
+    cse_count: usize,
     constraints: Vec<(Size, Size, String)>,
     output_shapes: HashMap<usize, Vec<Option<Size>>>,
     top_level: bool,
@@ -607,6 +671,7 @@ pub fn convert(program: &crate::Program) -> Result<Converted> {
         loops: Vec::new(),
         loop_offsets: Vec::new(),
         lets: Vec::new(),
+        cse_count: 0,
         constraints: Vec::new(),
         output_shapes: HashMap::new(),
         top_level: true,
@@ -821,11 +886,20 @@ impl Converter<'_> {
                     AssignOp::Store => None,
                     AssignOp::Reduce(op) => Some(*op),
                 };
-                Stmt::Assign {
-                    lhs: (tensor, idx),
-                    op,
-                    rhs: self.expr(rhs)?,
-                }
+                let rhs = self.expr(rhs)?;
+                let written = match &tensor {
+                    Tensor::Fiber(f) => Some(f.tensor),
+                    _ => None,
+                };
+                common_reads(
+                    Stmt::Assign {
+                        lhs: (tensor, idx),
+                        op,
+                        rhs,
+                    },
+                    written,
+                    &mut self.cse_count,
+                )
             }
             notation::Stmt::Loop {
                 index,
