@@ -719,3 +719,64 @@ fn sparse_scalar_reads_specialize_on_whether_it_was_written() {
     let e = Program::parse(bad).unwrap().compile(Engine::Interp);
     assert!(e.is_err_and(|e| e.to_string().contains("declared with its fill")));
 }
+
+#[test]
+fn an_index_sum_walks_the_sparse_level_shifted() {
+    // `x[~(i + j - 2)]` in `j`'s loop inside `i`'s (Finch's ToeplitzTensor): the sparse
+    // level is walked shifted by `i - 2` rather than searched at each `j`, and the padding
+    // outside `x` (read as `missing`, made 0 by `coalesce`) costs nothing.
+    let text = "input  x :: SparseList(Element(0.0))\ninput  w :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  for j = _\n    y[i] += coalesce(x[~(i + j - 2)], 0.0) * w[j]\n  end\nend\n";
+    let p = Program::parse(text).unwrap();
+    let ir = p.compile(Engine::Interp).unwrap().kernel().to_string();
+    // A walk (with one seek to each window's start), not a one-index loop per `j`.
+    assert!(
+        !ir.contains("concordant") && ir.contains("while (") && ir.matches("search(").count() == 1,
+        "{ir}"
+    );
+    let n = 200;
+    let mut v = vec![0.0; n];
+    for (k, i) in [0usize, 17, 18, 90, 199].iter().enumerate() {
+        v[*i] = k as f64 - 1.5;
+    }
+    let x = DenseArray::from_f64(&[n], &v).unwrap();
+    let w = DenseArray::from_f64(&[5], &[1.0, -2.0, 4.0, 0.5, 3.0]).unwrap();
+    let shapes = HashMap::from([("y".to_string(), vec![n])]);
+    let mut b = Bindings::new();
+    b.insert("x", x.clone());
+    b.insert("w", w.clone());
+    p.run_reference(
+        &mut b,
+        &RunOptions {
+            shapes: shapes.clone(),
+        },
+    )
+    .unwrap();
+    for engine in [Engine::Interp, Engine::C] {
+        let mut t = HashMap::from([
+            (
+                "x".to_string(),
+                Tensor::from_dense(&Format::parse("SparseList(Element(0.0))").unwrap(), &x)
+                    .unwrap(),
+            ),
+            (
+                "w".to_string(),
+                Tensor::from_dense(&Format::parse("Dense(Element(0.0))").unwrap(), &w).unwrap(),
+            ),
+        ]);
+        let k = p.compile(engine).unwrap();
+        let r = k.run(&mut t, &shapes).unwrap();
+        assert_eq!(
+            &t["y"].to_dense().unwrap(),
+            b.get("y").unwrap(),
+            "{engine:?}"
+        );
+        if let Some(stats) = r.stats {
+            // One step per stored entry in reach of each output, not one per (i, j).
+            assert!(
+                stats.iterations < 3 * n as u64,
+                "{} iterations",
+                stats.iterations
+            );
+        }
+    }
+}

@@ -207,6 +207,9 @@ pub enum Expr {
         index: String,
         /// The constant offset.
         offset: i64,
+        /// A further offset computed from indices of enclosing loops (Finch's
+        /// ToeplitzTensor: `x[~(i + j)]` read in the loop over `i` inside the loop over `j`).
+        by: Option<Box<Expr>>,
         /// Whether out-of-bounds reads give `missing`.
         permissive: bool,
     },
@@ -297,28 +300,42 @@ pub fn truncate_before_stop(l: &Looplet) -> Looplet {
 /// loop coordinates `i`, every stop `s` of the level becomes `s - c`, a lookup at `i`
 /// reads the level at `i + c`, and a stepper seeks `start + c`.
 pub fn shift(l: &Looplet, c: i64) -> Looplet {
-    if c == 0 {
+    shift_by(l, &KExpr::int(c))
+}
+
+/// [`shift`] by a run-time amount `c` (an `i64` kernel expression, fixed while the loop
+/// runs).
+pub fn shift_by(l: &Looplet, c: &KExpr) -> Looplet {
+    if matches!(c, KExpr::Lit(Value::I64(0))) {
         return l.clone();
     }
-    let back = move |s: &KExpr| KExpr::bin(Op::Sub, s.clone(), KExpr::int(c));
+    let back = {
+        let c = c.clone();
+        move |s: &KExpr| KExpr::bin(Op::Sub, s.clone(), c.clone())
+    };
+    let up = {
+        let c = c.clone();
+        move |e: KExpr| KExpr::bin(Op::Add, e, c.clone())
+    };
     match l {
         Looplet::Lookup(f) => {
             let f = f.clone();
-            Looplet::Lookup(Rc::new(move |i| f(KExpr::bin(Op::Add, i, KExpr::int(c)))))
+            Looplet::Lookup(Rc::new(move |i| f(up(i))))
         }
         Looplet::LookupWrite { body, epilogue } => {
             let (body, epilogue) = (body.clone(), epilogue.clone());
+            let up2 = up.clone();
             Looplet::LookupWrite {
-                body: Rc::new(move |i| body(KExpr::bin(Op::Add, i, KExpr::int(c)))),
-                epilogue: Rc::new(move |i| epilogue(KExpr::bin(Op::Add, i, KExpr::int(c)))),
+                body: Rc::new(move |i| body(up(i))),
+                epilogue: Rc::new(move |i| epilogue(up2(i))),
             }
         }
         Looplet::AcceptRun { body, epilogue } => {
             let (body, epilogue) = (body.clone(), epilogue.clone());
-            let up = move |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(c));
+            let up2 = up.clone();
             Looplet::AcceptRun {
                 body: Rc::new(move |lo, hi| body(up(lo), up(hi))),
-                epilogue: Rc::new(move |lo, hi| epilogue(up(lo), up(hi))),
+                epilogue: Rc::new(move |lo, hi| epilogue(up2(lo), up2(hi))),
             }
         }
         Looplet::Run(t) => Looplet::Run(t.clone()),
@@ -329,7 +346,7 @@ pub fn shift(l: &Looplet, c: i64) -> Looplet {
         Looplet::Sequence(phases) => Looplet::Sequence(
             phases
                 .iter()
-                .map(|(stop, p)| (stop.as_ref().map(back), shift(p, c)))
+                .map(|(stop, p)| (stop.as_ref().map(&back), shift_by(p, c)))
                 .collect(),
         ),
         Looplet::Stepper(s) => Looplet::Stepper(Rc::new(shift_stepper(s, c))),
@@ -340,34 +357,35 @@ pub fn shift(l: &Looplet, c: i64) -> Looplet {
             epilogue,
         } => Looplet::Thunk {
             preamble: preamble.clone(),
-            body: Box::new(shift(body, c)),
+            body: Box::new(shift_by(body, c)),
             epilogue: epilogue.clone(),
         },
         Looplet::Switch(cases) => Looplet::Switch(
             cases
                 .iter()
-                .map(|(cond, l)| (cond.clone(), shift(l, c)))
+                .map(|(cond, l)| (cond.clone(), shift_by(l, c)))
                 .collect(),
         ),
     }
 }
 
-/// `e + c`, folded when `e` is a constant (so a seek to a known index stays known).
-fn add_const(e: KExpr, c: i64) -> KExpr {
-    match e {
-        KExpr::Lit(Value::I64(n)) => KExpr::int(n.wrapping_add(c)),
-        e => KExpr::bin(Op::Add, e, KExpr::int(c)),
+/// `e + c`, folded when both are constants (so a seek to a known index stays known).
+fn add_const(e: KExpr, c: &KExpr) -> KExpr {
+    match (e, c) {
+        (KExpr::Lit(Value::I64(n)), KExpr::Lit(Value::I64(k))) => KExpr::int(n.wrapping_add(*k)),
+        (e, c) => KExpr::bin(Op::Add, e, c.clone()),
     }
 }
 
-fn shift_stepper(s: &Rc<Stepper>, c: i64) -> Stepper {
+fn shift_stepper(s: &Rc<Stepper>, c: &KExpr) -> Stepper {
     let inner = s.clone();
-    let back = |e: &KExpr| KExpr::bin(Op::Sub, e.clone(), KExpr::int(c));
+    let back = |e: &KExpr| KExpr::bin(Op::Sub, e.clone(), c.clone());
+    let up = c.clone();
     Stepper {
-        seek: Box::new(move |start| (inner.seek)(add_const(start, c))),
+        seek: Box::new(move |start| (inner.seek)(add_const(start, &up))),
         preamble: s.preamble.clone(),
         stop: back(&s.stop),
-        chunk: shift(&s.chunk, c),
+        chunk: shift_by(&s.chunk, c),
         next: s.next.clone(),
         counted: s.counted.as_ref().map(|k| Counted {
             more: k.more.clone(),
@@ -377,12 +395,17 @@ fn shift_stepper(s: &Rc<Stepper>, c: i64) -> Stepper {
 }
 
 /// A permissive read (`A[~(i + c)]`) of a level of size `n`, already shifted: `missing`
-/// before index `1 - c` and after `n - c`, the level in between.
-pub fn pad_missing(l: Looplet, c: i64, n: KExpr) -> Looplet {
+/// before index `1 - c` and after `n - c`, the level in between (`c` may be computed at
+/// run time).
+pub fn pad_missing(l: Looplet, c: &KExpr, n: KExpr) -> Looplet {
     let missing = || Looplet::Run(Box::new(Tensor::FillLeaf(Value::Missing)));
+    let minus_c = match c {
+        KExpr::Lit(Value::I64(k)) => KExpr::int(k.wrapping_neg()),
+        c => KExpr::bin(Op::Sub, KExpr::int(0), c.clone()),
+    };
     Looplet::Sequence(vec![
-        (Some(KExpr::int(-c)), missing()),
-        (Some(KExpr::bin(Op::Sub, n, KExpr::int(c))), l),
+        (Some(minus_c), missing()),
+        (Some(KExpr::bin(Op::Sub, n, c.clone())), l),
         (None, missing()),
     ])
 }

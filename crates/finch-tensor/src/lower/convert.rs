@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use crate::algebra::{ScalarType, Value};
+use crate::algebra::{Op, ScalarType, Value};
 use crate::error::{Error, Result};
 use crate::formats::{Format, LevelFormat, LevelKind, ScalarKind};
 use crate::kernel::{BufId, KExpr, Kernel, LocalId};
@@ -1062,6 +1062,96 @@ impl Converter<'_> {
         }
     }
 
+    /// `i + rest` where `i` is the most deeply bound loop index of `x` (once, added) and
+    /// `rest` only uses indices of loops around `i`'s, constants and scalars the program
+    /// does not write: `(i, rest)`.
+    fn toeplitz(&self, x: &notation::Expr) -> Option<(String, notation::Expr)> {
+        fn terms(e: &notation::Expr, sign: bool, out: &mut Vec<(bool, notation::Expr)>) {
+            match e {
+                notation::Expr::Call { op: Op::Add, args } if args.len() == 2 => {
+                    terms(&args[0], sign, out);
+                    terms(&args[1], sign, out);
+                }
+                notation::Expr::Call { op: Op::Sub, args } if args.len() == 2 => {
+                    terms(&args[0], sign, out);
+                    terms(&args[1], !sign, out);
+                }
+                other => out.push((sign, other.clone())),
+            }
+        }
+        // Indices used (into `out`); false for anything but indices, literals, `+ - *`
+        // and reads of scalars the program never writes (`n[]`).
+        let fixed_scalar = |name: &str| {
+            self.by_name
+                .get(name)
+                .is_some_and(|&t| self.tensors[t].scalar.is_some() && !self.tensors[t].written)
+        };
+        fn indices(
+            e: &notation::Expr,
+            out: &mut Vec<String>,
+            fixed: &dyn Fn(&str) -> bool,
+        ) -> bool {
+            match e {
+                notation::Expr::Index(i) => {
+                    out.push(i.clone());
+                    true
+                }
+                notation::Expr::Literal(_) => true,
+                notation::Expr::Access(a) => a.indices.is_empty() && fixed(&a.tensor),
+                notation::Expr::Call {
+                    op: Op::Add | Op::Sub | Op::Mul,
+                    args,
+                } => args.iter().all(|a| indices(a, out, fixed)),
+                _ => false,
+            }
+        }
+        let depth = |n: &str| self.loops.iter().position(|(l, _)| l == n);
+        let mut ts = Vec::new();
+        terms(x, true, &mut ts);
+        let mut used = Vec::new();
+        if !ts.iter().all(|(_, t)| indices(t, &mut used, &fixed_scalar)) {
+            return None;
+        }
+        let deepest = used.iter().max_by_key(|n| depth(n))?.clone();
+        depth(&deepest)?;
+        // `i` occurs once, as a term of its own with a plus sign; other indices are outer.
+        let own = ts
+            .iter()
+            .position(|(s, t)| *s && matches!(t, notation::Expr::Index(n) if *n == deepest))?;
+        if used.iter().filter(|n| **n == deepest).count() != 1 || ts.len() < 2 {
+            return None;
+        }
+        if !used
+            .iter()
+            .all(|n| *n == deepest || depth(n) < depth(&deepest))
+        {
+            return None;
+        }
+        let mut rest: Option<notation::Expr> = None;
+        for (k, (sign, t)) in ts.into_iter().enumerate() {
+            if k == own {
+                continue;
+            }
+            rest = Some(match (rest, sign) {
+                (None, true) => t,
+                (None, false) => notation::Expr::Call {
+                    op: Op::Sub,
+                    args: vec![notation::Expr::Literal(Value::I64(0)), t],
+                },
+                (Some(r), s) => notation::Expr::Call {
+                    op: if s { Op::Add } else { Op::Sub },
+                    args: vec![r, t],
+                },
+            });
+        }
+        // A constant remainder is the plain offset case, handled before this.
+        let rest = rest?;
+        if matches!(rest, notation::Expr::Literal(_)) {
+            return None;
+        }
+        Some((deepest, rest))
+    }
+
     /// Converts an access: checks bare, concordant indices; records output shapes.
     fn access(&mut self, a: &notation::Access, is_write: bool) -> Result<(Tensor, Vec<Expr>)> {
         let t = self.tensor(&a.tensor)?;
@@ -1132,9 +1222,29 @@ impl Converter<'_> {
                 idx.push(Expr::Wrapped {
                     index: name.to_string(),
                     offset,
+                    by: None,
                     permissive,
                 });
                 continue;
+            }
+            // `~(i + e)`, `e` computed from indices of loops around `i`'s (Finch's
+            // ToeplitzTensor): the level is walked in `i`'s loop, shifted by `e`.
+            if let (notation::Expr::Permissive(x), false) = (e, is_write) {
+                if let Some((name, rest)) = self.toeplitz(x) {
+                    let depth = self
+                        .loops
+                        .iter()
+                        .position(|(n, _)| *n == name)
+                        .ok_or_else(|| Error::Program("internal: toeplitz index".into()))?;
+                    depths.push(depth);
+                    idx.push(Expr::Wrapped {
+                        index: name,
+                        offset: 0,
+                        by: Some(Box::new(self.expr(&rest)?)),
+                        permissive: true,
+                    });
+                    continue;
+                }
             }
             // Any other index expression of loop indices (`I[i]`, `i + j`): its value is
             // computed, then read through a one-index loop (concordization).

@@ -312,7 +312,10 @@ fn needs_concordizing(s: &Stmt) -> bool {
 fn mentions(s: &Stmt, index: &str) -> bool {
     fn in_expr(e: &Expr, index: &str) -> bool {
         match e {
-            Expr::Index(i) | Expr::Wrapped { index: i, .. } => i == index,
+            Expr::Index(i) => i == index,
+            Expr::Wrapped { index: i, by, .. } => {
+                i == index || by.as_ref().is_some_and(|b| in_expr(b, index))
+            }
             Expr::Permissive(x) => in_expr(x, index),
             Expr::Call(_, a) => a.iter().any(|x| in_expr(x, index)),
             Expr::Access(t, idx) => {
@@ -344,6 +347,17 @@ fn bind(s: Stmt, name: &str, value: &KExpr) -> Result<Stmt> {
     fn in_expr(e: Expr, name: &str, value: &KExpr) -> Expr {
         match e {
             Expr::Index(i) if i == name => Expr::Code(value.clone()),
+            Expr::Wrapped {
+                index,
+                offset,
+                by: Some(by),
+                permissive,
+            } => Expr::Wrapped {
+                index,
+                offset,
+                by: Some(Box::new(in_expr(*by, name, value))),
+                permissive,
+            },
             Expr::Permissive(x) => Expr::Permissive(Box::new(in_expr(*x, name, value))),
             Expr::Call(op, a) => {
                 Expr::Call(op, a.into_iter().map(|x| in_expr(x, name, value)).collect())
@@ -617,16 +631,41 @@ impl Lowerer {
                     Some(Expr::Wrapped {
                         index: i,
                         offset,
+                        by,
                         permissive,
                     }),
                 ) = (&t, idx.last())
                 {
                     if i == index {
-                        let (offset, permissive) = (*offset, *permissive);
-                        let mut l = crate::looplets::shift(&self.unfurl(f)?, offset);
+                        let permissive = *permissive;
+                        // The whole offset: the constant plus the part computed from the
+                        // enclosing loops' indices (bound by now).
+                        let by = match by {
+                            None => KExpr::int(*offset),
+                            Some(e) => {
+                                let (k, ty) = self.kexpr(e)?;
+                                if !ty.is_integer() {
+                                    return Err(Error::Program(format!(
+                                        "an index of `{}` has type {ty}; indices are integers",
+                                        self.tensors[f.tensor].name
+                                    )));
+                                }
+                                let k = if ty == ScalarType::I64 {
+                                    k
+                                } else {
+                                    KExpr::Op(Op::Cast(ScalarType::I64), vec![k])
+                                };
+                                if *offset == 0 {
+                                    k
+                                } else {
+                                    KExpr::bin(Op::Add, k, KExpr::int(*offset))
+                                }
+                            }
+                        };
+                        let mut l = crate::looplets::shift_by(&self.unfurl(f)?, &by);
                         if permissive {
                             let size = self.level_size(f)?;
-                            l = crate::looplets::pad_missing(l, offset, size);
+                            l = crate::looplets::pad_missing(l, &by, size);
                         }
                         if let Some(last) = idx.last_mut() {
                             *last = Expr::Index(index.to_string());

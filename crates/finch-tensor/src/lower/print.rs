@@ -87,14 +87,20 @@ impl Printer<'_> {
             Expr::Wrapped {
                 index,
                 offset,
+                by,
                 permissive,
             } => {
+                let index = match by {
+                    Some(b) => format!("{index} + {}", self.expr(b)),
+                    None => index.clone(),
+                };
+                let index = &index;
                 let shifted = match *offset {
                     0 => index.clone(),
                     c if c > 0 => format!("{index} + {c}"),
                     c => format!("{index} - {}", c.unsigned_abs()),
                 };
-                match (permissive, *offset) {
+                match (permissive, *offset + i64::from(by.is_some())) {
                     (true, 0) => format!("~{shifted}"),
                     (true, _) => format!("~({shifted})"),
                     (false, _) => shifted,
