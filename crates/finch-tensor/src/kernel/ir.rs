@@ -175,6 +175,45 @@ pub struct Kernel {
     pub reassociate: bool,
 }
 
+/// Calls `f` on every expression of `stmts` that a statement holds directly (conditions,
+/// bounds, right-hand sides, store positions), nested statements included; `f` recurses
+/// into subexpressions itself if it needs to.
+pub fn visit_exprs(stmts: &[KStmt], f: &mut dyn FnMut(&KExpr)) {
+    for s in stmts {
+        match s {
+            KStmt::Assign(_, e) => f(e),
+            KStmt::Store { index, value, .. } => {
+                f(index);
+                f(value);
+            }
+            KStmt::Resize { len, .. } => f(len),
+            KStmt::Sort { lo, hi, .. } => {
+                f(lo);
+                f(hi);
+            }
+            KStmt::For { lo, hi, body, .. } => {
+                f(lo);
+                f(hi);
+                visit_exprs(body, f);
+            }
+            KStmt::While { cond, body } => {
+                f(cond);
+                visit_exprs(body, f);
+            }
+            KStmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                f(cond);
+                visit_exprs(then, f);
+                visit_exprs(otherwise, f);
+            }
+            KStmt::Break | KStmt::Fail(_) => {}
+        }
+    }
+}
+
 impl Kernel {
     /// An empty kernel.
     pub fn new(name: impl Into<String>) -> Kernel {

@@ -383,6 +383,23 @@ impl Lowerer {
         self.kernel.local(name.to_string(), ty)
     }
 
+    /// A computed index of tensor `t` as an `i64` kernel value (integers of other widths
+    /// are converted; anything else is an error naming the tensor).
+    fn index_value(&mut self, e: &Expr, t: usize) -> Result<KExpr> {
+        let (v, ty) = self.kexpr(e)?;
+        if !ty.is_integer() {
+            return Err(Error::Program(format!(
+                "an index of `{}` has type {ty}; indices are integers",
+                self.tensors[t].name
+            )));
+        }
+        Ok(if ty == ScalarType::I64 {
+            v
+        } else {
+            KExpr::Op(Op::Cast(ScalarType::I64), vec![v])
+        })
+    }
+
     /// Lowers a statement to kernel IR.
     fn lower(&mut self, s: Stmt) -> Result<Vec<KStmt>> {
         self.depth += 1;
@@ -643,18 +660,7 @@ impl Lowerer {
                         let by = match by {
                             None => KExpr::int(*offset),
                             Some(e) => {
-                                let (k, ty) = self.kexpr(e)?;
-                                if !ty.is_integer() {
-                                    return Err(Error::Program(format!(
-                                        "an index of `{}` has type {ty}; indices are integers",
-                                        self.tensors[f.tensor].name
-                                    )));
-                                }
-                                let k = if ty == ScalarType::I64 {
-                                    k
-                                } else {
-                                    KExpr::Op(Op::Cast(ScalarType::I64), vec![k])
-                                };
+                                let k = self.index_value(e, f.tensor)?;
                                 if *offset == 0 {
                                     k
                                 } else {
@@ -815,18 +821,7 @@ impl Lowerer {
             Expr::Permissive(x) => (*x, true),
             v => (v, false),
         };
-        let (v, ty) = self.kexpr(&value)?;
-        if !ty.is_integer() {
-            return Err(Error::Program(format!(
-                "an index of `{}` has type {ty}; indices are integers",
-                self.tensors[fiber.tensor].name
-            )));
-        }
-        let v = if ty == ScalarType::I64 {
-            v
-        } else {
-            KExpr::Op(Op::Cast(ScalarType::I64), vec![v])
-        };
+        let v = self.index_value(&value, fiber.tensor)?;
         let k = self.fresh("concordant", ScalarType::I64);
         let name = format!("concordant:{}", k.0);
         // The statement with that access's last index renamed to the new loop's index.

@@ -353,42 +353,7 @@ impl Emitter<'_> {
                 KExpr::Lit(_) | KExpr::Local(_) | KExpr::Len(_) => {}
             }
         }
-        fn walk(s: &[KStmt], out: &mut std::collections::BTreeSet<BufId>) {
-            for s in s {
-                match s {
-                    KStmt::Assign(_, e) => collect(e, out),
-                    KStmt::Store { index, value, .. } => {
-                        collect(index, out);
-                        collect(value, out);
-                    }
-                    KStmt::Resize { len, .. } => collect(len, out),
-                    KStmt::Sort { lo, hi, .. } => {
-                        collect(lo, out);
-                        collect(hi, out);
-                    }
-                    KStmt::For { lo, hi, body, .. } => {
-                        collect(lo, out);
-                        collect(hi, out);
-                        walk(body, out);
-                    }
-                    KStmt::While { cond, body } => {
-                        collect(cond, out);
-                        walk(body, out);
-                    }
-                    KStmt::If {
-                        cond,
-                        then,
-                        otherwise,
-                    } => {
-                        collect(cond, out);
-                        walk(then, out);
-                        walk(otherwise, out);
-                    }
-                    KStmt::Break | KStmt::Fail(_) => {}
-                }
-            }
-        }
-        walk(&self.k.body, &mut seen);
+        crate::kernel::visit_exprs(&self.k.body, &mut |e| collect(e, &mut seen));
         for b in seen {
             let t = c_type(self.elem(b));
             let s = storage_type(&self.k.bufs[b.0 as usize]);

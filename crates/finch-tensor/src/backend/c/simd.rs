@@ -41,39 +41,7 @@ pub(super) fn count_reads(stmts: &[KStmt], counts: &mut HashMap<LocalId, usize>)
             }
         }
     }
-    for s in stmts {
-        match s {
-            KStmt::Assign(_, e) => expr(e, counts),
-            KStmt::Store { index, value, .. } => {
-                expr(index, counts);
-                expr(value, counts);
-            }
-            KStmt::Resize { len, .. } => expr(len, counts),
-            KStmt::Sort { lo, hi, .. } => {
-                expr(lo, counts);
-                expr(hi, counts);
-            }
-            KStmt::For { lo, hi, body, .. } => {
-                expr(lo, counts);
-                expr(hi, counts);
-                count_reads(body, counts);
-            }
-            KStmt::While { cond, body } => {
-                expr(cond, counts);
-                count_reads(body, counts);
-            }
-            KStmt::If {
-                cond,
-                then,
-                otherwise,
-            } => {
-                expr(cond, counts);
-                count_reads(then, counts);
-                count_reads(otherwise, counts);
-            }
-            KStmt::Break | KStmt::Fail(_) => {}
-        }
-    }
+    crate::kernel::visit_exprs(stmts, &mut |e| expr(e, counts));
 }
 
 /// A translated expression: the same value in every lane (scalar C), or one per lane.
