@@ -956,3 +956,78 @@ fn a_repeated_read_is_read_once() {
     }
     assert_eq!(loads[0], loads[1], "loads of x[i] * x[i] vs x[i] * 2.0");
 }
+
+/// 3-D kernels over 3-level formats: every level kind at the root, in the middle and right
+/// above the leaf (issue #4's "every level in every position").
+const KERNELS_3D: [&str; 3] = [
+    "input A :: {A}\noutput s :: Scalar(0.0)\ns .= 0\nfor k = _, j = _, i = _\n  s[] += A[i, j, k]\nend\n",
+    "input A :: {A}\noutput B :: Dense(Dense(Dense(Element(0.0))))\nB .= 0\nfor k = _, j = _, i = _\n  B[i, j, k] = A[i, j, k] * 2.0\nend\n",
+    "input A :: {A}\ninput x :: Dense(Element(0.0))\noutput Y :: Dense(Dense(Element(0.0)))\nY .= 0\nfor k = _, j = _, i = _\n  Y[i, k] += A[i, j, k] * x[j]\nend\n",
+];
+
+fn level_names() -> Vec<&'static str> {
+    STRUCTURED
+        .iter()
+        .copied()
+        .chain(["Dense", "SparseList", "SparseList{UInt32}"])
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn three_level_formats_match_the_reference(
+        k in 0usize..KERNELS_3D.len(),
+        outer in prop::sample::select(level_names()),
+        middle in prop::sample::select(level_names()),
+        inner in prop::sample::select(level_names()),
+        m in 0usize..5, n in 0usize..5, p in 0usize..5,
+        density in prop::sample::select(vec![0.0, 0.3, 1.0]),
+        seed in any::<u32>(),
+    ) {
+        let format = format!("{outer}({middle}({inner}(Element(0.0))))");
+        let text = KERNELS_3D[k].replace("{A}", &format);
+        let program = Program::parse(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        let a = DenseArray::from_f64(&[m, n, p], &data(m * n * p, density, seed as u64)).unwrap();
+        let (ta, a) = store(&Format::parse(&format).unwrap(), a);
+        let x = DenseArray::from_f64(&[n], &data(n, 0.8, seed as u64 + 1)).unwrap();
+        let mut dense = Bindings::new();
+        dense.insert("A", a);
+        let uses_x = text.contains("input x");
+        if uses_x {
+            dense.insert("x", x.clone());
+        }
+        program
+            .run_reference(&mut dense, &RunOptions::default())
+            .map_err(|e| TestCaseError::fail(format!("reference: {e}")))?;
+        for engine in [Engine::Interp, Engine::C] {
+            let compiled = match program.compile(engine) {
+                Ok(c) => c,
+                Err(e) if e.to_string().contains("does not support the") => return Ok(()),
+                Err(e) => return Err(TestCaseError::fail(format!("{e}\n{text}"))),
+            };
+            let mut t = HashMap::from([("A".to_string(), ta.clone())]);
+            if uses_x {
+                t.insert(
+                    "x".to_string(),
+                    Tensor::from_dense(&Format::parse("Dense(Element(0.0))").unwrap(), &x).unwrap(),
+                );
+            }
+            compiled
+                .run(&mut t, &HashMap::new())
+                .map_err(|e| TestCaseError::fail(format!("{engine:?}: {e}\n{text}")))?;
+            for d in program.decls().iter().filter(|d| d.kind == finch::notation::DeclKind::Output) {
+                let want = dense.get(&d.name).unwrap();
+                let got = t[&d.name].to_dense().unwrap();
+                prop_assert!(
+                    got.shape == want.shape && got.data.iter().zip(&want.data).all(|(a, b)| a.same(b)),
+                    "{engine:?} {format} [{m}, {n}, {p}]:\n got {:?}\nwant {:?}\n{}",
+                    got.data,
+                    want.data,
+                    compiled.kernel()
+                );
+            }
+        }
+    }
+}
