@@ -331,13 +331,7 @@ impl CompiledProgram {
                             .and_then(Tensor::into_dense_values)
                             .unwrap_or_else(|| Buffer::new(ty));
                         val.resize_filled(checked_len(shape)?, init)?;
-                        OutBufs {
-                            val,
-                            ptr: vec![],
-                            idx: vec![],
-                            flags: Buffer::new(ScalarType::Bool),
-                            aux: vec![],
-                        }
+                        OutBufs::values(val)
                     }
                     Some(d) => {
                         // Parent positions (the product of the Dense sizes above the level)
@@ -774,17 +768,7 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                             ptr,
                             tbl: flags,
                             srt: idx,
-                            child: Box::new(output_storage(
-                                child,
-                                rest,
-                                OutBufs {
-                                    val,
-                                    ptr: vec![],
-                                    idx: vec![],
-                                    flags: Buffer::new(ScalarType::Bool),
-                                    aux: vec![],
-                                },
-                            )?),
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
                         },
                     ))
                 }
@@ -864,17 +848,7 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                             shape: *last,
                             ptr: IndexVec::with_width(ptr, *index, "a SparseList output's ptr")?,
                             idx: IndexVec::with_width(idx, *index, "a SparseList output's idx")?,
-                            child: Box::new(output_storage(
-                                child,
-                                rest,
-                                OutBufs {
-                                    val,
-                                    ptr: vec![],
-                                    idx: vec![],
-                                    flags: Buffer::new(ScalarType::Bool),
-                                    aux: vec![],
-                                },
-                            )?),
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
                         },
                     ))
                 }

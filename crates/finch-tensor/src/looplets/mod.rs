@@ -33,6 +33,33 @@ pub struct Fiber {
     pub protocols: u64,
 }
 
+impl Fiber {
+    /// The leaf position `pos` a written level hands out (tensor `tensor`, level `depth`),
+    /// claimed on the first write as `hollow` says.
+    pub fn hollow_leaf(tensor: usize, depth: usize, pos: KExpr, hollow: Hollow) -> Tensor {
+        Tensor::Fiber(Fiber {
+            tensor,
+            depth,
+            pos,
+            hollow: Some(hollow),
+            protocols: 0,
+        })
+    }
+}
+
+impl Hollow {
+    /// A claim that sets `dirty`, where storing the fill into an unclaimed position does
+    /// nothing (a level recording only the indices written).
+    pub fn claiming(dirty: crate::kernel::LocalId, claim: Vec<KStmt>) -> Hollow {
+        Hollow {
+            dirty,
+            claim,
+            skip_fill: true,
+            skip_fill_values: false,
+        }
+    }
+}
+
 /// The bit of [`Fiber::protocols`] marking a written access (levels that are both written
 /// and read in one kernel, such as a SparseByteMap workspace, unfurl differently).
 pub const WRITTEN: u64 = 1 << 63;

@@ -719,6 +719,35 @@ impl Lowerer {
 
     /// Rewrites the looplet accesses indexed last by `index`; `f` gets each looplet with
     /// its occurrence number.
+    /// The looplets indexed by `index` in `body`, in order.
+    fn looplets(&self, body: &Stmt, index: &str) -> Result<Vec<Looplet>> {
+        let mut found = Vec::new();
+        self.rewrite(body.clone(), index, &mut |_, l| {
+            found.push(l.clone());
+            Repl::Keep
+        })?;
+        Ok(found)
+    }
+
+    /// `body` with the first looplet that `is` accepts replaced by `with`.
+    fn replace_first(
+        &self,
+        body: Stmt,
+        index: &str,
+        is: fn(&Looplet) -> bool,
+        with: &Looplet,
+    ) -> Result<Stmt> {
+        let mut taken = false;
+        self.rewrite(body, index, &mut |_, l| {
+            if !taken && is(l) {
+                taken = true;
+                Repl::Looplet(with.clone())
+            } else {
+                Repl::Keep
+            }
+        })
+    }
+
     fn rewrite(
         &self,
         body: Stmt,
@@ -926,13 +955,14 @@ impl Lowerer {
     /// full chunk and advances, the others are walked as Steppers within the step. Every
     /// jumper seeks to the step's start first (another leader may have jumped past it).
     fn rule_jumper(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
-        let mut jumpers: Vec<Rc<Stepper>> = Vec::new();
-        let _ = self.rewrite(body.clone(), index, &mut |_, l| {
-            if let Looplet::Jumper(s) = l {
-                jumpers.push(s.clone());
-            }
-            Repl::Keep
-        })?;
+        let jumpers: Vec<Rc<Stepper>> = self
+            .looplets(&body, index)?
+            .into_iter()
+            .filter_map(|l| match l {
+                Looplet::Jumper(s) => Some(s),
+                _ => None,
+            })
+            .collect();
         if jumpers.len() > 3 {
             return Err(Error::Unsupported(format!(
                 "galloping over {} operands in one loop (at most 3 for now)",
@@ -1256,24 +1286,18 @@ impl Lowerer {
     /// are handled inside each branch, so the branches cover the cartesian product of the
     /// cases and each condition is tested once on a path).
     fn rule_switch(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
-        let mut cases: Option<Vec<(KExpr, Looplet)>> = None;
-        let _ = self.rewrite(body.clone(), index, &mut |_, l| {
-            if let (None, Looplet::Switch(c)) = (&cases, l) {
-                cases = Some(c.clone());
-            }
-            Repl::Keep
-        })?;
-        let cases = cases.ok_or_else(|| Error::Program("internal: no switch".into()))?;
+        let cases = self
+            .looplets(&body, index)?
+            .into_iter()
+            .find_map(|l| match l {
+                Looplet::Switch(c) => Some(c),
+                _ => None,
+            })
+            .ok_or_else(|| Error::Program("internal: no switch".into()))?;
         let mut chain: Vec<KStmt> = Vec::new();
         for (cond, case) in cases.into_iter().rev() {
-            let mut taken = false;
-            let case_body = self.rewrite(body.clone(), index, &mut |_, l| match (taken, l) {
-                (false, Looplet::Switch(_)) => {
-                    taken = true;
-                    Repl::Looplet(case.clone())
-                }
-                _ => Repl::Keep,
-            })?;
+            let is_switch = |l: &Looplet| matches!(l, Looplet::Switch(_));
+            let case_body = self.replace_first(body.clone(), index, is_switch, &case)?;
             let code = self.lower(Stmt::Loop {
                 index: index.into(),
                 lo: lo.clone(),
@@ -1345,14 +1369,14 @@ impl Lowerer {
         hi: KExpr,
         body: Stmt,
     ) -> Result<Vec<KStmt>> {
-        let mut phases: Option<Vec<(Option<KExpr>, Looplet)>> = None;
-        let _ = self.rewrite(body.clone(), index, &mut |_, l| {
-            if let (None, Looplet::Sequence(p)) = (&phases, l) {
-                phases = Some(p.clone());
-            }
-            Repl::Keep
-        })?;
-        let phases = phases.ok_or_else(|| Error::Program("internal: no sequence".into()))?;
+        let phases = self
+            .looplets(&body, index)?
+            .into_iter()
+            .find_map(|l| match l {
+                Looplet::Sequence(p) => Some(p),
+                _ => None,
+            })
+            .ok_or_else(|| Error::Program("internal: no sequence".into()))?;
         let mut out = Vec::new();
         let mut start = lo.clone();
         for (k, (stop, phase)) in phases.iter().enumerate() {
@@ -1381,14 +1405,8 @@ impl Lowerer {
                 // The phase stop is that local's value (the prover may compare with it).
                 self.at_most.extend([(x, e_local), (e_local, x)]);
             }
-            let mut taken = false;
-            let phase_body = self.rewrite(body.clone(), index, &mut |_, l| match (taken, l) {
-                (false, Looplet::Sequence(_)) => {
-                    taken = true;
-                    Repl::Looplet(phase.clone())
-                }
-                _ => Repl::Keep,
-            })?;
+            let is_sequence = |l: &Looplet| matches!(l, Looplet::Sequence(_));
+            let phase_body = self.replace_first(body.clone(), index, is_sequence, phase)?;
             // A constant start stays visible to the rules below (a seek to index 1 is free).
             let phase_lo = match &start {
                 KExpr::Lit(_) => start.clone(),
@@ -1430,13 +1448,14 @@ impl Lowerer {
         hi: KExpr,
         body: Stmt,
     ) -> Result<Vec<KStmt>> {
-        let mut steppers: Vec<std::rc::Rc<Stepper>> = Vec::new();
-        let _ = self.rewrite(body.clone(), index, &mut |_, l| {
-            if let Looplet::Stepper(s) = l {
-                steppers.push(s.clone());
-            }
-            Repl::Keep
-        })?;
+        let steppers: Vec<std::rc::Rc<Stepper>> = self
+            .looplets(&body, index)?
+            .into_iter()
+            .filter_map(|l| match l {
+                Looplet::Stepper(s) => Some(s),
+                _ => None,
+            })
+            .collect();
         if steppers.len() > 4 {
             return Err(Error::Unsupported(format!(
                 "coiterating {} sparse operands in one loop (at most 4 for now)",

@@ -109,9 +109,9 @@ impl Lowerer {
                         KExpr::int(1),
                     ],
                 );
-                let hollow = crate::looplets::Hollow {
+                let hollow = crate::looplets::Hollow::claiming(
                     dirty,
-                    claim: vec![
+                    vec![
                         KStmt::If {
                             cond: KExpr::bin(Op::Ge, l(qos), KExpr::Len(val)),
                             then: vec![
@@ -135,9 +135,7 @@ impl Lowerer {
                         },
                         KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))),
                     ],
-                    skip_fill: true,
-                    skip_fill_values: false,
-                };
+                );
                 // After each index's statements: record it if written.
                 let record = move |i: KExpr| {
                     vec![KStmt::If {
@@ -158,13 +156,7 @@ impl Lowerer {
                     preamble: vec![KStmt::Assign(start, l(qos))],
                     body: Box::new(Looplet::LookupWrite {
                         body: Rc::new(move |_i: KExpr| {
-                            Tensor::Fiber(Fiber {
-                                tensor: t,
-                                depth,
-                                pos: l(qos),
-                                hollow: Some(hollow.clone()),
-                                protocols: 0,
-                            })
+                            Fiber::hollow_leaf(t, depth, l(qos), hollow.clone())
                         }),
                         epilogue: Rc::new(record),
                     }),
@@ -230,13 +222,7 @@ impl Lowerer {
                 self.written_only(f, &name)?;
                 Ok(Looplet::LookupWrite {
                     body: Rc::new(move |_i: KExpr| {
-                        Tensor::Fiber(Fiber {
-                            tensor: t,
-                            depth,
-                            pos: at.clone(),
-                            hollow: Some(hollow.clone()),
-                            protocols: 0,
-                        })
+                        Fiber::hollow_leaf(t, depth, at.clone(), hollow.clone())
                     }),
                     epilogue: Rc::new(record),
                 })
@@ -416,18 +402,12 @@ impl Lowerer {
                 },
                 KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))),
             ];
-            Tensor::Fiber(Fiber {
-                tensor: t,
+            Fiber::hollow_leaf(
+                t,
                 depth,
-                pos: l(qos),
-                hollow: Some(crate::looplets::Hollow {
-                    dirty,
-                    claim,
-                    skip_fill: true,
-                    skip_fill_values: false,
-                }),
-                protocols: 0,
-            })
+                l(qos),
+                crate::looplets::Hollow::claiming(dirty, claim),
+            )
         };
         let record = move |i: KExpr| {
             let i0 = KExpr::bin(Op::Sub, i, int(1));
@@ -542,18 +522,12 @@ impl Lowerer {
                 value: KExpr::Lit(init),
             });
             claim.push(KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))));
-            Tensor::Fiber(Fiber {
-                tensor: t,
+            Fiber::hollow_leaf(
+                t,
                 depth,
-                pos: l(qos),
-                hollow: Some(crate::looplets::Hollow {
-                    dirty,
-                    claim,
-                    skip_fill: true,
-                    skip_fill_values: false,
-                }),
-                protocols: 0,
-            })
+                l(qos),
+                crate::looplets::Hollow::claiming(dirty, claim),
+            )
         };
         let record = move |lo: KExpr, hi: KExpr| {
             let mut then = vec![KStmt::Store {
@@ -630,15 +604,8 @@ impl Lowerer {
             skip_fill_values: true,
         };
         let at = scratch.clone();
-        let body = move |_lo: KExpr, _hi: KExpr| {
-            Tensor::Fiber(Fiber {
-                tensor: t,
-                depth,
-                pos: at.clone(),
-                hollow: Some(hollow.clone()),
-                protocols: 0,
-            })
-        };
+        let body =
+            move |_lo: KExpr, _hi: KExpr| Fiber::hollow_leaf(t, depth, at.clone(), hollow.clone());
         let record = move |lo: KExpr, hi: KExpr| {
             let (lo0, hi0) = (
                 KExpr::bin(Op::Sub, lo, int(1)),
@@ -750,18 +717,12 @@ impl Lowerer {
                 grow_to(val, need, init),
                 KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))),
             ];
-            Tensor::Fiber(Fiber {
-                tensor: t,
+            Fiber::hollow_leaf(
+                t,
                 depth,
-                pos: at(i),
-                hollow: Some(crate::looplets::Hollow {
-                    dirty,
-                    claim,
-                    skip_fill: true,
-                    skip_fill_values: false,
-                }),
-                protocols: 0,
-            })
+                at(i),
+                crate::looplets::Hollow::claiming(dirty, claim),
+            )
         };
         let record = move |i: KExpr| {
             vec![KStmt::If {
@@ -964,15 +925,7 @@ impl Lowerer {
             }]
         };
         Ok(Looplet::LookupWrite {
-            body: Rc::new(move |i: KExpr| {
-                Tensor::Fiber(Fiber {
-                    tensor: t,
-                    depth,
-                    pos: at(i),
-                    hollow: Some(hollow.clone()),
-                    protocols: 0,
-                })
-            }),
+            body: Rc::new(move |i: KExpr| Fiber::hollow_leaf(t, depth, at(i), hollow.clone())),
             epilogue: Rc::new(record),
         })
     }
