@@ -780,3 +780,16 @@ fn an_index_sum_walks_the_sparse_level_shifted() {
         }
     }
 }
+
+#[test]
+fn an_inner_let_shadows_an_outer_one() {
+    // `let a = 2x; let a = a + 1; s += a`: the inner `a` is 2x + 1 wherever it is used.
+    let text = "input  x :: Dense(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  let a = x[i] * 2.0\n    let a = a + 1.0\n      s[] += a\n    end\n  end\nend\n";
+    let x = DenseArray::from_f64(&[4], &[0.0, 2.0, 0.0, 4.0]).unwrap();
+    let want = reference(text, &[("x", &x)]);
+    assert_eq!(want.get("s").unwrap().data, vec![Value::F64(16.0)]);
+    for engine in [Engine::Interp, Engine::C] {
+        let got = compiled(text, engine, &[("x", &x)]);
+        assert_eq!(&got["s"], want.get("s").unwrap(), "{engine:?}");
+    }
+}

@@ -299,6 +299,81 @@ pub enum Stmt {
     Freeze(usize),
 }
 
+/// `s` with the index or `let` variable `name` replaced by `with` wherever it is free: a
+/// nested `let` or loop of the same name shadows it.
+pub fn substitute(s: Stmt, name: &str, with: &Expr) -> Stmt {
+    fn expr(e: Expr, name: &str, with: &Expr) -> Expr {
+        match e {
+            Expr::Index(i) if i == name => with.clone(),
+            Expr::Wrapped {
+                index,
+                offset,
+                by,
+                permissive,
+            } => Expr::Wrapped {
+                index,
+                offset,
+                by: by.map(|b| Box::new(expr(*b, name, with))),
+                permissive,
+            },
+            Expr::Permissive(x) => Expr::Permissive(Box::new(expr(*x, name, with))),
+            Expr::Call(op, a) => {
+                Expr::Call(op, a.into_iter().map(|x| expr(x, name, with)).collect())
+            }
+            Expr::Access(t, idx) => Expr::Access(
+                Box::new(match *t {
+                    Tensor::Value(v) => Tensor::Value(expr(v, name, with)),
+                    other => other,
+                }),
+                idx.into_iter().map(|x| expr(x, name, with)).collect(),
+            ),
+            other => other,
+        }
+    }
+    let sub = |s: Box<Stmt>| Box::new(substitute(*s, name, with));
+    match s {
+        Stmt::Assign { lhs, op, rhs } => Stmt::Assign {
+            lhs: (
+                lhs.0,
+                lhs.1.into_iter().map(|x| expr(x, name, with)).collect(),
+            ),
+            op,
+            rhs: expr(rhs, name, with),
+        },
+        Stmt::Sieve {
+            cond,
+            then,
+            otherwise,
+        } => Stmt::Sieve {
+            cond: expr(cond, name, with),
+            then: sub(then),
+            otherwise: sub(otherwise),
+        },
+        Stmt::Define { var, value, body } => {
+            let value = expr(value, name, with);
+            let body = if var == name { body } else { sub(body) };
+            Stmt::Define { var, value, body }
+        }
+        Stmt::Loop {
+            index,
+            lo,
+            hi,
+            body,
+        } => {
+            let body = if index == name { body } else { sub(body) };
+            Stmt::Loop {
+                index,
+                lo,
+                hi,
+                body,
+            }
+        }
+        Stmt::Block(b) => Stmt::Block(b.into_iter().map(|s| substitute(s, name, with)).collect()),
+        Stmt::SetScalar(t, e) => Stmt::SetScalar(t, expr(e, name, with)),
+        other @ (Stmt::Reset(..) | Stmt::Freeze(_)) => other,
+    }
+}
+
 /// The looplet a truncated child becomes when the step ends before the child's stop: a
 /// Spike loses its tail.
 pub fn truncate_before_stop(l: &Looplet) -> Looplet {

@@ -343,39 +343,8 @@ fn mentions(s: &Stmt, index: &str) -> bool {
 }
 
 /// Replaces the index (or `let` variable) `name` by a kernel value.
-fn bind(s: Stmt, name: &str, value: &KExpr) -> Result<Stmt> {
-    fn in_expr(e: Expr, name: &str, value: &KExpr) -> Expr {
-        match e {
-            Expr::Index(i) if i == name => Expr::Code(value.clone()),
-            Expr::Wrapped {
-                index,
-                offset,
-                by: Some(by),
-                permissive,
-            } => Expr::Wrapped {
-                index,
-                offset,
-                by: Some(Box::new(in_expr(*by, name, value))),
-                permissive,
-            },
-            Expr::Permissive(x) => Expr::Permissive(Box::new(in_expr(*x, name, value))),
-            Expr::Call(op, a) => {
-                Expr::Call(op, a.into_iter().map(|x| in_expr(x, name, value)).collect())
-            }
-            Expr::Access(t, idx) => {
-                let t = match *t {
-                    Tensor::Value(v) => Tensor::Value(in_expr(v, name, value)),
-                    other => other,
-                };
-                Expr::Access(
-                    Box::new(t),
-                    idx.into_iter().map(|x| in_expr(x, name, value)).collect(),
-                )
-            }
-            other => other,
-        }
-    }
-    map_exprs(s, &mut |e| Ok(in_expr(e, name, value)))
+fn bind(s: Stmt, name: &str, value: &KExpr) -> Stmt {
+    crate::looplets::substitute(s, name, &Expr::Code(value.clone()))
 }
 
 impl Lowerer {
@@ -453,7 +422,7 @@ impl Lowerer {
                 let (v, t) = self.kexpr(&value)?;
                 let l = self.fresh(var.trim_start_matches("let:"), t);
                 let mut out = vec![KStmt::Assign(l, v)];
-                out.extend(self.lower(bind(*body, &var, &KExpr::Local(l))?)?);
+                out.extend(self.lower(bind(*body, &var, &KExpr::Local(l)))?);
                 Ok(out)
             }
             Stmt::Freeze(t) => {
@@ -1751,7 +1720,7 @@ impl Lowerer {
                 }
                 _ => Repl::Keep,
             })?;
-            let mut code = self.lower(bind(body, index, &hi)?)?;
+            let mut code = self.lower(bind(body, index, &hi))?;
             if !code.is_empty() {
                 for e in &epilogues {
                     code.extend(e(hi.clone()));
@@ -1784,7 +1753,7 @@ impl Lowerer {
             }
             _ => Repl::Keep,
         })?;
-        let mut inner = self.lower(bind(body, index, &KExpr::Local(var))?)?;
+        let mut inner = self.lower(bind(body, index, &KExpr::Local(var)))?;
         if inner.is_empty() {
             return Ok(vec![]);
         }

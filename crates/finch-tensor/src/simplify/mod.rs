@@ -342,7 +342,7 @@ pub fn simplify_stmt(s: Stmt, ty: &dyn Typer) -> Stmt {
             let value = simplify_expr(value, ty);
             // A `let` of a constant (a read in a region of fill values) is the constant.
             if let Expr::Lit(v) = value {
-                return simplify_stmt(substitute(*body, &var, v), ty);
+                return simplify_stmt(crate::looplets::substitute(*body, &var, &Expr::Lit(v)), ty);
             }
             let body = simplify_stmt(*body, ty);
             if is_empty(&body) {
@@ -388,72 +388,6 @@ pub fn simplify_stmt(s: Stmt, ty: &dyn Typer) -> Stmt {
         Stmt::SetScalar(s, e) => Stmt::SetScalar(s, simplify_expr(e, ty)),
         Stmt::Reset(t, v) => Stmt::Reset(t, v),
         Stmt::Freeze(t) => Stmt::Freeze(t),
-    }
-}
-
-/// `s` with the `let` variable `var` replaced by `v`.
-fn substitute(s: Stmt, var: &str, v: Value) -> Stmt {
-    fn expr(e: Expr, var: &str, v: Value) -> Expr {
-        match e {
-            Expr::Index(n) if n == var => Expr::Lit(v),
-            Expr::Call(op, args) => {
-                Expr::Call(op, args.into_iter().map(|a| expr(a, var, v)).collect())
-            }
-            Expr::Access(t, idx) => Expr::Access(
-                Box::new(match *t {
-                    Tensor::Value(e) => Tensor::Value(expr(e, var, v)),
-                    other => other,
-                }),
-                idx.into_iter().map(|x| expr(x, var, v)).collect(),
-            ),
-            Expr::Permissive(x) => Expr::Permissive(Box::new(expr(*x, var, v))),
-            other => other,
-        }
-    }
-    let sub = |s: Box<Stmt>| Box::new(substitute(*s, var, v));
-    match s {
-        Stmt::Assign { lhs, op, rhs } => Stmt::Assign {
-            lhs: (lhs.0, lhs.1.into_iter().map(|x| expr(x, var, v)).collect()),
-            op,
-            rhs: expr(rhs, var, v),
-        },
-        Stmt::Sieve {
-            cond,
-            then,
-            otherwise,
-        } => Stmt::Sieve {
-            cond: expr(cond, var, v),
-            then: sub(then),
-            otherwise: sub(otherwise),
-        },
-        // An inner `let` of the same name shadows this one.
-        Stmt::Define {
-            var: inner,
-            value,
-            body,
-        } => {
-            let value = expr(value, var, v);
-            let body = if inner == var { body } else { sub(body) };
-            Stmt::Define {
-                var: inner,
-                value,
-                body,
-            }
-        }
-        Stmt::Loop {
-            index,
-            lo,
-            hi,
-            body,
-        } => Stmt::Loop {
-            index,
-            lo,
-            hi,
-            body: sub(body),
-        },
-        Stmt::Block(b) => Stmt::Block(b.into_iter().map(|s| substitute(s, var, v)).collect()),
-        Stmt::SetScalar(t, e) => Stmt::SetScalar(t, expr(e, var, v)),
-        other @ (Stmt::Reset(..) | Stmt::Freeze(_)) => other,
     }
 }
 
