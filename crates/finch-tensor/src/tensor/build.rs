@@ -352,16 +352,7 @@ fn build_level(
                     })
                 }
                 LevelKind::SparseList => {
-                    let mut ptr = Vec::with_capacity(groups.len() + 1);
-                    let mut idx = Vec::new();
-                    ptr.push(0);
-                    for &(lo, hi) in groups {
-                        for (i, g) in index_groups(e, m, lo, hi) {
-                            idx.push(i);
-                            child_groups.push(g);
-                        }
-                        ptr.push(idx.len());
-                    }
+                    let (ptr, idx) = sorted_lists(e, m, groups, &mut child_groups);
                     let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
                     LevelStorage::SparseList(SparseListStorage {
                         shape: size,
@@ -583,14 +574,7 @@ fn build_level(
                     })
                 }
                 LevelKind::SparseHash => {
-                    let (mut ptr, mut idx) = (vec![0], Vec::new());
-                    for &(lo, hi) in groups {
-                        for (i, g) in index_groups(e, m, lo, hi) {
-                            idx.push(i);
-                            child_groups.push(g);
-                        }
-                        ptr.push(idx.len());
-                    }
+                    let (ptr, idx) = sorted_lists(e, m, groups, &mut child_groups);
                     let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
                     LevelStorage::SparseHash(SparseHashStorage {
                         shape: size,
@@ -604,6 +588,27 @@ fn build_level(
             Ok(storage)
         }
     }
+}
+
+/// Per parent group, its distinct indices of mode `m` in order: `ptr` (offsets, one per
+/// group plus one) and `idx`; each index's entries go to `child_groups`.
+fn sorted_lists(
+    e: &Entries,
+    m: usize,
+    groups: &[(usize, usize)],
+    child_groups: &mut Vec<(usize, usize)>,
+) -> (Vec<usize>, Vec<usize>) {
+    let mut ptr = Vec::with_capacity(groups.len() + 1);
+    let mut idx = Vec::new();
+    ptr.push(0);
+    for &(lo, hi) in groups {
+        for (i, g) in index_groups(e, m, lo, hi) {
+            idx.push(i);
+            child_groups.push(g);
+        }
+        ptr.push(idx.len());
+    }
+    (ptr, idx)
 }
 
 /// The distinct indices of key position `m` among entries `lo..hi`, each with its range of
