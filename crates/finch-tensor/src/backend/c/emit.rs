@@ -175,7 +175,7 @@ struct Emitter<'k> {
     out: String,
     /// Emit AVX-512 code for the loops `simd::vectorize` takes.
     simd: bool,
-    /// Reads of each local in the whole kernel (for `simd::vectorize`).
+    /// Reads of each local in the whole kernel (for `simd::vectorize`; empty otherwise).
     reads: HashMap<LocalId, usize>,
     /// Loops emitted as AVX-512 code.
     vectorized: usize,
@@ -184,14 +184,12 @@ struct Emitter<'k> {
 /// Emits the C source of a kernel (`name` is the exported symbol).
 pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
     crate::kernel::verify(k)?;
-    let mut reads = HashMap::new();
-    super::simd::count_reads(&k.body, &mut reads);
     let mut e = Emitter {
         k,
         mode,
         out: String::new(),
         simd: false,
-        reads,
+        reads: HashMap::new(),
         vectorized: 0,
     };
     e.out.push_str(PRELUDE);
@@ -206,19 +204,20 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
     // A reassociating kernel with loops AVX-512 can run eight positions at a time gets a
     // second, vectorized copy, chosen at run time on CPUs that have AVX-512.
     if k.reassociate && mode == CheckMode::Trusted {
+        let mut reads = HashMap::new();
+        super::simd::count_reads(&k.body, &mut reads);
         let mut v = Emitter {
             k,
             mode,
             out: String::new(),
             simd: true,
-            reads: std::mem::take(&mut e.reads),
+            reads,
             vectorized: 0,
         };
         v.function(
             &format!("{name}_avx512"),
             "__attribute__((target(\"avx512f,avx512dq,avx512vl\"))) static ",
         )?;
-        e.reads = std::mem::take(&mut v.reads);
         if v.vectorized > 0 {
             e.function(&format!("{name}_scalar"), "static ")?;
             let _ = writeln!(
