@@ -374,6 +374,23 @@ impl CompiledProgram {
                             }
                             // Block ends start with the first block's start.
                             LevelParams::SparseBlockListOut { .. } => b.aux = vec![0],
+                            // Entries are recorded by their linear position over every
+                            // mode down to the level's last, which must fit the kernel's
+                            // `i64`.
+                            LevelParams::CooOut { modes, .. } => {
+                                let below = shape.len() - d - modes;
+                                let fits = checked_len(&shape[below..])
+                                    .ok()
+                                    .is_some_and(|n| i64::try_from(n).is_ok());
+                                if !fits {
+                                    return Err(Error::Program(format!(
+                                        "`{}` ({}) of shape {} is too large to be written: its SparseCOO level records positions in 64 bits",
+                                        info.name,
+                                        info.format,
+                                        fmt_shape(shape)
+                                    )));
+                                }
+                            }
                             // SparseList and run-length levels: per-fiber counts in `ptr`.
                             _ => {}
                         }
@@ -451,6 +468,28 @@ impl CompiledProgram {
                     }
                     (LevelParams::Element { val, .. }, None) => {
                         sources.insert(*val, Source::Output(k));
+                    }
+                    (
+                        LevelParams::Coo {
+                            ptr,
+                            tbl,
+                            mode,
+                            modes,
+                            ..
+                        },
+                        Some(l @ LevelStorage::SparseCoo(s)),
+                    ) => {
+                        // Every mode of the level shares its buffers; the child follows
+                        // the last mode.
+                        if *mode == 0 {
+                            sources.insert(*ptr, Source::Read(KernelBuf::Indices(&s.ptr)));
+                            for (b, coords) in tbl.iter().zip(&s.tbl) {
+                                sources.insert(*b, Source::Read(KernelBuf::Indices(coords)));
+                            }
+                        }
+                        if *mode + 1 == *modes {
+                            level = l.child();
+                        }
                     }
                     (LevelParams::Structured { bufs, .. }, Some(l)) => {
                         for (b, kb) in bufs.iter().zip(l.kernel_buffers()) {
@@ -771,6 +810,29 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
                             child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
                         },
                     ))
+                }
+                crate::formats::LevelKind::SparseCoo(modes) => {
+                    // The kernel recorded each entry's linear position over the modes
+                    // from the root down to the level's last (outermost most significant):
+                    // the level's own modes are its last `modes` digits.
+                    let split = shape.len().checked_sub(*modes).ok_or_else(|| {
+                        Error::Program(format!("internal: shape {}", fmt_shape(shape)))
+                    })?;
+                    let (rest, own) = shape.split_at(split);
+                    let OutBufs { val, ptr, idx, .. } = bufs;
+                    let mut tbl = vec![Vec::with_capacity(idx.len()); *modes];
+                    for mut lin in idx {
+                        for (k, &n) in own.iter().enumerate() {
+                            tbl[k].push(lin % n.max(1));
+                            lin /= n.max(1);
+                        }
+                    }
+                    Ok(LevelStorage::SparseCoo(crate::formats::SparseCooStorage {
+                        shape: own.to_vec(),
+                        ptr,
+                        tbl,
+                        child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                    }))
                 }
                 crate::formats::LevelKind::SparsePoint => {
                     let OutBufs { val, idx, .. } = bufs;

@@ -33,7 +33,9 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 46] = [
+const KERNELS: [Kernel; 48] = [
+    Kernel { name: "convert_to_coo", text: "input A :: {A}\noutput C :: SparseCOO{2}(Element(0.0))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "coo_vector_out_mul", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseCOO{1}(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "convolution_padded", text: "input x :: {x}\ninput z :: {z}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] += x[i]\n  for j = _\n    y[i] += coalesce(x[~(i + j - 2)], 0.5) * z[j]\n  end\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 1, 0)] },
     Kernel { name: "convert_to_interval", text: "input A :: {A}\noutput C :: Dense(SparseInterval(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "interval_out_scale", text: "input x :: {x}\noutput w :: SparseInterval(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * 2.0\nend\n", inputs: &[("x", false, 0, 0)] },
@@ -320,6 +322,7 @@ fn structured_vectors() -> Vec<String> {
         .iter()
         .map(|l| format!("{l}(Element(0.0))"))
         .chain(VECTORS.iter().map(|s| s.to_string()))
+        .chain(["SparseCOO{1}(Element(0.0))".to_string()])
         .collect()
 }
 
@@ -336,6 +339,12 @@ fn structured_matrices() -> Vec<String> {
                 format!("{l}({l}(Element(0.0)))"),
             ]
         })
+        // One SparseCOO level spanning both modes, and one per mode.
+        .chain([
+            "SparseCOO{2}(Element(0.0))".to_string(),
+            "SparseCOO{1}(SparseCOO{1}(Element(0.0)))".to_string(),
+            "Dense(SparseCOO{1}(Element(0.0)))".to_string(),
+        ])
         .collect()
 }
 
@@ -987,46 +996,119 @@ proptest! {
         seed in any::<u32>(),
     ) {
         let format = format!("{outer}({middle}({inner}(Element(0.0))))");
-        let text = KERNELS_3D[k].replace("{A}", &format);
-        let program = Program::parse(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
-        let a = DenseArray::from_f64(&[m, n, p], &data(m * n * p, density, seed as u64)).unwrap();
-        let (ta, a) = store(&Format::parse(&format).unwrap(), a);
-        let x = DenseArray::from_f64(&[n], &data(n, 0.8, seed as u64 + 1)).unwrap();
-        let mut dense = Bindings::new();
-        dense.insert("A", a);
-        let uses_x = text.contains("input x");
-        if uses_x {
-            dense.insert("x", x.clone());
-        }
-        program
-            .run_reference(&mut dense, &RunOptions::default())
-            .map_err(|e| TestCaseError::fail(format!("reference: {e}")))?;
-        for engine in [Engine::Interp, Engine::C] {
-            let compiled = match program.compile(engine) {
-                Ok(c) => c,
-                Err(e) if e.to_string().contains("does not support the") => return Ok(()),
-                Err(e) => return Err(TestCaseError::fail(format!("{e}\n{text}"))),
-            };
-            let mut t = HashMap::from([("A".to_string(), ta.clone())]);
-            if uses_x {
-                t.insert(
-                    "x".to_string(),
-                    Tensor::from_dense(&Format::parse("Dense(Element(0.0))").unwrap(), &x).unwrap(),
-                );
+        check_3d(KERNELS_3D[k], &format, [m, n, p], density, seed as u64)?;
+    }
+}
+
+/// Every kernel over SparseCOO inputs (one level spanning both modes, one level per mode,
+/// under Dense), on fixed sizes including 0 and 1 and every density.
+#[test]
+fn coo_levels_match_the_reference() {
+    let matrices = [
+        "SparseCOO{2}(Element(0.0))",
+        "SparseCOO{1}(SparseCOO{1}(Element(0.0)))",
+        "Dense(SparseCOO{1}(Element(0.0)))",
+    ];
+    let vector = "SparseCOO{1}(Element(0.0))";
+    let mut seed = 7;
+    for k in &KERNELS {
+        for (a, b) in [(0, 0), (0, 1), (1, 2), (2, 0)] {
+            for sizes in [[0, 3, 2], [1, 1, 1], [5, 4, 3], [23, 6, 5]] {
+                for density in [0.0, 0.2, 0.6, 1.0] {
+                    seed += 1;
+                    let formats = [matrices[a], matrices[b], vector, "Dense(Element(0.0))"];
+                    if let Err(e) = check(k, &formats, sizes, density, seed) {
+                        panic!("{}: {e}", k.name);
+                    }
+                }
             }
-            compiled
-                .run(&mut t, &HashMap::new())
-                .map_err(|e| TestCaseError::fail(format!("{engine:?}: {e}\n{text}")))?;
-            for d in program.decls().iter().filter(|d| d.kind == finch::notation::DeclKind::Output) {
-                let want = dense.get(&d.name).unwrap();
-                let got = t[&d.name].to_dense().unwrap();
-                prop_assert!(
-                    got.shape == want.shape && got.data.iter().zip(&want.data).all(|(a, b)| a.same(b)),
-                    "{engine:?} {format} [{m}, {n}, {p}]:\n got {:?}\nwant {:?}\n{}",
-                    got.data,
-                    want.data,
-                    compiled.kernel()
-                );
+        }
+    }
+}
+
+/// A 3-D kernel over `A` in `format`, on the interpreter and C, against the reference.
+fn check_3d(
+    kernel: &str,
+    format: &str,
+    [m, n, p]: [usize; 3],
+    density: f64,
+    seed: u64,
+) -> Result<(), TestCaseError> {
+    let text = kernel.replace("{A}", format);
+    let program = Program::parse(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+    let a = DenseArray::from_f64(&[m, n, p], &data(m * n * p, density, seed)).unwrap();
+    let (ta, a) = store(&Format::parse(format).unwrap(), a);
+    let x = DenseArray::from_f64(&[n], &data(n, 0.8, seed + 1)).unwrap();
+    let mut dense = Bindings::new();
+    dense.insert("A", a);
+    let uses_x = text.contains("input x");
+    if uses_x {
+        dense.insert("x", x.clone());
+    }
+    program
+        .run_reference(&mut dense, &RunOptions::default())
+        .map_err(|e| TestCaseError::fail(format!("reference: {e}")))?;
+    for engine in [Engine::Interp, Engine::C] {
+        let compiled = match program.compile(engine) {
+            Ok(c) => c,
+            Err(e) if e.to_string().contains("does not support the") => return Ok(()),
+            Err(e) => return Err(TestCaseError::fail(format!("{e}\n{text}"))),
+        };
+        let mut t = HashMap::from([("A".to_string(), ta.clone())]);
+        if uses_x {
+            t.insert(
+                "x".to_string(),
+                Tensor::from_dense(&Format::parse("Dense(Element(0.0))").unwrap(), &x).unwrap(),
+            );
+        }
+        compiled
+            .run(&mut t, &HashMap::new())
+            .map_err(|e| TestCaseError::fail(format!("{engine:?}: {e}\n{text}")))?;
+        for d in program
+            .decls()
+            .iter()
+            .filter(|d| d.kind == finch::notation::DeclKind::Output)
+        {
+            let want = dense.get(&d.name).unwrap();
+            let got = t[&d.name].to_dense().unwrap();
+            prop_assert!(
+                got.shape == want.shape && got.data.iter().zip(&want.data).all(|(a, b)| a.same(b)),
+                "{engine:?} {format} [{m}, {n}, {p}]:\n got {:?}\nwant {:?}\n{}",
+                got.data,
+                want.data,
+                compiled.kernel()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// SparseCOO levels spanning two and three modes, at the root and under other levels,
+/// read by the 3-D kernels; and 3-D outputs written into SparseCOO levels.
+#[test]
+fn coo_levels_in_three_level_formats_match_the_reference() {
+    let formats = [
+        "SparseCOO{3}(Element(0.0))",
+        "SparseCOO{2}(Dense(Element(0.0)))",
+        "SparseCOO{2}(SparseList(Element(0.0)))",
+        "Dense(SparseCOO{2}(Element(0.0)))",
+        "SparseList(SparseCOO{2}(Element(0.0)))",
+        "SparseCOO{1}(SparseCOO{2}(Element(0.0)))",
+    ];
+    let copies = [
+        "input A :: {A}\noutput B :: SparseCOO{3}(Element(0.0))\nB .= 0\nfor k = _, j = _, i = _\n  B[i, j, k] = A[i, j, k] * 2.0\nend\n",
+        "input A :: {A}\noutput B :: Dense(SparseCOO{2}(Element(0.0)))\nB .= 0\nfor k = _, j = _, i = _\n  B[i, j, k] = A[i, j, k]\nend\n",
+    ];
+    let mut seed = 11;
+    for kernel in KERNELS_3D.iter().chain(&copies) {
+        for format in formats {
+            for dims in [[0, 2, 3], [1, 1, 1], [3, 4, 2], [4, 1, 5]] {
+                for density in [0.0, 0.3, 1.0] {
+                    seed += 1;
+                    if let Err(e) = check_3d(kernel, format, dims, density, seed) {
+                        panic!("{e}");
+                    }
+                }
             }
         }
     }

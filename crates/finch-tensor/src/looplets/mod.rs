@@ -25,6 +25,9 @@ pub struct Fiber {
     pub depth: usize,
     /// Position within the level (`i64`, 0-based).
     pub pos: KExpr,
+    /// For a mode of a SparseCOO level below its first: the end (exclusive) of the run of
+    /// tuples from `pos` that share the outer coordinates (`None` elsewhere).
+    pub end: Option<KExpr>,
     /// For a leaf position a sparse output level is extruding: how a write claims it.
     pub hollow: Option<Hollow>,
     /// Read protocols requested per level: bit `d` set means `follow` (random access) at
@@ -41,6 +44,7 @@ impl Fiber {
             tensor,
             depth,
             pos,
+            end: None,
             hollow: Some(hollow),
             protocols: 0,
         })

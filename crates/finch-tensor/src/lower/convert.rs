@@ -49,6 +49,43 @@ pub enum LevelParams {
         /// Whether the current index was written.
         dirty: LocalId,
     },
+    /// One mode of a SparseCOO{N} level read by a kernel: the level has `modes` entries in
+    /// the tensor's levels, outermost mode (`mode == 0`) first, sharing `ptr` and `tbl`.
+    /// Mode 0 walks fiber `p`'s tuples `ptr[p] .. ptr[p+1]`; each further mode walks the
+    /// run of tuples its parent mode hands down (the fiber's `end`).
+    Coo {
+        /// Size of this mode.
+        shape: LocalId,
+        /// Fiber boundaries into the tuples.
+        ptr: BufId,
+        /// Coordinates per mode (0-based), innermost mode first, as stored.
+        tbl: Vec<BufId>,
+        /// Which mode of the level, 0 = outermost.
+        mode: usize,
+        /// How many modes the level spans.
+        modes: usize,
+    },
+    /// One mode of a SparseCOO{N} level of an output, written in order (extrude): the
+    /// modes above the last pass a linear position down (as Dense levels do), and the last
+    /// records each written entry's linear position in `idx`, which the run time splits
+    /// into coordinates at freeze. Mode 0 counts the fiber's entries into `ptr`.
+    CooOut {
+        /// Size of this mode.
+        shape: LocalId,
+        /// Per-fiber counts (`P + 1` entries, prefix-summed after the kernel).
+        ptr: BufId,
+        /// Linear positions of the written entries (over every mode down to this level),
+        /// growable.
+        idx: BufId,
+        /// The next free position.
+        qos: LocalId,
+        /// Whether the current index was written.
+        dirty: LocalId,
+        /// Which mode of the level, 0 = outermost.
+        mode: usize,
+        /// How many modes the level spans.
+        modes: usize,
+    },
     /// A SparseByteMap level of an output or workspace, written in any order (laminate):
     /// a flag per position, dense child positions `p·shape + i`, and the list `srt` of the
     /// set positions (linear, unsorted while written, grown by doubling) with its length
@@ -223,6 +260,8 @@ impl LevelParams {
             | LevelParams::SparseList { shape, .. }
             | LevelParams::Structured { shape, .. }
             | LevelParams::SparseListOut { shape, .. }
+            | LevelParams::Coo { shape, .. }
+            | LevelParams::CooOut { shape, .. }
             | LevelParams::SparseByteMapOut { shape, .. }
             | LevelParams::SparsePointOut { shape, .. }
             | LevelParams::SparseBandOut { shape, .. }
@@ -239,6 +278,9 @@ impl LevelParams {
         use OutArray::{Aux, Flags, Idx, Ptr};
         match self {
             LevelParams::SparseListOut { ptr, idx, .. } => vec![(*ptr, Ptr), (*idx, Idx)],
+            LevelParams::CooOut {
+                ptr, idx, mode: 0, ..
+            } => vec![(*ptr, Ptr), (*idx, Idx)],
             LevelParams::SparseByteMapOut { ptr, tbl, srt, .. } => {
                 vec![(*ptr, Ptr), (*tbl, Flags), (*srt, Idx)]
             }
@@ -446,6 +488,30 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                             kernel.inputs.push(shape);
                             match kind {
                                 LevelKind::Dense => info.levels.push(LevelParams::Dense { shape }),
+                                LevelKind::SparseCoo(modes) if !is_written || matches!(**child, LevelFormat::Element(_)) => {
+                                    // One entry per mode; the first mode's shape local is `shape`.
+                                    let mut shapes = vec![shape];
+                                    for m in 1..*modes {
+                                        let s = kernel.local(format!("{}_lvl{}_shape", d.name, depth + m), ScalarType::I64);
+                                        kernel.inputs.push(s);
+                                        shapes.push(s);
+                                    }
+                                    let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, is_written, false);
+                                    if is_written {
+                                        let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, true);
+                                        let qos = kernel.local(format!("{}_lvl{depth}_qos", d.name), ScalarType::I64);
+                                        let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
+                                        for (mode, &shape) in shapes.iter().enumerate() {
+                                            info.levels.push(LevelParams::CooOut { shape, ptr, idx, qos, dirty, mode, modes: *modes });
+                                        }
+                                    } else {
+                                        let tbl: Vec<BufId> = (0..*modes).map(|k| kernel.buf(format!("{}_lvl{depth}_tbl{}", d.name, k + 1), ScalarType::I64, false, false)).collect();
+                                        for (mode, &shape) in shapes.iter().enumerate() {
+                                            info.levels.push(LevelParams::Coo { shape, ptr, tbl: tbl.clone(), mode, modes: *modes });
+                                        }
+                                    }
+                                    depth += modes - 1;
+                                }
                                 LevelKind::SparseList if !is_written => {
                                     let ptr = kernel.index_buf(format!("{}_lvl{depth}_ptr", d.name), *index);
                                     let idx = kernel.index_buf(format!("{}_lvl{depth}_idx", d.name), *index);
@@ -523,7 +589,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                 }
                                 other => {
                                     return unsupported(format!(
-                                        "compiling {} `{}` as {} (this release compiles reads of every level but SparseCOO, and writes over an Element leaf into Dense and SparseByteMap levels in any order and into SparseList, SparsePoint, SparseInterval, SparseBand, SparseBlockList, RunList and SparseRunList levels in order)",
+                                        "compiling {} `{}` as {} (this release compiles reads of every level, and writes over an Element leaf into Dense and SparseByteMap levels in any order and into SparseList, SparseCOO, SparsePoint, SparseInterval, SparseBand, SparseBlockList, RunList and SparseRunList levels in order)",
                                         if is_written { "writes to" } else { "reads of" },
                                         d.name,
                                         other.name()
@@ -540,6 +606,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                 info.levels.last(),
                                 Some(
                                     LevelParams::SparseListOut { .. }
+                                        | LevelParams::CooOut { .. }
                                         | LevelParams::SparseBandOut { .. }
                                         | LevelParams::SparseBlockListOut { .. }
                                         | LevelParams::RunsOut { .. }
@@ -596,6 +663,7 @@ fn is_extruded(l: &LevelParams) -> bool {
     matches!(
         l,
         LevelParams::SparseListOut { .. }
+            | LevelParams::CooOut { .. }
             | LevelParams::SparsePointOut { .. }
             | LevelParams::SparseBandOut { .. }
             | LevelParams::SparseBlockListOut { .. }
@@ -1364,6 +1432,7 @@ impl Converter<'_> {
             tensor: t,
             depth: 0,
             pos: KExpr::int(0),
+            end: None,
             hollow: None,
             protocols,
         });

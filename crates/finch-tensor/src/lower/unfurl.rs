@@ -45,6 +45,7 @@ impl Lowerer {
                     tensor: t,
                     depth,
                     pos: child,
+                    end: None,
                     hollow: None,
                     protocols,
                 })
@@ -58,6 +59,8 @@ impl Lowerer {
                     idx,
                     child_of,
                     shape,
+                    end: None,
+                    runs: false,
                 };
                 Ok(if follow {
                     self.sorted_follow(t, depth, pos, protocols, list)
@@ -79,6 +82,8 @@ impl Lowerer {
                     idx,
                     child_of,
                     shape,
+                    end: None,
+                    runs: false,
                 };
                 let follow = f.protocols & (1 << f.depth) != 0;
                 let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
@@ -89,83 +94,61 @@ impl Lowerer {
                 })
             }
             LevelParams::SparseListOut {
+                shape,
                 ptr,
                 idx,
                 qos,
                 dirty,
-                ..
+            } => self.unfurl_list_out(f, shape, [ptr, idx], [qos, dirty], None),
+            LevelParams::CooOut {
+                shape,
+                ptr,
+                idx,
+                qos,
+                dirty,
+                mode,
+                modes,
             } => {
-                let (val, init) = self.written_leaf(t, depth, "sparse output")?;
-                let start = self
-                    .kernel
-                    .local(format!("{name}_lvl{depth}_qos_start"), ScalarType::I64);
-                let l = KExpr::Local;
-                // The first write of an index claims position `qos`: grow the buffers by
-                // doubling when full, start the value from `init`.
-                let grown = KExpr::Op(
-                    Op::Max,
-                    vec![
-                        KExpr::bin(Op::Mul, KExpr::Len(val), KExpr::int(2)),
-                        KExpr::int(1),
-                    ],
-                );
-                let hollow = crate::looplets::Hollow::claiming(
-                    dirty,
-                    vec![
-                        KStmt::If {
-                            cond: KExpr::bin(Op::Ge, l(qos), KExpr::Len(val)),
-                            then: vec![
-                                KStmt::Resize {
-                                    buf: val,
-                                    len: grown.clone(),
-                                    fill: init,
-                                },
-                                KStmt::Resize {
-                                    buf: idx,
-                                    len: grown,
-                                    fill: Value::I64(0),
-                                },
-                            ],
-                            otherwise: vec![],
-                        },
-                        KStmt::Store {
-                            buf: val,
-                            index: l(qos),
-                            value: KExpr::Lit(init),
-                        },
-                        KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))),
-                    ],
-                );
-                // After each index's statements: record it if written.
-                let record = move |i: KExpr| {
-                    vec![KStmt::If {
-                        cond: l(dirty),
-                        then: vec![
-                            KStmt::Store {
-                                buf: idx,
-                                index: l(qos),
-                                value: KExpr::bin(Op::Sub, i, KExpr::int(1)),
-                            },
-                            KStmt::Assign(qos, KExpr::bin(Op::Add, l(qos), KExpr::int(1))),
-                            KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
-                        ],
-                        otherwise: vec![],
-                    }]
+                self.written_only(f, &name)?;
+                self.unfurl_list_out(f, shape, [ptr, idx], [qos, dirty], Some((mode, modes)))
+            }
+            LevelParams::Coo {
+                shape,
+                ptr,
+                tbl,
+                mode,
+                modes,
+            } => {
+                // Coordinates are stored innermost mode first.
+                let idx = tbl.get(modes - 1 - mode).copied().ok_or_else(|| {
+                    Error::Program(format!(
+                        "internal: `{name}` has no coordinates for mode {mode}"
+                    ))
+                })?;
+                let end = match (mode, &f.end) {
+                    (0, _) => None,
+                    (_, Some(end)) => Some(end.clone()),
+                    (_, None) => {
+                        return Err(Error::Program(format!(
+                            "internal: mode {} of `{name}`'s SparseCOO level reached without its run of tuples",
+                            mode + 1
+                        )))
+                    }
                 };
-                Ok(Looplet::Thunk {
-                    preamble: vec![KStmt::Assign(start, l(qos))],
-                    body: Box::new(Looplet::LookupWrite {
-                        body: Rc::new(move |_i: KExpr| {
-                            Fiber::hollow_leaf(t, depth, l(qos), hollow.clone())
-                        }),
-                        epilogue: Rc::new(record),
-                    }),
-                    // The fiber's count; the run time prefix-sums the counts at freeze.
-                    epilogue: vec![KStmt::Store {
-                        buf: ptr,
-                        index: KExpr::bin(Op::Add, pos, KExpr::int(1)),
-                        value: KExpr::bin(Op::Sub, l(qos), l(start)),
-                    }],
+                let list = SortedList {
+                    ptr,
+                    idx,
+                    child_of: Rc::new(|q| q),
+                    shape,
+                    end,
+                    runs: mode + 1 < modes,
+                };
+                let follow = f.protocols & (1 << f.depth) != 0;
+                let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+                Ok(if follow {
+                    self.sorted_follow(t, depth, pos, protocols, list)
+                } else {
+                    self.sorted_walk(t, depth, pos, protocols, list, gallop)
                 })
             }
             LevelParams::SparseByteMapOut {
@@ -344,6 +327,126 @@ impl Lowerer {
             .and_then(|v| v.convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64)))
             .unwrap_or(fill);
         Ok((*val, init))
+    }
+
+    /// A SparseList level written in order (extrude), or one mode of a SparseCOO level
+    /// (`coo = Some((mode, modes))`). The first write of an index claims position `qos`
+    /// (growing the buffers by doubling when full, starting the value from the declared
+    /// initial value); after the index's statements a written index is recorded in `idx`:
+    /// its 0-based index for SparseList, its linear position over every mode down to here
+    /// for SparseCOO (split into coordinates at freeze). The first mode counts the fiber's
+    /// entries into `ptr[p + 1]`; SparseCOO modes above the last hand the linear position
+    /// down, as Dense levels do.
+    fn unfurl_list_out(
+        &mut self,
+        f: &Fiber,
+        shape: crate::kernel::LocalId,
+        [ptr, idx]: [crate::kernel::BufId; 2],
+        [qos, dirty]: [crate::kernel::LocalId; 2],
+        coo: Option<(usize, usize)>,
+    ) -> Result<Looplet> {
+        let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
+        let l = KExpr::Local;
+        let (mode, modes) = coo.unwrap_or((0, 1));
+        let linear = {
+            let pos = pos.clone();
+            move |i: KExpr| {
+                KExpr::bin(
+                    Op::Add,
+                    KExpr::bin(Op::Mul, pos.clone(), KExpr::Local(shape)),
+                    KExpr::bin(Op::Sub, i, KExpr::int(1)),
+                )
+            }
+        };
+        let inner = if mode + 1 < modes {
+            Looplet::Lookup(Rc::new(move |i: KExpr| {
+                Tensor::Fiber(Fiber {
+                    tensor: t,
+                    depth,
+                    pos: linear(i),
+                    end: None,
+                    hollow: None,
+                    protocols,
+                })
+            }))
+        } else {
+            let (val, init) = self.written_leaf(t, depth, "sparse output")?;
+            let grown = KExpr::Op(
+                Op::Max,
+                vec![
+                    KExpr::bin(Op::Mul, KExpr::Len(val), KExpr::int(2)),
+                    KExpr::int(1),
+                ],
+            );
+            let hollow = crate::looplets::Hollow::claiming(
+                dirty,
+                vec![
+                    KStmt::If {
+                        cond: KExpr::bin(Op::Ge, l(qos), KExpr::Len(val)),
+                        then: vec![
+                            KStmt::Resize {
+                                buf: val,
+                                len: grown.clone(),
+                                fill: init,
+                            },
+                            KStmt::Resize {
+                                buf: idx,
+                                len: grown,
+                                fill: Value::I64(0),
+                            },
+                        ],
+                        otherwise: vec![],
+                    },
+                    KStmt::Store {
+                        buf: val,
+                        index: l(qos),
+                        value: KExpr::Lit(init),
+                    },
+                    KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))),
+                ],
+            );
+            let is_coo = coo.is_some();
+            let record = move |i: KExpr| {
+                let index = if is_coo {
+                    linear(i)
+                } else {
+                    KExpr::bin(Op::Sub, i, KExpr::int(1))
+                };
+                vec![KStmt::If {
+                    cond: l(dirty),
+                    then: vec![
+                        KStmt::Store {
+                            buf: idx,
+                            index: l(qos),
+                            value: index,
+                        },
+                        KStmt::Assign(qos, KExpr::bin(Op::Add, l(qos), KExpr::int(1))),
+                        KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+                    ],
+                    otherwise: vec![],
+                }]
+            };
+            Looplet::LookupWrite {
+                body: Rc::new(move |_i: KExpr| {
+                    Fiber::hollow_leaf(t, depth, l(qos), hollow.clone())
+                }),
+                epilogue: Rc::new(record),
+            }
+        };
+        if mode > 0 {
+            return Ok(inner);
+        }
+        // The fiber's count; the run time prefix-sums the counts at freeze.
+        let start = self.level_local(t, depth, "qos_start");
+        Ok(Looplet::Thunk {
+            preamble: vec![KStmt::Assign(start, l(qos))],
+            body: Box::new(inner),
+            epilogue: vec![KStmt::Store {
+                buf: ptr,
+                index: KExpr::bin(Op::Add, pos, KExpr::int(1)),
+                value: KExpr::bin(Op::Sub, l(qos), l(start)),
+            }],
+        })
     }
 
     /// Levels written in order cannot be read back in the same kernel.
@@ -815,6 +918,7 @@ impl Lowerer {
                             tensor: t,
                             depth,
                             pos: q,
+                            end: None,
                             hollow: None,
                             protocols,
                         })),
@@ -852,6 +956,8 @@ impl Lowerer {
                     idx: srt,
                     child_of,
                     shape,
+                    end: None,
+                    runs: false,
                 },
                 gallop,
             );
@@ -985,6 +1091,7 @@ impl Lowerer {
                 tensor: t,
                 depth,
                 pos: q,
+                end: None,
                 hollow: None,
                 protocols,
             })
@@ -1204,6 +1311,8 @@ impl Lowerer {
                     idx: srt,
                     child_of,
                     shape,
+                    end: None,
+                    runs: false,
                 };
                 self.sorted_walk(t, depth, f.pos.clone(), protocols, list, gallop)
             }
@@ -1216,6 +1325,8 @@ impl Lowerer {
                     idx,
                     child_of,
                     shape,
+                    end: None,
+                    runs: false,
                 };
                 if f.protocols & (1 << f.depth) != 0 {
                     self.sorted_follow(t, depth, pos, protocols, list)
@@ -1256,12 +1367,31 @@ impl Lowerer {
             idx,
             child_of,
             shape,
+            end,
+            runs,
         } = list;
         // 1-based, the last stored index is at most the size (a stored index is below it).
         self.at_most.push((i_last, shape));
+        let mut preamble = vec![KStmt::Assign(i_cur, plus1(KExpr::load(idx, l(q))))];
+        // A run of equal indices ends at `r`: scan forward from `q` (runs are short).
+        let run_end = runs.then(|| self.level_local(t, depth, "run_end"));
+        if let Some(r) = run_end {
+            preamble.push(KStmt::Assign(r, plus1(l(q))));
+            preamble.push(KStmt::While {
+                cond: KExpr::bin(Op::Lt, l(r), l(q_stop)),
+                body: vec![
+                    KStmt::If {
+                        cond: KExpr::bin(Op::Ne, KExpr::load(idx, l(r)), KExpr::load(idx, l(q))),
+                        then: vec![KStmt::Break],
+                        otherwise: vec![],
+                    },
+                    KStmt::Assign(r, plus1(l(r))),
+                ],
+            });
+        }
         let stepper = Stepper {
             seek: Box::new(seek_on(q, q_stop, idx)),
-            preamble: vec![KStmt::Assign(i_cur, plus1(KExpr::load(idx, l(q))))],
+            preamble,
             stop: l(i_cur),
             chunk: Looplet::Spike {
                 body: Box::new(Tensor::FillLeaf(fill)),
@@ -1269,11 +1399,12 @@ impl Lowerer {
                     tensor: t,
                     depth,
                     pos: child_of(l(q)),
+                    end: run_end.map(l),
                     hollow: None,
                     protocols,
                 })),
             },
-            next: vec![KStmt::Assign(q, plus1(l(q)))],
+            next: vec![KStmt::Assign(q, run_end.map_or_else(|| plus1(l(q)), l))],
             counted: Some(Counted {
                 more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
                 last: l(i_last),
@@ -1284,9 +1415,13 @@ impl Lowerer {
         } else {
             Looplet::Stepper(Rc::new(stepper))
         };
+        let preamble = match end {
+            Some(end) => entry_bounds(pos, end, idx, q, q_stop, i_last),
+            None => fiber_bounds(ptr, idx, pos, q, q_stop, i_last),
+        };
         Looplet::Thunk {
             epilogue: vec![],
-            preamble: fiber_bounds(ptr, idx, pos, q, q_stop, i_last),
+            preamble,
             body: Box::new(Looplet::Sequence(vec![
                 (Some(l(i_last)), walker),
                 (None, Looplet::Run(Box::new(Tensor::FillLeaf(fill)))),
@@ -1313,29 +1448,55 @@ impl Lowerer {
         let l = KExpr::Local;
         let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
         let SortedList {
-            ptr, idx, child_of, ..
+            ptr,
+            idx,
+            child_of,
+            end,
+            runs,
+            ..
         } = list;
+        let run_end = runs.then(|| self.level_local(t, depth, "run_end"));
         Looplet::Lookup(Rc::new(move |i: KExpr| {
             let target = KExpr::bin(Op::Sub, i, KExpr::int(1));
+            let (lo, stop) = match &end {
+                Some(end) => (pos.clone(), end.clone()),
+                None => (
+                    KExpr::load(ptr, pos.clone()),
+                    KExpr::load(ptr, plus1(pos.clone())),
+                ),
+            };
+            let mut matched = vec![KStmt::Assign(
+                found,
+                KExpr::bin(Op::Eq, KExpr::load(idx, l(r)), target.clone()),
+            )];
+            // The run of entries equal to the target ends at the first greater one.
+            if let Some(run_end) = run_end {
+                matched.push(KStmt::Assign(
+                    run_end,
+                    KExpr::Search {
+                        buf: idx,
+                        value: Box::new(plus1(target.clone())),
+                        lo: Box::new(l(r)),
+                        hi: Box::new(l(hi)),
+                    },
+                ));
+            }
             Tensor::Switch {
                 pre: vec![
-                    KStmt::Assign(hi, KExpr::load(ptr, plus1(pos.clone()))),
+                    KStmt::Assign(hi, stop),
                     KStmt::Assign(
                         r,
                         KExpr::Search {
                             buf: idx,
-                            value: Box::new(target.clone()),
-                            lo: Box::new(KExpr::load(ptr, pos.clone())),
+                            value: Box::new(target),
+                            lo: Box::new(lo),
                             hi: Box::new(l(hi)),
                         },
                     ),
                     KStmt::Assign(found, KExpr::Lit(Value::Bool(false))),
                     KStmt::If {
                         cond: KExpr::bin(Op::Lt, l(r), l(hi)),
-                        then: vec![KStmt::Assign(
-                            found,
-                            KExpr::bin(Op::Eq, KExpr::load(idx, l(r)), target),
-                        )],
+                        then: matched,
                         otherwise: vec![],
                     },
                 ],
@@ -1344,6 +1505,7 @@ impl Lowerer {
                     tensor: t,
                     depth,
                     pos: child_of(l(r)),
+                    end: run_end.map(l),
                     hollow: None,
                     protocols,
                 })),
@@ -1363,6 +1525,12 @@ struct SortedList {
     child_of: ChildOf,
     /// The level's size: every stored index is below it (the level's invariants).
     shape: crate::kernel::LocalId,
+    /// For a SparseCOO mode below its first: the entries are `pos .. end`, not
+    /// `ptr[pos] .. ptr[pos+1]`.
+    end: Option<KExpr>,
+    /// For a SparseCOO mode above its last: entries with equal indices (nondecreasing
+    /// here) form one child, the run `q .. r` handed down as a fiber with an `end`.
+    runs: bool,
 }
 
 /// `q = ptr[p]; q_stop = ptr[p+1]; i_last = last[q_stop - 1] + 1` (or 0 for an empty
@@ -1375,11 +1543,26 @@ fn fiber_bounds(
     q_stop: crate::kernel::LocalId,
     i_last: crate::kernel::LocalId,
 ) -> Vec<KStmt> {
+    let first = KExpr::load(ptr, pos.clone());
+    let stop = KExpr::load(ptr, KExpr::bin(Op::Add, pos, KExpr::int(1)));
+    entry_bounds(first, stop, last, q, q_stop, i_last)
+}
+
+/// `q = first; q_stop = stop; i_last = last[q_stop - 1] + 1` (or 0 when there are no
+/// entries), where `last[q]` is entry `q`'s last 0-based index.
+fn entry_bounds(
+    first: KExpr,
+    stop: KExpr,
+    last: crate::kernel::BufId,
+    q: crate::kernel::LocalId,
+    q_stop: crate::kernel::LocalId,
+    i_last: crate::kernel::LocalId,
+) -> Vec<KStmt> {
     let l = KExpr::Local;
     let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
     vec![
-        KStmt::Assign(q, KExpr::load(ptr, pos.clone())),
-        KStmt::Assign(q_stop, KExpr::load(ptr, plus1(pos))),
+        KStmt::Assign(q, first),
+        KStmt::Assign(q_stop, stop),
         KStmt::If {
             cond: KExpr::bin(Op::Lt, l(q), l(q_stop)),
             then: vec![KStmt::Assign(
