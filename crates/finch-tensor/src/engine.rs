@@ -120,6 +120,8 @@ enum Source<'a> {
     OutputIdx(usize),
     OutputFlags(usize),
     OutputAux(usize),
+    /// A kernel's own growable index buffer (a SparseHash group's sorted view).
+    Scratch,
 }
 
 /// The buffers of an output: values, and for a sparse output its counts and indices (for
@@ -377,6 +379,21 @@ impl CompiledProgram {
                             // Entries are recorded by their linear position over every
                             // mode down to the level's last, which must fit the kernel's
                             // `i64`.
+                            LevelParams::HashOut { .. } => {
+                                // Keys are linear positions over every mode.
+                                let fits = checked_len(shape)
+                                    .ok()
+                                    .is_some_and(|n| i64::try_from(n).is_ok());
+                                if !fits {
+                                    return Err(Error::Program(format!(
+                                        "`{}` ({}) of shape {} is too large to be written: its SparseHash levels key entries by their position in 64 bits",
+                                        info.name,
+                                        info.format,
+                                        fmt_shape(shape)
+                                    )));
+                                }
+                                b.ptr = Vec::new();
+                            }
                             LevelParams::CooOut { modes, .. } => {
                                 let below = shape.len() - d - modes;
                                 let fits = checked_len(&shape[below..])
@@ -438,6 +455,16 @@ impl CompiledProgram {
                     .unwrap_or(0);
                 if let Some(shape) = lp.shape() {
                     local_values.insert(shape, Value::I64(mode_size as i64));
+                }
+                if let LevelParams::HashOut {
+                    view: Some(view),
+                    mode: 0,
+                    ..
+                } = lp
+                {
+                    for b in view.tbl.iter().chain([&view.order, &view.posmap]) {
+                        sources.insert(*b, Source::Scratch);
+                    }
                 }
                 // A written sparse level's buffers are the output's arrays.
                 for (b, array) in lp.output_arrays() {
@@ -531,6 +558,12 @@ impl CompiledProgram {
             auxs.insert(*k, &mut o.aux);
         }
         let internal = |what: &str| Error::Program(format!("internal: output {what}"));
+        let scratch_count = sources
+            .values()
+            .filter(|s| matches!(s, Source::Scratch))
+            .count();
+        let mut scratch: Vec<Vec<usize>> = vec![Vec::new(); scratch_count];
+        let mut scratch = scratch.iter_mut();
         let mut args: Vec<BufArg> = Vec::with_capacity(kernel.bufs.len());
         for b in 0..kernel.bufs.len() {
             let id = BufId(b as u32);
@@ -549,6 +582,9 @@ impl CompiledProgram {
                 }
                 Some(Source::OutputFlags(k)) => {
                     BufArg::Values(flags.remove(&k).ok_or_else(|| internal("flags"))?)
+                }
+                Some(Source::Scratch) => {
+                    BufArg::Indices(scratch.next().ok_or_else(|| internal("scratch"))?)
                 }
                 Some(Source::OutputAux(k)) => {
                     BufArg::Indices(auxs.remove(&k).ok_or_else(|| internal("block ends"))?)
@@ -601,6 +637,17 @@ impl CompiledProgram {
                             .is_some_and(|v| *v == Value::Bool(true)),
                     }),
                 )?,
+                (Format::Levels(_), None) if hash_count(&info.levels).is_some() => {
+                    let bufs = out_vals
+                        .remove(&k)
+                        .ok_or_else(|| Error::Program("internal: output values".into()))?;
+                    let count = hash_count(&info.levels)
+                        .and_then(|c| out_scalars.get(&c))
+                        .and_then(|v| v.as_i128())
+                        .and_then(|n| usize::try_from(n).ok())
+                        .ok_or_else(|| Error::Program("internal: SparseHash count".into()))?;
+                    freeze_hash(&info.format, &shape_of[&k], &bufs, count)?
+                }
                 (Format::Levels(lf), None) => {
                     let mut bufs = out_vals
                         .remove(&k)
@@ -727,6 +774,38 @@ impl CompiledProgram {
         }
         Ok(RunReport { kernel_time, stats })
     }
+}
+
+/// The local counting a written SparseHash group's entries, if the tensor has one.
+fn hash_count(levels: &[LevelParams]) -> Option<LocalId> {
+    levels.iter().find_map(|l| match l {
+        LevelParams::HashOut { count, .. } => Some(*count),
+        _ => None,
+    })
+}
+
+/// Freezes a tensor whose SparseHash group the kernel wrote: entry `q`'s key (its linear
+/// position, column-major) and value become a coordinate entry, and the tensor is built
+/// sorted from them.
+fn freeze_hash(format: &Format, shape: &[usize], bufs: &OutBufs, count: usize) -> Result<Tensor> {
+    if count > bufs.idx.len() || count > bufs.val.len() {
+        return Err(Error::Program("internal: SparseHash entries".into()));
+    }
+    let mut coo = crate::tensor::Coo::new(bufs.val.scalar_type(), shape);
+    let mut coord = vec![0; shape.len()];
+    for q in 0..count {
+        let mut rest = bufs.idx[q];
+        for (c, &n) in coord.iter_mut().zip(shape) {
+            *c = rest % n.max(1);
+            rest /= n.max(1);
+        }
+        let v = bufs
+            .val
+            .get(q)
+            .ok_or_else(|| Error::Program("internal: SparseHash values".into()))?;
+        coo.push(&coord, v)?;
+    }
+    Tensor::from_coo_with(format, &coo, crate::algebra::Op::Overwrite)
 }
 
 /// Per-fiber counts to offsets, in place.

@@ -33,7 +33,12 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 48] = [
+const KERNELS: [Kernel; 53] = [
+    Kernel { name: "hash_out_scatter_sum", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseHash(Element(0.0))\nw .= 0\nfor i = _\n  w[i] += x[i]\nend\nfor i = _\n  w[i] += z[i] * 2.0\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "hash_matrix_out_row_major", text: "input A :: {A}\noutput C :: SparseHash(SparseHash(Element(0.0)))\nC .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] * 3.0\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "spgemm_outer_hash_fig21", text: "input A :: {A}\ninput B :: {B}\noutput C :: Dense(SparseList(Element(0.0)))\ntemp w :: SparseHash(SparseHash(Element(0.0)))\nw .= 0\nfor k = _, j = _, i = _\n  w[i, j] += A[i, k] * B[j, k]\nend\nC .= 0\nfor j = _, i = _\n  C[i, j] = w[i, j]\nend\n", inputs: &[("A", true, 0, 2), ("B", true, 1, 2)] },
+    Kernel { name: "spgemm_gustavson_hash_workspace", text: "input A :: {A}\ninput B :: {B}\noutput C :: Dense(SparseList(Element(0.0)))\ntemp w :: SparseHash(Element(0.0))\nC .= 0\nfor j = _\n  w .= 0\n  for k = _, i = _\n    w[i] += A[i, k] * B[k, j]\n  end\n  for i = _\n    C[i, j] = w[i]\n  end\nend\n", inputs: &[("A", true, 0, 2), ("B", true, 2, 1)] },
+    Kernel { name: "hash_under_dense_out", text: "input A :: {A}\noutput C :: Dense(SparseHash(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "convert_to_coo", text: "input A :: {A}\noutput C :: SparseCOO{2}(Element(0.0))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "coo_vector_out_mul", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseCOO{1}(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] * z[i]\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "convolution_padded", text: "input x :: {x}\ninput z :: {z}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] += x[i]\n  for j = _\n    y[i] += coalesce(x[~(i + j - 2)], 0.5) * z[j]\n  end\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 1, 0)] },
@@ -717,6 +722,19 @@ fn compiled_paper_examples() {
             2,
             "the sparse result stores only the two nonzeros"
         );
+
+        // Outer product: rank-one updates into a SparseHash(SparseHash) workspace.
+        let p = example("fig21_spgemm_outer.fin");
+        let mut t = HashMap::from([
+            stored(&p, "A", imat(&[&[1, 0, 2], &[0, 3, 0]])),
+            stored(&p, "BT", imat(&[&[1, 0, 4], &[0, 1, 0]])),
+        ]);
+        p.compile(engine)
+            .unwrap()
+            .run(&mut t, &HashMap::new())
+            .unwrap();
+        assert_eq!(out(&t, "C"), vec![9.0, 0.0, 0.0, 3.0]);
+        assert_eq!(t["C"].countstored(), 2);
     }
 }
 
@@ -1084,9 +1102,10 @@ fn check_3d(
 }
 
 /// SparseCOO levels spanning two and three modes, at the root and under other levels,
-/// read by the 3-D kernels; and 3-D outputs written into SparseCOO levels.
+/// read by the 3-D kernels; 3-D outputs written into SparseCOO levels, and into SparseHash
+/// levels in any loop order (read back in the kernel too).
 #[test]
-fn coo_levels_in_three_level_formats_match_the_reference() {
+fn coo_and_hash_levels_in_three_level_formats_match_the_reference() {
     let formats = [
         "SparseCOO{3}(Element(0.0))",
         "SparseCOO{2}(Dense(Element(0.0)))",
@@ -1098,6 +1117,9 @@ fn coo_levels_in_three_level_formats_match_the_reference() {
     let copies = [
         "input A :: {A}\noutput B :: SparseCOO{3}(Element(0.0))\nB .= 0\nfor k = _, j = _, i = _\n  B[i, j, k] = A[i, j, k] * 2.0\nend\n",
         "input A :: {A}\noutput B :: Dense(SparseCOO{2}(Element(0.0)))\nB .= 0\nfor k = _, j = _, i = _\n  B[i, j, k] = A[i, j, k]\nend\n",
+        "input A :: {A}\noutput B :: SparseHash(SparseHash(SparseHash(Element(0.0))))\nB .= 0\nfor i = _, j = _, k = _\n  B[i, j, k] += A[i, j, k]\nend\n",
+        "input A :: {A}\noutput B :: Dense(SparseHash(SparseHash(Element(0.0))))\nB .= 0\nfor k = _, i = _, j = _\n  B[i, j, k] += A[i, j, k] * 2.0\nend\n",
+        "input A :: {A}\noutput B :: Dense(Dense(Dense(Element(0.0))))\ntemp w :: SparseHash(SparseHash(SparseHash(Element(0.0))))\nw .= 0\nfor j = _, k = _, i = _\n  w[i, j, k] += A[i, j, k]\nend\nB .= 0\nfor k = _, j = _, i = _\n  B[i, j, k] = w[i, j, k] + 1.0\nend\n",
     ];
     let mut seed = 11;
     for kernel in KERNELS_3D.iter().chain(&copies) {

@@ -1,4 +1,5 @@
-//! Every program in `examples/` parses, checks, and prints back to the same program.
+//! Every program in `examples/` parses, checks, prints back to the same program, and
+//! compiles.
 
 use std::path::Path;
 
@@ -24,4 +25,23 @@ fn every_example_parses_and_round_trips() {
         count += 1;
     }
     assert!(count >= 24, "found only {count} examples");
+}
+
+#[test]
+fn every_example_compiles() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "fin") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let p = finch::Program::parse(&text).unwrap();
+        if let Err(e) = p.compile(finch::engine::Engine::Interp) {
+            panic!("{}: {e}", path.display());
+        }
+        count += 1;
+    }
+    assert!(count >= 30, "found only {count} examples");
 }

@@ -60,6 +60,7 @@ impl Hollow {
             claim,
             skip_fill: true,
             skip_fill_values: false,
+            fill_claims: false,
         }
     }
 }
@@ -84,6 +85,9 @@ pub struct Hollow {
     /// Whether a plain store of a value that turns out to be the fill at run time is
     /// skipped too (a level whose indices of one fiber share a position: SparsePoint).
     pub skip_fill_values: bool,
+    /// Whether storing the fill claims the index like any other value (a level whose
+    /// position for the index is found by the claim: SparseHash).
+    pub fill_claims: bool,
 }
 
 /// A looplet for the dimension indexed by the loop being lowered.

@@ -86,6 +86,36 @@ pub enum LevelParams {
         /// How many modes the level spans.
         modes: usize,
     },
+    /// One mode of a group of SparseHash levels a kernel writes (laminate: any order,
+    /// repeated), from the group's first level down to the Element leaf. The group is one
+    /// open-addressing hash table keyed by an entry's linear position over every mode of
+    /// the tensor (column-major), so modes above the last pass the linear position down as
+    /// Dense levels do. `table[h]` holds an entry number + 1 (0 = empty; the capacity is a
+    /// power of two, at most half full), `keys[q]` entry `q`'s key and `slot_of[q]` its
+    /// slot; entry `q`'s value is at child position `q`. The run time builds the sorted
+    /// levels from the entries at freeze.
+    HashOut {
+        /// Size of this mode.
+        shape: LocalId,
+        /// Which mode of the group, 0 = outermost.
+        mode: usize,
+        /// How many modes (SparseHash levels) the group spans.
+        modes: usize,
+        /// Slots: entry number + 1, or 0 (growable).
+        table: BufId,
+        /// Key (linear position) per entry, in insertion order (growable).
+        keys: BufId,
+        /// Slot per entry (growable).
+        slot_of: BufId,
+        /// Entries so far.
+        count: LocalId,
+        /// The entry of the index being written.
+        at: LocalId,
+        /// Whether the current index was written (its entry looked up).
+        dirty: LocalId,
+        /// Buffers for reading the group back in the kernel (a group at the root).
+        view: Option<HashView>,
+    },
     /// A SparseByteMap level of an output or workspace, written in any order (laminate):
     /// a flag per position, dense child positions `p·shape + i`, and the list `srt` of the
     /// set positions (linear, unsorted while written, grown by doubling) with its length
@@ -231,6 +261,20 @@ pub enum LevelParams {
     Pattern,
 }
 
+/// A written SparseHash group read back in the kernel: its entries sorted by key into
+/// `order`, split into coordinates `tbl` (outermost mode first), with `posmap[r]` the entry
+/// (child position) of sorted position `r`; walked like a SparseCOO level. Scratch buffers
+/// of the run.
+#[derive(Clone, Debug)]
+pub struct HashView {
+    /// Sorted keys.
+    pub order: BufId,
+    /// Coordinates (0-based) per mode, outermost first.
+    pub tbl: Vec<BufId>,
+    /// Entry per sorted position.
+    pub posmap: BufId,
+}
+
 /// Which run-time array of an output's buffers (`engine::OutBufs`) a written level's
 /// kernel buffer is bound to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,7 +294,11 @@ pub enum OutArray {
 impl LevelParams {
     /// Is this a sparse level being written (any `*Out` variant)?
     pub fn is_sparse_out(&self) -> bool {
-        is_extruded(self) || matches!(self, LevelParams::SparseByteMapOut { .. })
+        is_extruded(self)
+            || matches!(
+                self,
+                LevelParams::SparseByteMapOut { .. } | LevelParams::HashOut { .. }
+            )
     }
 
     /// The local holding the size of the mode the level indexes (`None` for a leaf).
@@ -262,6 +310,7 @@ impl LevelParams {
             | LevelParams::SparseListOut { shape, .. }
             | LevelParams::Coo { shape, .. }
             | LevelParams::CooOut { shape, .. }
+            | LevelParams::HashOut { shape, .. }
             | LevelParams::SparseByteMapOut { shape, .. }
             | LevelParams::SparsePointOut { shape, .. }
             | LevelParams::SparseBandOut { shape, .. }
@@ -281,6 +330,13 @@ impl LevelParams {
             LevelParams::CooOut {
                 ptr, idx, mode: 0, ..
             } => vec![(*ptr, Ptr), (*idx, Idx)],
+            LevelParams::HashOut {
+                table,
+                keys,
+                slot_of,
+                mode: 0,
+                ..
+            } => vec![(*slot_of, Ptr), (*keys, Idx), (*table, Aux)],
             LevelParams::SparseByteMapOut { ptr, tbl, srt, .. } => {
                 vec![(*ptr, Ptr), (*tbl, Flags), (*srt, Idx)]
             }
@@ -327,6 +383,22 @@ pub struct TensorInfo {
     /// A sparse output the kernel itself freezes (read by a later statement), so the run
     /// time must not prefix-sum it again.
     pub frozen_in_kernel: bool,
+}
+
+impl TensorInfo {
+    /// Every level takes writes in any order, repeated (laminate): Dense, SparseByteMap
+    /// and SparseHash levels over an Element leaf.
+    pub fn takes_writes_in_any_order(&self) -> bool {
+        self.levels.iter().all(|l| {
+            matches!(
+                l,
+                LevelParams::Dense { .. }
+                    | LevelParams::Element { .. }
+                    | LevelParams::SparseByteMapOut { .. }
+                    | LevelParams::HashOut { .. }
+            )
+        })
+    }
 }
 
 /// Repeated identical reads (Finch's common subexpressions): a read that occurs more than
@@ -517,6 +589,39 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     let idx = kernel.index_buf(format!("{}_lvl{depth}_idx", d.name), *index);
                                     info.levels.push(LevelParams::SparseList { shape, ptr, idx });
                                 }
+                                LevelKind::SparseHash if is_written && hash_group(level).is_some() => {
+                                    let modes = hash_group(level).unwrap_or(1);
+                                    let mut shapes = vec![shape];
+                                    for m in 1..modes {
+                                        let s = kernel.local(format!("{}_lvl{}_shape", d.name, depth + m), ScalarType::I64);
+                                        kernel.inputs.push(s);
+                                        shapes.push(s);
+                                    }
+                                    let mut buf = |what: &str| kernel.buf(format!("{}_lvl{depth}_{what}", d.name), ScalarType::I64, true, true);
+                                    let (table, keys, slot_of) = (buf("table"), buf("keys"), buf("slot_of"));
+                                    // A group at the root can be read back in the kernel.
+                                    let view = (depth == 1).then(|| HashView {
+                                        order: buf("order"),
+                                        tbl: (0..modes).map(|m| buf(&format!("coord{}", m + 1))).collect(),
+                                        posmap: buf("posmap"),
+                                    });
+                                    let mut local = |what: &str, ty| kernel.local(format!("{}_lvl{depth}_{what}", d.name), ty);
+                                    let (count, at, dirty) = (local("count", ScalarType::I64), local("at", ScalarType::I64), local("dirty", ScalarType::Bool));
+                                    kernel.outputs.push(count);
+                                    for (mode, &shape) in shapes.iter().enumerate() {
+                                        info.levels.push(LevelParams::HashOut { shape, mode, modes, table, keys, slot_of, count, at, dirty, view: view.clone() });
+                                    }
+                                    // Skip the group's further levels.
+                                    let mut last = child;
+                                    for _ in 1..modes {
+                                        if let LevelFormat::Inner { child, .. } = &**last {
+                                            last = child;
+                                        }
+                                    }
+                                    level = last;
+                                    depth += modes;
+                                    continue;
+                                }
                                 LevelKind::SparseList if matches!(**child, LevelFormat::Element(_)) => {
                                     let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, true, false);
                                     let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, true);
@@ -589,7 +694,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                 }
                                 other => {
                                     return unsupported(format!(
-                                        "compiling {} `{}` as {} (this release compiles reads of every level, and writes over an Element leaf into Dense and SparseByteMap levels in any order and into SparseList, SparseCOO, SparsePoint, SparseInterval, SparseBand, SparseBlockList, RunList and SparseRunList levels in order)",
+                                        "compiling {} `{}` as {} (this release compiles reads of every level, and writes over an Element leaf into Dense, SparseByteMap and SparseHash levels in any order and into SparseList, SparseCOO, SparsePoint, SparseInterval, SparseBand, SparseBlockList, RunList and SparseRunList levels in order)",
                                         if is_written { "writes to" } else { "reads of" },
                                         d.name,
                                         other.name()
@@ -607,6 +712,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                 Some(
                                     LevelParams::SparseListOut { .. }
                                         | LevelParams::CooOut { .. }
+                                        | LevelParams::HashOut { .. }
                                         | LevelParams::SparseBandOut { .. }
                                         | LevelParams::SparseBlockListOut { .. }
                                         | LevelParams::RunsOut { .. }
@@ -645,6 +751,27 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
         tensors.push(info);
     }
     Ok(tensors)
+}
+
+/// How many SparseHash levels `level` starts that run down to an Element leaf (a group
+/// the compiler writes as one hash table), or `None`.
+fn hash_group(level: &LevelFormat) -> Option<usize> {
+    let mut n = 0;
+    let mut l = level;
+    loop {
+        match l {
+            LevelFormat::Inner {
+                kind: LevelKind::SparseHash,
+                child,
+                ..
+            } => {
+                n += 1;
+                l = child;
+            }
+            LevelFormat::Element(_) => return (n > 0).then_some(n),
+            _ => return None,
+        }
+    }
 }
 
 /// A run-length vector workspace (a temporary whose only level is RunList or
@@ -892,10 +1019,16 @@ impl Converter<'_> {
                     ]
                 );
                 let runs = readable_runs(&self.tensors[t]);
+                let hash = matches!(
+                    self.tensors[t].levels.first(),
+                    Some(LevelParams::HashOut { view: Some(_), .. })
+                );
                 if !top {
-                    if !(dense || byte_map || runs) || self.tensors[t].kind == DeclKind::Input {
+                    if !(dense || byte_map || runs || hash)
+                        || self.tensors[t].kind == DeclKind::Input
+                    {
                         return unsupported(format!(
-                            "declaring the tensor `{tensor}` inside a loop or branch (dense workspaces, and SparseByteMap, RunList and SparseRunList vector workspaces so far; issue #3)"
+                            "declaring the tensor `{tensor}` inside a loop or branch (dense workspaces, SparseByteMap, RunList and SparseRunList vector workspaces, and SparseHash workspaces so far)"
                         ));
                     }
                     // Allocated once by the run time; reset here on every execution.
@@ -1253,19 +1386,12 @@ impl Converter<'_> {
                     .filter(|&(_, c)| c != 0)
                     .map(|(i, c)| (i, c, false)),
             };
-            let random_writes = self.tensors[t].levels.iter().all(|l| {
-                matches!(
-                    l,
-                    LevelParams::Dense { .. }
-                        | LevelParams::Element { .. }
-                        | LevelParams::SparseByteMapOut { .. }
-                )
-            });
+            let random_writes = self.tensors[t].takes_writes_in_any_order();
             if let Some((name, offset, permissive)) = wrapped {
                 if is_write {
                     if !random_writes {
                         return unsupported(format!(
-                            "writing `{}[{}]` through an offset or permissive index: only Dense and SparseByteMap levels take writes at shifted positions (issue #5)",
+                            "writing `{}[{}]` through an offset or permissive index: only Dense, SparseByteMap and SparseHash levels take writes at shifted positions",
                             a.tensor,
                             notation::print_expr(e)
                         ));
@@ -1318,17 +1444,10 @@ impl Converter<'_> {
             // computed, then read through a one-index loop (concordization).
             let computed = !matches!(e, notation::Expr::Index(_) | notation::Expr::Protocol(..));
             if computed {
-                let writable = self.tensors[t].levels.iter().all(|l| {
-                    matches!(
-                        l,
-                        LevelParams::Dense { .. }
-                            | LevelParams::Element { .. }
-                            | LevelParams::SparseByteMapOut { .. }
-                    )
-                });
+                let writable = self.tensors[t].takes_writes_in_any_order();
                 if is_write && !writable {
                     return unsupported(format!(
-                        "writing `{}[{}]` at a computed index: only Dense and SparseByteMap levels take writes in any order",
+                        "writing `{}[{}]` at a computed index: only Dense, SparseByteMap and SparseHash levels take writes in any order",
                         a.tensor,
                         notation::print_expr(e)
                     ));
@@ -1376,14 +1495,7 @@ impl Converter<'_> {
         // out of that order is concordized at the leaf (random access into the levels
         // below the first out-of-order index); a write must be to levels that take writes
         // in any order.
-        let random_writes = self.tensors[t].levels.iter().all(|l| {
-            matches!(
-                l,
-                LevelParams::Dense { .. }
-                    | LevelParams::Element { .. }
-                    | LevelParams::SparseByteMapOut { .. }
-            )
-        });
+        let random_writes = self.tensors[t].takes_writes_in_any_order();
         if depths.windows(2).any(|w| w[0] <= w[1]) && !is_write {
             let sparse = self.tensors[t].levels.iter().any(|l| {
                 !matches!(
@@ -1401,7 +1513,7 @@ impl Converter<'_> {
             }
         } else if depths.windows(2).any(|w| w[0] <= w[1]) && !random_writes {
             return unsupported(format!(
-                "the write `{}[{}]` is not in loop order (the last index must be the outermost loop), and only Dense and SparseByteMap levels take writes in any order",
+                "the write `{}[{}]` is not in loop order (the last index must be the outermost loop), and only Dense, SparseByteMap and SparseHash levels take writes in any order",
                 a.tensor,
                 a.indices.iter().map(notation::print_expr).collect::<Vec<_>>().join(", ")
             ));

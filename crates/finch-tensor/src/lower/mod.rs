@@ -10,6 +10,7 @@
 
 mod bounds;
 mod convert;
+mod hash;
 mod print;
 mod unfurl;
 
@@ -475,6 +476,12 @@ impl Lowerer {
                     // A run-length workspace starts over: later writes overwrite its runs.
                     (Some(LevelParams::RunsOut { qos, .. }), _) => {
                         Ok(vec![KStmt::Assign(*qos, KExpr::int(0))])
+                    }
+                    // A hash workspace empties the slots its entries hold.
+                    (Some(l @ LevelParams::HashOut { .. }), _) => {
+                        let (h, _) = hash::HashTable::of(l)
+                            .ok_or_else(|| Error::Program("internal: a SparseHash table".into()))?;
+                        Ok(h.reset(q))
                     }
                     // A bytemap workspace resets only the positions it set (TACO's
                     // workspace): the cost follows the previous nonzeros, not the size.
@@ -1976,7 +1983,12 @@ impl Lowerer {
             // Storing the fill claims nothing. Where the level skips it (an extruded list:
             // one statement writes it, so nothing claimed this index before) no code is
             // emitted, and a loop over a region of fills vanishes.
-            return Ok(if h.skip_fill { vec![] } else { store });
+            if h.skip_fill {
+                return Ok(vec![]);
+            }
+            if !h.fill_claims {
+                return Ok(store);
+            }
         }
         let claim = h.claim.clone();
         let mut code = vec![KStmt::If {

@@ -34,6 +34,7 @@ impl Lowerer {
             Error::Program(format!("internal: `{name}` has no level {}", f.depth + 1))
         })?;
         let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
+        let hash = super::hash::HashTable::of(&level);
         match level {
             LevelParams::Dense { shape } => Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
                 let child = KExpr::bin(
@@ -55,11 +56,10 @@ impl Lowerer {
                 let follow = f.protocols & (1 << f.depth) != 0;
                 let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
                 let list = SortedList {
-                    ptr,
+                    entries: Entries::Fiber(ptr),
                     idx,
                     child_of,
                     shape,
-                    end: None,
                     runs: false,
                 };
                 Ok(if follow {
@@ -78,11 +78,10 @@ impl Lowerer {
                 // Read by a later statement, after the kernel froze it: a sorted list.
                 let child_of: ChildOf = Rc::new(|q| q);
                 let list = SortedList {
-                    ptr,
+                    entries: Entries::Fiber(ptr),
                     idx,
                     child_of,
                     shape,
-                    end: None,
                     runs: false,
                 };
                 let follow = f.protocols & (1 << f.depth) != 0;
@@ -112,6 +111,18 @@ impl Lowerer {
                 self.written_only(f, &name)?;
                 self.unfurl_list_out(f, shape, [ptr, idx], [qos, dirty], Some((mode, modes)))
             }
+            LevelParams::HashOut {
+                shape, mode, modes, ..
+            } => {
+                let (h, view) = hash.ok_or_else(|| {
+                    Error::Program(format!("internal: `{name}`'s SparseHash table"))
+                })?;
+                if f.protocols & crate::looplets::WRITTEN == 0 {
+                    self.unfurl_hash_read(f, shape, [mode, modes], h, view)
+                } else {
+                    self.unfurl_hash_out(f, shape, [mode, modes], h)
+                }
+            }
             LevelParams::Coo {
                 shape,
                 ptr,
@@ -125,9 +136,9 @@ impl Lowerer {
                         "internal: `{name}` has no coordinates for mode {mode}"
                     ))
                 })?;
-                let end = match (mode, &f.end) {
-                    (0, _) => None,
-                    (_, Some(end)) => Some(end.clone()),
+                let entries = match (mode, &f.end) {
+                    (0, _) => Entries::Fiber(ptr),
+                    (_, Some(end)) => Entries::Until(end.clone()),
                     (_, None) => {
                         return Err(Error::Program(format!(
                             "internal: mode {} of `{name}`'s SparseCOO level reached without its run of tuples",
@@ -136,11 +147,10 @@ impl Lowerer {
                     }
                 };
                 let list = SortedList {
-                    ptr,
+                    entries,
                     idx,
                     child_of: Rc::new(|q| q),
                     shape,
-                    end,
                     runs: mode + 1 < modes,
                 };
                 let follow = f.protocols & (1 << f.depth) != 0;
@@ -173,6 +183,7 @@ impl Lowerer {
                     claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
                     skip_fill: true,
                     skip_fill_values: true,
+                    fill_claims: false,
                 };
                 let at = pos.clone();
                 let record = move |i: KExpr| {
@@ -309,7 +320,7 @@ impl Lowerer {
     /// The value buffer of the Element leaf (at `depth`) under a written sparse level, and
     /// the value a claimed position starts from: the declared initial value in the element
     /// type (checked equal to the fill when the program was converted).
-    fn written_leaf(
+    pub(super) fn written_leaf(
         &self,
         t: usize,
         depth: usize,
@@ -450,7 +461,7 @@ impl Lowerer {
     }
 
     /// Levels written in order cannot be read back in the same kernel.
-    fn written_only(&self, f: &Fiber, name: &str) -> Result<()> {
+    pub(super) fn written_only(&self, f: &Fiber, name: &str) -> Result<()> {
         if f.protocols & crate::looplets::WRITTEN == 0 {
             return Err(Error::Unsupported(format!(
                 "reading the output `{name}` in the kernel that writes it"
@@ -705,6 +716,7 @@ impl Lowerer {
             claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
             skip_fill: true,
             skip_fill_values: true,
+            fill_claims: false,
         };
         let at = scratch.clone();
         let body =
@@ -952,11 +964,10 @@ impl Lowerer {
                 pos,
                 protocols,
                 SortedList {
-                    ptr,
+                    entries: Entries::Fiber(ptr),
                     idx: srt,
                     child_of,
                     shape,
-                    end: None,
                     runs: false,
                 },
                 gallop,
@@ -982,6 +993,7 @@ impl Lowerer {
             claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
             skip_fill: false,
             skip_fill_values: false,
+            fill_claims: false,
         };
         let position = move |i: KExpr| {
             KExpr::bin(Op::Add, base.clone(), KExpr::bin(Op::Sub, i, KExpr::int(1)))
@@ -1068,7 +1080,12 @@ impl Lowerer {
     }
 
     /// A fresh `i64` local named after the level.
-    fn level_local(&mut self, t: usize, depth: usize, what: &str) -> crate::kernel::LocalId {
+    pub(super) fn level_local(
+        &mut self,
+        t: usize,
+        depth: usize,
+        what: &str,
+    ) -> crate::kernel::LocalId {
         let name = format!("{}_lvl{depth}_{what}", self.tensors[t].name);
         self.kernel.local(name, ScalarType::I64)
     }
@@ -1307,11 +1324,10 @@ impl Lowerer {
                     Rc::new(move |q| KExpr::bin(Op::Add, base.clone(), KExpr::load(srt, q)));
                 let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
                 let list = SortedList {
-                    ptr,
+                    entries: Entries::Fiber(ptr),
                     idx: srt,
                     child_of,
                     shape,
-                    end: None,
                     runs: false,
                 };
                 self.sorted_walk(t, depth, f.pos.clone(), protocols, list, gallop)
@@ -1321,11 +1337,10 @@ impl Lowerer {
                 let (ptr, idx, posbuf) = (buf(0)?, buf(1)?, buf(2)?);
                 let child_of: ChildOf = Rc::new(move |q| KExpr::load(posbuf, q));
                 let list = SortedList {
-                    ptr,
+                    entries: Entries::Fiber(ptr),
                     idx,
                     child_of,
                     shape,
-                    end: None,
                     runs: false,
                 };
                 if f.protocols & (1 << f.depth) != 0 {
@@ -1346,7 +1361,7 @@ impl Lowerer {
     /// Walk (or gallop) over a sorted index list: `Thunk(q = ptr[p]; q_stop = ptr[p+1];
     /// i_last) -> Sequence(Phase(stop = i_last, Stepper(Spike(fill, child(q)))),
     /// Phase(Run(fill)))`.
-    fn sorted_walk(
+    pub(super) fn sorted_walk(
         &mut self,
         t: usize,
         depth: usize,
@@ -1363,11 +1378,10 @@ impl Lowerer {
         let l = KExpr::Local;
         let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
         let SortedList {
-            ptr,
+            entries,
             idx,
             child_of,
             shape,
-            end,
             runs,
         } = list;
         // 1-based, the last stored index is at most the size (a stored index is below it).
@@ -1415,9 +1429,9 @@ impl Lowerer {
         } else {
             Looplet::Stepper(Rc::new(stepper))
         };
-        let preamble = match end {
-            Some(end) => entry_bounds(pos, end, idx, q, q_stop, i_last),
-            None => fiber_bounds(ptr, idx, pos, q, q_stop, i_last),
+        let preamble = match entries {
+            Entries::Until(end) => entry_bounds(pos, end, idx, q, q_stop, i_last),
+            Entries::Fiber(ptr) => fiber_bounds(ptr, idx, pos, q, q_stop, i_last),
         };
         Looplet::Thunk {
             epilogue: vec![],
@@ -1430,7 +1444,7 @@ impl Lowerer {
     }
 
     /// Follow (random access) into a sorted index list by binary search; a miss reads fill.
-    fn sorted_follow(
+    pub(super) fn sorted_follow(
         &mut self,
         t: usize,
         depth: usize,
@@ -1448,21 +1462,20 @@ impl Lowerer {
         let l = KExpr::Local;
         let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
         let SortedList {
-            ptr,
+            entries,
             idx,
             child_of,
-            end,
             runs,
             ..
         } = list;
         let run_end = runs.then(|| self.level_local(t, depth, "run_end"));
         Looplet::Lookup(Rc::new(move |i: KExpr| {
             let target = KExpr::bin(Op::Sub, i, KExpr::int(1));
-            let (lo, stop) = match &end {
-                Some(end) => (pos.clone(), end.clone()),
-                None => (
-                    KExpr::load(ptr, pos.clone()),
-                    KExpr::load(ptr, plus1(pos.clone())),
+            let (lo, stop) = match &entries {
+                Entries::Until(end) => (pos.clone(), end.clone()),
+                Entries::Fiber(ptr) => (
+                    KExpr::load(*ptr, pos.clone()),
+                    KExpr::load(*ptr, plus1(pos.clone())),
                 ),
             };
             let mut matched = vec![KStmt::Assign(
@@ -1516,21 +1529,26 @@ impl Lowerer {
 }
 
 /// Maps a list entry's position to its child position.
-type ChildOf = Rc<dyn Fn(KExpr) -> KExpr>;
+pub(super) type ChildOf = Rc<dyn Fn(KExpr) -> KExpr>;
 
 /// A sorted per-fiber list: `ptr` over `idx`, children by `child_of(q)`.
-struct SortedList {
-    ptr: crate::kernel::BufId,
-    idx: crate::kernel::BufId,
-    child_of: ChildOf,
+pub(super) struct SortedList {
+    pub(super) entries: Entries,
+    pub(super) idx: crate::kernel::BufId,
+    pub(super) child_of: ChildOf,
     /// The level's size: every stored index is below it (the level's invariants).
-    shape: crate::kernel::LocalId,
-    /// For a SparseCOO mode below its first: the entries are `pos .. end`, not
-    /// `ptr[pos] .. ptr[pos+1]`.
-    end: Option<KExpr>,
+    pub(super) shape: crate::kernel::LocalId,
     /// For a SparseCOO mode above its last: entries with equal indices (nondecreasing
     /// here) form one child, the run `q .. r` handed down as a fiber with an `end`.
-    runs: bool,
+    pub(super) runs: bool,
+}
+
+/// Where a sorted list's entries for fiber `pos` lie.
+pub(super) enum Entries {
+    /// `ptr[pos] .. ptr[pos+1]`.
+    Fiber(crate::kernel::BufId),
+    /// `pos .. end` (a SparseCOO mode below its first; a hash group read back).
+    Until(KExpr),
 }
 
 /// `q = ptr[p]; q_stop = ptr[p+1]; i_last = last[q_stop - 1] + 1` (or 0 for an empty
@@ -1617,7 +1635,7 @@ fn seek_on(
 
 /// Grows a buffer (doubling, at least to `need`) when `need` exceeds its length; new
 /// elements are `fill`.
-fn grow_to(buf: crate::kernel::BufId, need: KExpr, fill: Value) -> KStmt {
+pub(super) fn grow_to(buf: crate::kernel::BufId, need: KExpr, fill: Value) -> KStmt {
     KStmt::If {
         cond: KExpr::bin(Op::Gt, need.clone(), KExpr::Len(buf)),
         then: vec![KStmt::Resize {

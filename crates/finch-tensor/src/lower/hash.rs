@@ -1,0 +1,451 @@
+//! Writing SparseHash levels (finch-language-and-levels.md, SparseDict): any order,
+//! repeated (laminate). A group of SparseHash levels running down to the Element leaf is
+//! one open-addressing hash table in the kernel, keyed by an entry's linear position over
+//! every mode of the tensor (column-major, as Dense levels number their positions):
+//!
+//! * `table[h]` is an entry number + 1, or 0 for an empty slot; the capacity is a power of
+//!   two, and the table is rebuilt at twice the size before it gets more than half full;
+//! * `keys[q]` is entry `q`'s key, `slot_of[q]` its slot; its value is at child position
+//!   `q` (entries are numbered in insertion order and never move);
+//! * the first write of an index finds or inserts its entry (the hollow leaf's claim);
+//!   later writes of the same index reuse it.
+//!
+//! The run time builds the sorted levels from the entries (freeze). A group at the root
+//! can also be read back in the kernel: the read sorts the keys, splits them into
+//! coordinates and walks them like a SparseCOO level, each sorted position mapped to its
+//! entry by a lookup. Declaring the group again (a workspace inside a loop) empties only
+//! the slots its entries hold.
+
+use std::rc::Rc;
+
+use super::convert::HashView;
+use super::unfurl::{grow_to, ChildOf, Entries, SortedList};
+use super::Lowerer;
+use crate::algebra::{Op, Value};
+use crate::error::{Error, Result};
+use crate::kernel::{BufId, KExpr, KStmt, LocalId};
+use crate::looplets::{Fiber, Hollow, Looplet, Tensor};
+
+/// The smallest table (slots).
+const MIN_CAPACITY: i64 = 16;
+
+/// The kernel state of a written SparseHash group (shared by its modes).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct HashTable {
+    pub(super) table: BufId,
+    pub(super) keys: BufId,
+    pub(super) slot_of: BufId,
+    pub(super) count: LocalId,
+    pub(super) at: LocalId,
+    pub(super) dirty: LocalId,
+}
+
+/// The locals one lookup uses.
+#[derive(Clone, Copy)]
+struct Probe {
+    key: LocalId,
+    slot: LocalId,
+    entry: LocalId,
+}
+
+fn l(x: LocalId) -> KExpr {
+    KExpr::Local(x)
+}
+
+fn add(a: KExpr, b: KExpr) -> KExpr {
+    KExpr::bin(Op::Add, a, b)
+}
+
+/// `(k ^ (k >> 16) ^ (k >> 32)) & (Len(table) - 1)`: the home slot of key `k` (keys are
+/// non-negative, the capacity a power of two).
+fn home(table: BufId, k: KExpr) -> KExpr {
+    let mixed = KExpr::Op(
+        Op::Xor,
+        vec![
+            k.clone(),
+            KExpr::bin(Op::Shr, k.clone(), KExpr::int(16)),
+            KExpr::bin(Op::Shr, k, KExpr::int(32)),
+        ],
+    );
+    KExpr::bin(Op::BitAnd, mixed, mask(table))
+}
+
+fn mask(table: BufId) -> KExpr {
+    KExpr::bin(Op::Sub, KExpr::Len(table), KExpr::int(1))
+}
+
+/// `h = (h + 1) & mask`.
+fn next_slot(table: BufId, h: LocalId) -> KStmt {
+    KStmt::Assign(
+        h,
+        KExpr::bin(Op::BitAnd, add(l(h), KExpr::int(1)), mask(table)),
+    )
+}
+
+impl HashTable {
+    /// Looks up `key` (assigned to `p.key` first): runs `found` with `p.entry` holding the
+    /// entry number when it is stored, else `empty` with `p.slot` at the free slot where
+    /// it belongs.
+    fn probe(&self, p: Probe, key: KExpr, found: Vec<KStmt>, empty: Vec<KStmt>) -> Vec<KStmt> {
+        let mut on_empty = empty;
+        on_empty.push(KStmt::Break);
+        let mut on_found = found;
+        on_found.push(KStmt::Break);
+        vec![
+            KStmt::Assign(p.key, key),
+            KStmt::Assign(p.slot, home(self.table, l(p.key))),
+            KStmt::While {
+                cond: KExpr::Lit(Value::Bool(true)),
+                body: vec![
+                    KStmt::Assign(
+                        p.entry,
+                        KExpr::bin(Op::Sub, KExpr::load(self.table, l(p.slot)), KExpr::int(1)),
+                    ),
+                    KStmt::If {
+                        cond: KExpr::bin(Op::Lt, l(p.entry), KExpr::int(0)),
+                        then: on_empty,
+                        otherwise: vec![],
+                    },
+                    KStmt::If {
+                        cond: KExpr::bin(Op::Eq, KExpr::load(self.keys, l(p.entry)), l(p.key)),
+                        then: on_found,
+                        otherwise: vec![],
+                    },
+                    next_slot(self.table, p.slot),
+                ],
+            },
+        ]
+    }
+
+    /// Rebuilds the table at twice its capacity (at least [`MIN_CAPACITY`]) when one more
+    /// entry would make it more than half full.
+    fn make_room(&self, p: Probe, q: LocalId) -> KStmt {
+        let mut rebuild = vec![
+            KStmt::Resize {
+                buf: self.table,
+                len: KExpr::Op(
+                    Op::Max,
+                    vec![
+                        KExpr::bin(Op::Mul, KExpr::Len(self.table), KExpr::int(2)),
+                        KExpr::int(MIN_CAPACITY),
+                    ],
+                ),
+                fill: Value::I64(0),
+            },
+            KStmt::For {
+                var: q,
+                lo: KExpr::int(0),
+                hi: KExpr::Len(self.table),
+                body: vec![KStmt::Store {
+                    buf: self.table,
+                    index: l(q),
+                    value: KExpr::int(0),
+                }],
+            },
+        ];
+        // Every entry again, in order, at the first free slot from its home.
+        rebuild.push(KStmt::For {
+            var: q,
+            lo: KExpr::int(0),
+            hi: l(self.count),
+            body: vec![
+                KStmt::Assign(p.slot, home(self.table, KExpr::load(self.keys, l(q)))),
+                KStmt::While {
+                    cond: KExpr::bin(Op::Ne, KExpr::load(self.table, l(p.slot)), KExpr::int(0)),
+                    body: vec![next_slot(self.table, p.slot)],
+                },
+                KStmt::Store {
+                    buf: self.table,
+                    index: l(p.slot),
+                    value: add(l(q), KExpr::int(1)),
+                },
+                KStmt::Store {
+                    buf: self.slot_of,
+                    index: l(q),
+                    value: l(p.slot),
+                },
+            ],
+        });
+        KStmt::If {
+            cond: KExpr::bin(
+                Op::Gt,
+                KExpr::bin(Op::Mul, add(l(self.count), KExpr::int(1)), KExpr::int(2)),
+                KExpr::Len(self.table),
+            ),
+            then: rebuild,
+            otherwise: vec![],
+        }
+    }
+
+    /// Empties the table: only the slots its entries hold, so the cost follows the
+    /// entries, not the capacity.
+    pub(super) fn reset(&self, q: LocalId) -> Vec<KStmt> {
+        vec![
+            KStmt::For {
+                var: q,
+                lo: KExpr::int(0),
+                hi: l(self.count),
+                body: vec![KStmt::Store {
+                    buf: self.table,
+                    index: KExpr::load(self.slot_of, l(q)),
+                    value: KExpr::int(0),
+                }],
+            },
+            KStmt::Assign(self.count, KExpr::int(0)),
+        ]
+    }
+}
+
+impl Lowerer {
+    fn probe_locals(&mut self, t: usize, depth: usize) -> Probe {
+        Probe {
+            key: self.level_local(t, depth, "key"),
+            slot: self.level_local(t, depth, "slot"),
+            entry: self.level_local(t, depth, "entry"),
+        }
+    }
+
+    /// The looplets of mode `mode` (of `modes`) of a written SparseHash group: modes above
+    /// the last pass the linear position down; the last hands out the leaf of the index's
+    /// entry, found or inserted by the first write.
+    pub(super) fn unfurl_hash_out(
+        &mut self,
+        f: &Fiber,
+        shape: LocalId,
+        [mode, modes]: [usize; 2],
+        h: HashTable,
+    ) -> Result<Looplet> {
+        let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
+        let linear = move |i: KExpr| {
+            add(
+                KExpr::bin(Op::Mul, pos.clone(), KExpr::Local(shape)),
+                KExpr::bin(Op::Sub, i, KExpr::int(1)),
+            )
+        };
+        if mode + 1 < modes {
+            return Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
+                Tensor::Fiber(Fiber {
+                    tensor: t,
+                    depth,
+                    pos: linear(i),
+                    end: None,
+                    hollow: None,
+                    protocols,
+                })
+            })));
+        }
+        let (val, init) = self.written_leaf(t, depth, "SparseHash")?;
+        let p = self.probe_locals(t, depth);
+        let q = self.level_local(t, depth, "rehash");
+        let insert = vec![
+            grow_to(h.keys, add(l(h.count), KExpr::int(1)), Value::I64(0)),
+            grow_to(h.slot_of, add(l(h.count), KExpr::int(1)), Value::I64(0)),
+            grow_to(val, add(l(h.count), KExpr::int(1)), init),
+            KStmt::Store {
+                buf: h.keys,
+                index: l(h.count),
+                value: l(p.key),
+            },
+            KStmt::Store {
+                buf: h.slot_of,
+                index: l(h.count),
+                value: l(p.slot),
+            },
+            KStmt::Store {
+                buf: h.table,
+                index: l(p.slot),
+                value: add(l(h.count), KExpr::int(1)),
+            },
+            KStmt::Store {
+                buf: val,
+                index: l(h.count),
+                value: KExpr::Lit(init),
+            },
+            KStmt::Assign(h.at, l(h.count)),
+            KStmt::Assign(h.count, add(l(h.count), KExpr::int(1))),
+        ];
+        let found = vec![KStmt::Assign(h.at, l(p.entry))];
+        let claim_of = move |i: KExpr| {
+            let mut claim = vec![h.make_room(p, q)];
+            claim.extend(h.probe(p, linear(i), found.clone(), insert.clone()));
+            claim.push(KStmt::Assign(h.dirty, KExpr::Lit(Value::Bool(true))));
+            Hollow {
+                dirty: h.dirty,
+                claim,
+                // Storing the fill into an entry another statement wrote must reach it, so
+                // every write looks its entry up (a fill written first is stored).
+                skip_fill: false,
+                skip_fill_values: false,
+                fill_claims: true,
+            }
+        };
+        Ok(Looplet::LookupWrite {
+            body: Rc::new(move |i: KExpr| Fiber::hollow_leaf(t, depth, l(h.at), claim_of(i))),
+            epilogue: Rc::new(move |_i: KExpr| {
+                vec![KStmt::Assign(h.dirty, KExpr::Lit(Value::Bool(false)))]
+            }),
+        })
+    }
+
+    /// Mode `mode` of a written SparseHash group read back in the kernel (a group at the
+    /// root): the first mode sorts the entries and splits their keys into coordinates
+    /// (`view`), then every mode walks them like a SparseCOO level.
+    pub(super) fn unfurl_hash_read(
+        &mut self,
+        f: &Fiber,
+        shape: LocalId,
+        [mode, modes]: [usize; 2],
+        h: HashTable,
+        view: Option<HashView>,
+    ) -> Result<Looplet> {
+        let name = self.tensors[f.tensor].name.clone();
+        let Some(view) = view else {
+            return Err(Error::Unsupported(format!(
+                "reading the SparseHash levels of `{name}` under other levels in the kernel that writes them (only a tensor whose levels are all SparseHash is read back)"
+            )));
+        };
+        let (t, depth, protocols) = (f.tensor, f.depth + 1, f.protocols);
+        let idx = view.tbl.get(mode).copied().ok_or_else(|| {
+            Error::Program(format!(
+                "internal: `{name}` has no coordinates for mode {mode}"
+            ))
+        })?;
+        let entries = if mode == 0 {
+            Entries::Until(l(h.count))
+        } else {
+            Entries::Until(f.end.clone().ok_or_else(|| {
+                Error::Program(format!(
+                    "internal: mode {} of `{name}`'s SparseHash levels reached without its run of entries",
+                    mode + 1
+                ))
+            })?)
+        };
+        let posmap = view.posmap;
+        let child_of: ChildOf = if mode + 1 == modes {
+            Rc::new(move |r| KExpr::load(posmap, r))
+        } else {
+            Rc::new(|r| r)
+        };
+        let list = SortedList {
+            entries,
+            idx,
+            child_of,
+            shape,
+            runs: mode + 1 < modes,
+        };
+        let follow = f.protocols & (1 << f.depth) != 0;
+        let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+        let walk = if follow {
+            self.sorted_follow(t, depth, f.pos.clone(), protocols, list)
+        } else {
+            self.sorted_walk(t, depth, f.pos.clone(), protocols, list, gallop)
+        };
+        if mode > 0 {
+            return Ok(walk);
+        }
+        let shapes: Vec<LocalId> = self.tensors[t].levels[f.depth..f.depth + modes]
+            .iter()
+            .filter_map(super::LevelParams::shape)
+            .collect();
+        let freeze = self.hash_freeze(t, depth, h, &view, &shapes);
+        Ok(Looplet::Thunk {
+            preamble: freeze,
+            body: Box::new(walk),
+            epilogue: vec![],
+        })
+    }
+
+    /// Sorts a root SparseHash group's keys into `view.order`, splits each into its
+    /// coordinates (0-based, `shapes` outermost first) and finds its entry.
+    fn hash_freeze(
+        &mut self,
+        t: usize,
+        depth: usize,
+        h: HashTable,
+        view: &HashView,
+        shapes: &[LocalId],
+    ) -> Vec<KStmt> {
+        let p = self.probe_locals(t, depth);
+        let r = self.level_local(t, depth, "sorted");
+        let k = self.level_local(t, depth, "rest");
+        let n = l(h.count);
+        let mut code = vec![grow_to(view.order, n.clone(), Value::I64(0))];
+        code.extend(
+            view.tbl
+                .iter()
+                .map(|&b| grow_to(b, n.clone(), Value::I64(0))),
+        );
+        code.push(grow_to(view.posmap, n.clone(), Value::I64(0)));
+        code.push(KStmt::For {
+            var: r,
+            lo: KExpr::int(0),
+            hi: n.clone(),
+            body: vec![KStmt::Store {
+                buf: view.order,
+                index: l(r),
+                value: KExpr::load(h.keys, l(r)),
+            }],
+        });
+        code.push(KStmt::Sort {
+            buf: view.order,
+            lo: KExpr::int(0),
+            hi: n.clone(),
+        });
+        let mut body = h.probe(
+            p,
+            KExpr::load(view.order, l(r)),
+            vec![KStmt::Store {
+                buf: view.posmap,
+                index: l(r),
+                value: l(p.entry),
+            }],
+            // Every sorted key is stored; an empty slot cannot be reached.
+            vec![],
+        );
+        body.push(KStmt::Assign(k, l(p.key)));
+        for (&b, &s) in view.tbl.iter().zip(shapes).rev() {
+            body.push(KStmt::Store {
+                buf: b,
+                index: l(r),
+                value: KExpr::bin(Op::Rem, l(k), l(s)),
+            });
+            body.push(KStmt::Assign(k, KExpr::bin(Op::IntDiv, l(k), l(s))));
+        }
+        code.push(KStmt::For {
+            var: r,
+            lo: KExpr::int(0),
+            hi: n,
+            body,
+        });
+        code
+    }
+}
+
+impl HashTable {
+    /// The table of a written SparseHash mode's parameters.
+    pub(super) fn of(l: &super::LevelParams) -> Option<(HashTable, Option<HashView>)> {
+        match l {
+            super::LevelParams::HashOut {
+                table,
+                keys,
+                slot_of,
+                count,
+                at,
+                dirty,
+                view,
+                ..
+            } => Some((
+                HashTable {
+                    table: *table,
+                    keys: *keys,
+                    slot_of: *slot_of,
+                    count: *count,
+                    at: *at,
+                    dirty: *dirty,
+                },
+                view.clone(),
+            )),
+            _ => None,
+        }
+    }
+}
