@@ -1356,6 +1356,52 @@ impl Lowerer {
         let mut out = Vec::new();
         let mut start = lo.clone();
         for (k, (stop, phase)) in phases.iter().enumerate() {
+            // A phase that ends one index after the previous one (a SparsePoint's stored
+            // index) holds at most that index: lowered at it, with no loop.
+            let after_previous = k
+                .checked_sub(1)
+                .and_then(|j| phases[j].0.as_ref())
+                .zip(stop.as_ref())
+                .filter(|(prev, s)| **prev == KExpr::bin(Op::Sub, (*s).clone(), KExpr::int(1)));
+            if let (Some((_, s)), true) = (after_previous, k + 1 < phases.len()) {
+                let is_sequence = |l: &Looplet| matches!(l, Looplet::Sequence(_));
+                let phase_body = self.replace_first(body.clone(), index, is_sequence, phase)?;
+                let code = self.lower(Stmt::Loop {
+                    index: index.into(),
+                    lo: s.clone(),
+                    hi: s.clone(),
+                    body: Box::new(phase_body),
+                })?;
+                if !code.is_empty() {
+                    let inside = KExpr::Op(
+                        Op::And,
+                        vec![
+                            KExpr::bin(Op::Le, lo.clone(), s.clone()),
+                            KExpr::bin(Op::Le, s.clone(), hi.clone()),
+                        ],
+                    );
+                    out.push(KStmt::If {
+                        cond: inside,
+                        then: code,
+                        otherwise: vec![],
+                    });
+                }
+                start = bounds::fold_min_max(
+                    KExpr::Op(
+                        Op::Max,
+                        vec![
+                            lo.clone(),
+                            KExpr::bin(
+                                Op::Add,
+                                KExpr::Op(Op::Min, vec![hi.clone(), s.clone()]),
+                                KExpr::int(1),
+                            ),
+                        ],
+                    ),
+                    &self.at_most,
+                );
+                continue;
+            }
             let end = match stop {
                 Some(s) if k + 1 < phases.len() => bounds::fold_min_max(
                     KExpr::Op(Op::Min, vec![hi.clone(), s.clone()]),
