@@ -20,7 +20,7 @@ use crate::formats::{
     DenseStorage, ElementStorage, Format, LevelFormat, LevelStorage, ScalarStorage,
 };
 use crate::kernel::{BufId, Kernel, LocalId};
-use crate::lower::{lower_program, LevelParams, Lowered, OutArray, Size};
+use crate::lower::{lower_program, Bound, LevelParams, Lowered, OutArray, Size};
 use crate::notation::DeclKind;
 use crate::tensor::{checked_len, fmt_shape, Buffer, IndexVec, Tensor, TensorStorage};
 
@@ -226,10 +226,32 @@ impl CompiledProgram {
                 }
             }
         }
+        // Window bounds that are input scalars, by tensor index.
+        let mut scalar_bounds: HashMap<usize, i64> = HashMap::new();
+        for (k, info) in infos.iter().enumerate() {
+            if info.kind == DeclKind::Input && info.scalar.is_some() {
+                if let Some(n) = tensors
+                    .get(&info.name)
+                    .and_then(|t| t.get(&[]).ok())
+                    .and_then(|v| v.as_i128())
+                    .and_then(|n| i64::try_from(n).ok())
+                {
+                    scalar_bounds.insert(k, n);
+                }
+            }
+        }
+        let bound = |b: &Bound| match b {
+            Bound::Const(n) => Some(*n),
+            Bound::Scalar(t) => scalar_bounds.get(t).copied(),
+        };
         let value = |s: &Size, known: &HashMap<(usize, usize), usize>| -> Option<usize> {
             match s {
                 Size::Const(n) => usize::try_from(*n).ok(),
                 Size::Mode(t, m) => known.get(&(*t, *m)).copied(),
+                Size::Span(lo, hi) => bound(hi)
+                    .zip(bound(lo))
+                    .and_then(|(hi, lo)| hi.checked_sub(lo)?.checked_add(1))
+                    .and_then(|n| usize::try_from(n).ok()),
             }
         };
         loop {
@@ -257,10 +279,37 @@ impl CompiledProgram {
                 break;
             }
         }
+        let show_bound = |b: &Bound| match b {
+            Bound::Const(n) => n.to_string(),
+            Bound::Scalar(t) => format!("{}[]", infos[*t].name),
+        };
         let describe = |s: &Size| match s {
             Size::Const(n) => format!("the loop range 1:{n}"),
             Size::Mode(t, m) => format!("`{}` (mode {})", infos[*t].name, m + 1),
+            Size::Span(lo, hi) => format!("the window ({}:{})", show_bound(lo), show_bound(hi)),
         };
+        // Every window lies inside its mode (an empty one may start right after it).
+        for w in &self.lowered.windows {
+            let (lo, hi) = (bound(&w.lo), bound(&w.hi));
+            let size = known.get(&(w.tensor, w.mode)).copied();
+            if let (Some(lo), Some(hi), Some(n)) = (lo, hi, size) {
+                let n = i64::try_from(n).unwrap_or(i64::MAX);
+                if lo < 1 || hi > n || hi < lo - 1 {
+                    return Err(Error::Program(format!(
+                        "the window ({lo}:{hi}) of `{}` (mode {}) is outside its size {n}",
+                        infos[w.tensor].name,
+                        w.mode + 1
+                    )));
+                }
+            } else if lo.is_none() || hi.is_none() {
+                return Err(Error::Program(format!(
+                    "the window ({}:{}) of `{}` needs its bounds: bind the scalar inputs",
+                    show_bound(&w.lo),
+                    show_bound(&w.hi),
+                    infos[w.tensor].name
+                )));
+            }
+        }
         for (a, b, index) in &self.lowered.constraints {
             if let (Some(x), Some(y)) = (value(a, &known), value(b, &known)) {
                 if x != y {

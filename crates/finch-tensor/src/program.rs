@@ -128,6 +128,9 @@ fn check_arity_expr(e: &Expr, ndims: &HashMap<&str, usize>) -> Result<()> {
         Expr::Call { args, .. } => args.iter().try_for_each(|a| check_arity_expr(a, ndims)),
         Expr::Access(a) => check_access(a, ndims),
         Expr::Permissive(x) | Expr::Protocol(_, x) => check_arity_expr(x, ndims),
+        Expr::Window { lo, hi, index } => [lo, hi, index]
+            .into_iter()
+            .try_for_each(|x| check_arity_expr(x, ndims)),
     }
 }
 

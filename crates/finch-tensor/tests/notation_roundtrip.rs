@@ -357,6 +357,16 @@ fn expr_in(indices: Vec<String>, vars: Vec<String>, in_index: bool) -> BoxedStra
                     .prop_map(|e| Expr::Permissive(Box::new(e)))
                     .boxed(),
             );
+            // Windows `(lo:hi)(i)`.
+            options.push(
+                (inner.clone(), inner.clone(), inner.clone())
+                    .prop_map(|(lo, hi, i)| Expr::Window {
+                        lo: Box::new(lo),
+                        hi: Box::new(hi),
+                        index: Box::new(i),
+                    })
+                    .boxed(),
+            );
         }
         if in_index && !indices2.is_empty() {
             options.push(

@@ -470,6 +470,31 @@ pub enum Size {
     Mode(usize, usize),
     /// A constant.
     Const(i64),
+    /// The length `hi - lo + 1` of a window `(lo:hi)`.
+    Span(Bound, Bound),
+}
+
+/// A window bound known when tensors are bound.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Bound {
+    /// A literal.
+    Const(i64),
+    /// The value of an integer input scalar the program does not write (tensor index).
+    Scalar(usize),
+}
+
+/// A window `(lo:hi)` of mode `mode` of tensor `tensor`: checked inside the mode when
+/// tensors are bound.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowCheck {
+    /// Tensor index.
+    pub tensor: usize,
+    /// Mode (0-based).
+    pub mode: usize,
+    /// First index.
+    pub lo: Bound,
+    /// Last index.
+    pub hi: Bound,
 }
 
 /// What lowering needs besides the statements.
@@ -483,6 +508,8 @@ pub struct Converted {
     pub constraints: Vec<(Size, Size, String)>,
     /// For each non-scalar output declared at the top level: its shape.
     pub output_shapes: HashMap<usize, Vec<Option<Size>>>,
+    /// Windows to check inside their modes.
+    pub windows: Vec<WindowCheck>,
     /// The body in lowering IR.
     pub body: Stmt,
     /// Things that compile but cost more than the user may expect (a non-concordant read
@@ -845,6 +872,7 @@ struct Converter<'a> {
     cse_count: usize,
     constraints: Vec<(Size, Size, String)>,
     output_shapes: HashMap<usize, Vec<Option<Size>>>,
+    windows: Vec<WindowCheck>,
     top_level: bool,
     /// Sparse outputs already written by a statement.
     sparse_written: std::collections::HashSet<usize>,
@@ -869,6 +897,7 @@ pub fn convert(program: &crate::Program) -> Result<Converted> {
         cse_count: 0,
         constraints: Vec::new(),
         output_shapes: HashMap::new(),
+        windows: Vec::new(),
         top_level: true,
         sparse_written: std::collections::HashSet::new(),
         warnings: Vec::new(),
@@ -878,11 +907,13 @@ pub fn convert(program: &crate::Program) -> Result<Converted> {
     let constraints = std::mem::take(&mut c.constraints);
     let output_shapes = std::mem::take(&mut c.output_shapes);
     let warnings = std::mem::take(&mut c.warnings);
+    let windows = std::mem::take(&mut c.windows);
     Ok(Converted {
         kernel,
         tensors,
         constraints,
         output_shapes,
+        windows,
         body,
         warnings,
     })
@@ -915,6 +946,71 @@ impl Converter<'_> {
             }
         };
         walk_accesses(s, &mut visit);
+    }
+
+    /// Windows `A[(lo:hi)(i)]` of the loop index in `s`: the span each gives `i`.
+    fn window_uses(&self, index: &str, s: &notation::Stmt) -> Result<Vec<Size>> {
+        let mut found: Vec<(notation::Expr, notation::Expr)> = Vec::new();
+        walk_accesses(s, &mut |a: &notation::Access| {
+            for e in &a.indices {
+                if let notation::Expr::Window { lo, hi, index: i } = e {
+                    if matches!(&**i, notation::Expr::Index(n) if n == index) {
+                        found.push(((**lo).clone(), (**hi).clone()));
+                    }
+                }
+            }
+        });
+        found
+            .iter()
+            .map(|(lo, hi)| Ok(Size::Span(self.bound(lo)?, self.bound(hi)?)))
+            .collect()
+    }
+
+    /// A window bound: an integer literal or an integer input scalar the program does not
+    /// write, so it is known when tensors are bound.
+    fn bound(&self, e: &notation::Expr) -> Result<Bound> {
+        match e {
+            notation::Expr::Literal(v) if v.scalar_type().is_some_and(|t| t.is_integer()) => {
+                if let Some(n) = v.as_i128().and_then(|n| i64::try_from(n).ok()) {
+                    return Ok(Bound::Const(n));
+                }
+            }
+            notation::Expr::Access(a) if a.indices.is_empty() => {
+                if let Some(&t) = self.by_name.get(&a.tensor) {
+                    let info = &self.tensors[t];
+                    let integer = info.format.element_type().is_integer();
+                    if info.kind == DeclKind::Input && !info.written && integer {
+                        return Ok(Bound::Scalar(t));
+                    }
+                }
+            }
+            _ => {}
+        }
+        unsupported(format!(
+            "the window bound `{}`: compiled windows take integer literals or integer input scalars the program does not write (`n[]`)",
+            notation::print_expr(e)
+        ))
+    }
+
+    /// The `i64` kernel expression of a window bound.
+    fn bound_value(&self, b: Bound) -> Result<KExpr> {
+        match b {
+            Bound::Const(n) => Ok(KExpr::int(n)),
+            Bound::Scalar(t) => {
+                let l = self.tensors[t].scalar.ok_or_else(|| {
+                    Error::Program(format!(
+                        "internal: `{}` is not a scalar",
+                        self.tensors[t].name
+                    ))
+                })?;
+                let ty = self.tensors[t].format.element_type();
+                Ok(if ty == ScalarType::I64 {
+                    KExpr::Local(l)
+                } else {
+                    KExpr::Op(Op::Cast(ScalarType::I64), vec![KExpr::Local(l)])
+                })
+            }
+        }
     }
 
     /// Non-permissive offset reads `A[i + c]` (`c != 0`) of the loop index in `s`.
@@ -1108,7 +1204,16 @@ impl Converter<'_> {
                 body,
             } => {
                 let mut offset = 0i64;
+                // Windows `A[(lo:hi)(i)]` give `i` the span of the window.
+                let spans = self.window_uses(index, body)?;
                 let size = match extent {
+                    Extent::Auto if !spans.is_empty() && {
+                        let mut bare = Vec::new();
+                        self.bare_uses(index, body, &mut bare);
+                        let mut shifted = Vec::new();
+                        self.offset_uses(index, body, &mut shifted);
+                        bare.is_empty() && shifted.is_empty()
+                    } => Some(spans[0].clone()),
                     Extent::Auto => {
                         // Bare uses (`A[i]`) and offset uses (`A[i + c]`) each give a range
                         // `1 - c : n - c`; permissive uses (`A[~i]`) give none. All ranges
@@ -1171,6 +1276,19 @@ impl Converter<'_> {
                         _ => return unsupported(format!("the loop range of `{index}` must be `_` or `1:n` with a literal n for now (issue #3)")),
                     },
                 };
+                if let Some(size) = &size {
+                    for span in &spans {
+                        if span != size {
+                            if offset != 0 {
+                                return unsupported(format!(
+                                    "a window and an offset read of `{index}` in one loop (give the loop a range)"
+                                ));
+                            }
+                            self.constraints
+                                .push((span.clone(), size.clone(), index.clone()));
+                        }
+                    }
+                }
                 if offset == 0 && matches!(extent, Extent::Range(..)) {
                     let mut shifted = Vec::new();
                     self.offset_uses(index, body, &mut shifted);
@@ -1189,6 +1307,14 @@ impl Converter<'_> {
                 let (lo, hi) = match size {
                     Some(Size::Const(n)) => (KExpr::int(1), KExpr::int(n)),
                     Some(Size::Mode(t, m)) => (KExpr::int(1), self.mode_size(t, m)?),
+                    Some(Size::Span(lo, hi)) => (
+                        KExpr::int(1),
+                        crate::kernel::tidy_expr(KExpr::bin(
+                            Op::Add,
+                            KExpr::bin(Op::Sub, self.bound_value(hi)?, self.bound_value(lo)?),
+                            KExpr::int(1),
+                        )),
+                    ),
                     None => return Err(Error::Program(format!("no extent for `{index}`"))),
                 };
                 // `A[i + c]` in bounds: `i` runs over `1 - c : n - c`.
@@ -1377,6 +1503,64 @@ impl Converter<'_> {
         let mut protocols = 0u64;
         let ndims = a.indices.len();
         for (m, e) in a.indices.iter().enumerate() {
+            // `(lo:hi)(j)`: index `lo + j - 1`, `j` in `1:hi-lo+1` (Finch's WindowedTensor
+            // under an OffsetTensor); the window is checked inside the mode when tensors
+            // are bound.
+            if let notation::Expr::Window {
+                lo,
+                hi,
+                index: within,
+            } = e
+            {
+                let notation::Expr::Index(name) = &**within else {
+                    return unsupported(format!(
+                        "the window index `{}` of `{}`: compiled windows are indexed by a loop index",
+                        notation::print_expr(within),
+                        a.tensor
+                    ));
+                };
+                let (lo_b, hi_b) = (self.bound(lo)?, self.bound(hi)?);
+                self.windows.push(WindowCheck {
+                    tensor: t,
+                    mode: m,
+                    lo: lo_b,
+                    hi: hi_b,
+                });
+                if is_write {
+                    if !self.tensors[t].takes_writes_in_any_order() {
+                        return unsupported(format!(
+                            "writing `{}` through a window: only Dense, SparseByteMap and SparseHash levels take writes at shifted positions",
+                            a.tensor
+                        ));
+                    }
+                    let at = notation::Expr::Call {
+                        op: Op::Add,
+                        args: vec![
+                            (**within).clone(),
+                            notation::Expr::Call {
+                                op: Op::Sub,
+                                args: vec![(**lo).clone(), notation::Expr::Literal(Value::I64(1))],
+                            },
+                        ],
+                    };
+                    idx.push(self.expr(&at)?);
+                    continue;
+                }
+                let Some(depth) = self.loops.iter().position(|(n, _)| n == name) else {
+                    return unsupported(format!(
+                        "`{name}` in `{}[...]` is not a loop index",
+                        a.tensor
+                    ));
+                };
+                depths.push(depth);
+                idx.push(Expr::Wrapped {
+                    index: name.clone(),
+                    offset: -1,
+                    by: Some(Box::new(self.expr(lo)?)),
+                    permissive: false,
+                });
+                continue;
+            }
             // `i + c`, `~i`, `~(i + c)`: an offset and/or permissive read (wrapperization).
             let wrapped = match e {
                 notation::Expr::Permissive(x) => {
@@ -1566,9 +1750,11 @@ impl Converter<'_> {
                 let (t, idx) = self.access(a, false)?;
                 Expr::Access(Box::new(t), idx)
             }
-            notation::Expr::Permissive(_) | notation::Expr::Protocol(..) => {
+            notation::Expr::Permissive(_)
+            | notation::Expr::Protocol(..)
+            | notation::Expr::Window { .. } => {
                 return unsupported(format!(
-                    "`{}` outside an access (issue #5)",
+                    "`{}` outside a tensor index",
                     notation::print_expr(e)
                 ))
             }
@@ -1671,6 +1857,9 @@ fn collect_uses(
             }
             notation::Expr::Call { args, .. } => args.iter().for_each(|x| in_expr(x, reads)),
             notation::Expr::Permissive(x) | notation::Expr::Protocol(_, x) => in_expr(x, reads),
+            notation::Expr::Window { lo, hi, index } => {
+                [lo, hi, index].into_iter().for_each(|x| in_expr(x, reads))
+            }
             _ => {}
         }
     }
@@ -1715,6 +1904,9 @@ fn mentions_index(e: &notation::Expr, index: &str) -> bool {
         notation::Expr::Call { args, .. } => args.iter().any(|a| mentions_index(a, index)),
         notation::Expr::Access(a) => a.indices.iter().any(|x| mentions_index(x, index)),
         notation::Expr::Permissive(x) | notation::Expr::Protocol(_, x) => mentions_index(x, index),
+        notation::Expr::Window { lo, hi, index: i } => {
+            [lo, hi, i].into_iter().any(|x| mentions_index(x, index))
+        }
         _ => false,
     }
 }
@@ -1729,6 +1921,9 @@ fn walk_accesses(s: &notation::Stmt, f: &mut dyn FnMut(&notation::Access)) {
             }
             notation::Expr::Call { args, .. } => args.iter().for_each(|x| in_expr(x, f)),
             notation::Expr::Permissive(x) | notation::Expr::Protocol(_, x) => in_expr(x, f),
+            notation::Expr::Window { lo, hi, index } => {
+                [lo, hi, index].into_iter().for_each(|x| in_expr(x, f))
+            }
             _ => {}
         }
     }

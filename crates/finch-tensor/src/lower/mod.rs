@@ -14,7 +14,9 @@ mod hash;
 mod print;
 mod unfurl;
 
-pub use convert::{convert, Converted, LevelParams, OutArray, Size, TensorInfo};
+pub use convert::{
+    convert, Bound, Converted, LevelParams, OutArray, Size, TensorInfo, WindowCheck,
+};
 pub use print::print_converted;
 
 use std::collections::HashMap;
@@ -36,6 +38,8 @@ pub struct Lowered {
     pub constraints: Vec<(Size, Size, String)>,
     /// Shapes of outputs, per mode.
     pub output_shapes: HashMap<usize, Vec<Option<Size>>>,
+    /// Windows to check inside their modes when tensors are bound.
+    pub windows: Vec<WindowCheck>,
     /// Warnings for the user (costly but correct constructs).
     pub warnings: Vec<String>,
 }
@@ -58,6 +62,7 @@ pub fn lower_program(program: &crate::Program) -> Result<Lowered> {
         tensors: l.tensors,
         constraints: c.constraints,
         output_shapes: c.output_shapes,
+        windows: c.windows,
         warnings: c.warnings,
     })
 }

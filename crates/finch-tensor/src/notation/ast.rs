@@ -53,6 +53,16 @@ pub enum Expr {
     /// `walk(i)`, `gallop(i)`, `follow(i)`, `extrude(i)`, `laminate(i)`: an index with a
     /// requested access protocol.
     Protocol(Protocol, Box<Expr>),
+    /// `(lo:hi)(i)`: a window of a mode (Finch's WindowedTensor), as a tensor index: index
+    /// `i` of `lo:hi`, i.e. `lo + i - 1`, where `i` runs over `1:hi-lo+1`.
+    Window {
+        /// First index of the window.
+        lo: Box<Expr>,
+        /// Last index of the window.
+        hi: Box<Expr>,
+        /// The index within the window.
+        index: Box<Expr>,
+    },
 }
 
 /// An access protocol (Finch paper §3.3).

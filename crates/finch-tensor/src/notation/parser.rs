@@ -696,6 +696,22 @@ impl<'a> Parser<'a> {
             Tok::Sym("(") => {
                 self.bump();
                 let e = self.expr(0)?;
+                // `(lo:hi)(i)` in a tensor index: a window.
+                if self.in_index > 0 && self.eat_sym(":") {
+                    let hi = self.expr(0)?;
+                    self.expect_sym(")", "to close the window `(lo:hi`")?;
+                    self.expect_sym(
+                        "(",
+                        "after the window `(lo:hi)`: its index, as in `(lo:hi)(i)`",
+                    )?;
+                    let index = self.expr(0)?;
+                    self.expect_sym(")", "to close the window's index")?;
+                    return Ok(Expr::Window {
+                        lo: Box::new(e),
+                        hi: Box::new(hi),
+                        index: Box::new(index),
+                    });
+                }
                 self.expect_sym(")", "to close `(`")?;
                 Ok(e)
             }

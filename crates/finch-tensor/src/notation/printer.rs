@@ -184,6 +184,9 @@ fn expr(e: &Expr, min: u8) -> String {
         Expr::Access(a) => access(a),
         Expr::Permissive(x) => format!("~{}", expr(x, 10)),
         Expr::Protocol(p, x) => format!("{}({})", p.name(), expr(x, 0)),
+        Expr::Window { lo, hi, index } => {
+            format!("({}:{})({})", expr(lo, 0), expr(hi, 0), expr(index, 0))
+        }
         Expr::Call { op, args } => call(*op, args),
     };
     if power(e) < min {

@@ -77,6 +77,9 @@ fn each_access<'p>(
             }
             Expr::Call { args, .. } => args.iter().for_each(|x| in_expr(x, loops, f)),
             Expr::Permissive(x) | Expr::Protocol(_, x) => in_expr(x, loops, f),
+            Expr::Window { lo, hi, index } => [lo, hi, index]
+                .into_iter()
+                .for_each(|x| in_expr(x, loops, f)),
             Expr::Literal(_) | Expr::Index(_) | Expr::Variable(_) => {}
         }
     }
@@ -189,6 +192,27 @@ impl Interp<'_> {
             }
         });
         let mut ranges = Vec::new();
+        // `A[(lo:hi)(i)]`: `i` runs over `1:hi-lo+1` (bounds known before the loop: literals,
+        // scalars, enclosing indices).
+        let mut windows: Vec<(String, usize, &Expr, &Expr)> = Vec::new();
+        each_access(body, &mut Vec::new(), &mut |a, _, _| {
+            for (m, e) in a.indices.iter().enumerate() {
+                if let Expr::Window { lo, hi, index: i } = e {
+                    if bare_index(i) == Some(index) {
+                        windows.push((a.tensor.clone(), m, lo, hi));
+                    }
+                }
+            }
+        });
+        for (t, m, lo, hi) in windows {
+            if let (Some(lo), Some(hi)) = (self.known_int(lo), self.known_int(hi)) {
+                ranges.push((
+                    1,
+                    hi.saturating_sub(lo).saturating_add(1),
+                    format!("the window ({lo}:{hi}) of `{t}` (mode {})", m + 1),
+                ));
+            }
+        }
         for (t, m, c) in found {
             if let Some(shape) = self.tensor_shape(&t, visiting)? {
                 if let Some(Some(n)) = shape.get(m) {
@@ -215,6 +239,45 @@ impl Interp<'_> {
             }
         }
         Ok(ranges)
+    }
+
+    /// The value of an integer expression known before a loop runs: literals, arithmetic,
+    /// bound indices and variables, scalar tensors.
+    fn known_int(&self, e: &Expr) -> Option<i64> {
+        match e {
+            Expr::Literal(v) if v.scalar_type().is_some_and(|t| t.is_integer()) => {
+                v.as_i128().and_then(|n| i64::try_from(n).ok())
+            }
+            Expr::Index(n) | Expr::Variable(n) => self
+                .lookup(n)
+                .ok()
+                .filter(|v| v.scalar_type().is_some_and(|t| t.is_integer()))
+                .and_then(|v| v.as_i128())
+                .and_then(|n| i64::try_from(n).ok()),
+            Expr::Access(a) if a.indices.is_empty() => self
+                .tensors
+                .get(&a.tensor)
+                .and_then(|s| s.array.as_ref())
+                .and_then(|arr| arr.data.first().copied())
+                .filter(|v| v.scalar_type().is_some_and(|t| t.is_integer()))
+                .and_then(|v| v.as_i128())
+                .and_then(|n| i64::try_from(n).ok()),
+            Expr::Call { op, args } => {
+                let v: Vec<i64> = args
+                    .iter()
+                    .map(|a| self.known_int(a))
+                    .collect::<Option<_>>()?;
+                match (op, v.as_slice()) {
+                    (Op::Add, [a, b]) => a.checked_add(*b),
+                    (Op::Sub, [a, b]) => a.checked_sub(*b),
+                    (Op::Mul, [a, b]) => a.checked_mul(*b),
+                    (Op::Neg | Op::Sub, [a]) => a.checked_neg(),
+                    (Op::Add, [a]) => Some(*a),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
     }
 
     /// The shape of a tensor, known or inferred from its writes (`None` per mode that

@@ -229,7 +229,7 @@ fn short_circuit_targets(
 }
 
 impl Interp<'_> {
-    fn lookup(&self, name: &str) -> Result<Value> {
+    pub(super) fn lookup(&self, name: &str) -> Result<Value> {
         self.env
             .iter()
             .rev()
@@ -352,6 +352,7 @@ impl Interp<'_> {
     fn position(&mut self, a: &Access) -> Result<Option<usize>> {
         let mut idx = Vec::with_capacity(a.indices.len());
         let mut permissive = Vec::with_capacity(a.indices.len());
+        let mut windows = Vec::with_capacity(a.indices.len());
         for e in &a.indices {
             let (inner, perm) = match e {
                 Expr::Permissive(x) => (&**x, true),
@@ -361,7 +362,26 @@ impl Interp<'_> {
                 Expr::Protocol(_, x) => &**x,
                 x => x,
             };
-            let v = self.expr(inner)?;
+            let v = match inner {
+                // Index `i` of the window `lo:hi` is `lo + i - 1`, for `i` in `1:hi-lo+1`.
+                Expr::Window { lo, hi, index } => {
+                    let (lo, hi) = (self.integer(lo, a)?, self.integer(hi, a)?);
+                    let i = self.integer(index, a)?;
+                    if i < 1 || i > hi.saturating_sub(lo).saturating_add(1) {
+                        return err(format!(
+                            "`{}`: index {i} is outside the window ({lo}:{hi}), whose indices are 1:{}",
+                            crate::notation::print_expr(&Expr::Access(a.clone())),
+                            hi.saturating_sub(lo).saturating_add(1).max(0)
+                        ));
+                    }
+                    windows.push(Some((lo, hi)));
+                    Value::I64(lo.saturating_add(i - 1))
+                }
+                x => {
+                    windows.push(None);
+                    self.expr(x)?
+                }
+            };
             idx.push(v);
             permissive.push(perm);
         }
@@ -387,6 +407,17 @@ impl Interp<'_> {
         let mut stride = 1usize;
         for (m, v) in idx.iter().enumerate() {
             let n = arr.shape[m];
+            // A window lies inside its mode (an empty one may start right after it).
+            if let (Some((lo, hi)), false) = (windows[m], permissive[m]) {
+                let size = i64::try_from(n).unwrap_or(i64::MAX);
+                if lo < 1 || hi > size || hi < lo - 1 {
+                    return err(format!(
+                        "the window ({lo}:{hi}) of `{}` (mode {}) is outside its size {n}",
+                        a.tensor,
+                        m + 1
+                    ));
+                }
+            }
             let i = match v {
                 Value::Missing if permissive[m] => return Ok(None),
                 Value::F32(_) | Value::F64(_) | Value::Bool(_) | Value::Missing => {
@@ -416,6 +447,22 @@ impl Interp<'_> {
             stride *= n;
         }
         Ok(Some(pos))
+    }
+
+    /// An integer-valued index expression of access `a`.
+    fn integer(&mut self, e: &Expr, a: &Access) -> Result<i64> {
+        let v = self.expr(e)?;
+        match v {
+            Value::F32(_) | Value::F64(_) | Value::Bool(_) | Value::Missing => err(format!(
+                "`{}` in `{}` is {v}, not an integer",
+                crate::notation::print_expr(e),
+                crate::notation::print_expr(&Expr::Access(a.clone()))
+            )),
+            v => v
+                .as_i128()
+                .and_then(|n| i64::try_from(n).ok())
+                .ok_or_else(|| Error::Eval(format!("index {v} out of range"))),
+        }
     }
 
     fn assign(&mut self, lhs: &Access, op: &AssignOp, rhs: &Expr) -> Result<()> {
@@ -480,7 +527,7 @@ impl Interp<'_> {
                     .collect::<Result<Vec<_>>>()?;
                 op.eval(&vals)
             }
-            Expr::Permissive(_) | Expr::Protocol(..) => err(format!(
+            Expr::Permissive(_) | Expr::Protocol(..) | Expr::Window { .. } => err(format!(
                 "`{}` is only meaningful as a tensor index",
                 crate::notation::print_expr(e)
             )),
