@@ -527,3 +527,36 @@ proptest! {
         let _ = parse_program(&s);
     }
 }
+
+/// `swizzle(A, σ)[idx...]` reads mode `σ[k]` of `A` at `idx[k]` (applied when parsed, as the
+/// paper's wrapperization does); a non-permutation or a missing index list is an error at
+/// the swizzle.
+#[test]
+fn swizzle_permutes_the_access() {
+    let decls = "input A :: Dense(Dense(Dense(Element(0.0))))\ninput M :: Dense(Dense(Element(0.0)))\noutput s :: Scalar(0.0)\n";
+    let body = |e: &str| format!("{decls}s .= 0\nfor k = _, j = _, i = _\n  s[] += {e}\nend\n");
+    let parsed = |text: &str| finch::Program::parse(text).map(|p| p.to_string());
+    assert_eq!(
+        parsed(&body(
+            "swizzle(A, 3, 1, 2)[i, j, k] + swizzle(M, 2, 1)[i, j]"
+        ))
+        .unwrap(),
+        parsed(&body("A[j, k, i] + M[j, i]")).unwrap()
+    );
+    assert_eq!(
+        parsed(&body("swizzle(A, 1, 2, 3)[i, j, k]")).unwrap(),
+        parsed(&body("A[i, j, k]")).unwrap()
+    );
+    // Written through a swizzle too.
+    let w = "input M :: Dense(Dense(Element(0.0)))\noutput C :: Dense(Dense(Element(0.0)))\nC .= 0\nfor i = _, j = _\n  swizzle(C, 2, 1)[i, j] = M[j, i]\nend\n";
+    assert!(parsed(w).unwrap().contains("C[j, i] = M[j, i]"));
+    for (e, needle) in [
+        ("swizzle(M, 1, 1)[i, j]", "must be a permutation of 1:2"),
+        ("swizzle(M, 2, 1, 3)[i, j]", "must be a permutation of 1:2"),
+        ("swizzle(M, 0, 1)[i, j]", "mode numbers"),
+        ("swizzle(M, 2, 1)", "`[` after `swizzle(M, ...)`"),
+    ] {
+        let err = parsed(&body(e)).expect_err(e).to_string();
+        assert!(err.contains(needle), "{e}: {err}");
+    }
+}

@@ -481,6 +481,17 @@ impl<'a> Parser<'a> {
             Tok::Ident(w) if matches!(w.as_str(), "end" | "else" | "elseif") => Err(self.err_here(
                 format!("`{w}` without a matching `for`, `if`, `let` or `begin`"),
             )),
+            Tok::Ident(name)
+                if name == "swizzle"
+                    && !self.is_tensor(&name)
+                    && matches!(self.peek_at(1), Tok::Sym("(")) =>
+            {
+                self.bump();
+                let lhs = self.swizzled_access()?;
+                let op = self.assign_op()?;
+                let rhs = self.expr(0)?;
+                Ok(Stmt::Assign { lhs, op, rhs })
+            }
             Tok::Ident(name) => {
                 if !self.is_tensor(&name) {
                     let what = match self.lookup(&name) {
@@ -659,6 +670,64 @@ impl<'a> Parser<'a> {
         self.in_index -= 1;
         self.expect_sym("]", &format!("to close `{tensor}[`"))?;
         Ok(Access { tensor, indices })
+    }
+
+    /// After `swizzle`: `(A, σ...)[idx...]`, Finch's SwizzleTensor, whose mode `k` is mode
+    /// `σ[k]` of `A` (`swizzle(A, 2, 1)` is `A` transposed). Applied here, as the paper's
+    /// wrapperization does: the access is `A[idx[invperm(σ)]...]`, i.e. mode `σ[k]` of `A`
+    /// takes `idx[k]`.
+    fn swizzled_access(&mut self) -> Result<Access> {
+        let start = self.token().clone();
+        self.expect_sym("(", "after `swizzle`")?;
+        let tensor = self.tensor_name("in `swizzle(...)`")?;
+        let mut perm = Vec::new();
+        while self.eat_sym(",") {
+            let t = self.token().clone();
+            let v = self.literal_value()?;
+            match v.as_i128().and_then(|n| usize::try_from(n).ok()) {
+                Some(n) if n >= 1 && v.scalar_type().is_some_and(|t| t.is_integer()) => {
+                    perm.push(n)
+                }
+                _ => {
+                    return Err(error_at(
+                        self.text,
+                        t.line,
+                        t.col,
+                        format!("`swizzle` takes mode numbers (1, 2, ...), not `{v}`"),
+                    ))
+                }
+            }
+        }
+        self.expect_sym(")", "to close `swizzle(`")?;
+        if !self.is_sym("[") {
+            return Err(self.unexpected(&format!(
+                "`[` after `swizzle({tensor}, ...)`: a swizzled tensor is read or written with indices"
+            )));
+        }
+        let a = self.access_rest(tensor)?;
+        let n = a.indices.len();
+        let mut sorted = perm.clone();
+        sorted.sort_unstable();
+        if sorted != (1..=n).collect::<Vec<_>>() {
+            return Err(error_at(
+                self.text,
+                start.line,
+                start.col,
+                format!(
+                    "`swizzle({}, {})` is indexed with {n} indices, so its modes must be a permutation of 1:{n}",
+                    a.tensor,
+                    perm.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        let mut indices: Vec<Option<Expr>> = vec![None; n];
+        for (k, e) in a.indices.into_iter().enumerate() {
+            indices[perm[k] - 1] = Some(e);
+        }
+        Ok(Access {
+            tensor: a.tensor,
+            indices: indices.into_iter().flatten().collect(),
+        })
     }
 
     /// Precedence climbing: parses an expression whose infix operators bind tighter than
@@ -847,6 +916,9 @@ impl<'a> Parser<'a> {
         }
         if self.is_tensor(&name) {
             return Err(here(self, format!("the tensor `{name}` must be read with brackets: `{name}[...]` (`{name}[]` for a scalar)")));
+        }
+        if name == "swizzle" && self.is_sym("(") {
+            return Ok(Expr::Access(self.swizzled_access()?));
         }
         if self.is_sym("(") {
             if let Some(p) = Protocol::from_name(&name) {
