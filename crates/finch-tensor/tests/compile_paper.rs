@@ -969,3 +969,59 @@ fn swizzle_reads_a_transpose_in_storage_order() {
     assert!(k.warnings().is_empty(), "{:?}", k.warnings());
     assert!(!k.kernel().to_string().contains("search"), "{}", k.kernel());
 }
+
+/// A non-permissive index sum `x[i + j - 1]` (the "valid" convolution) walks the sparse
+/// level shifted by the outer index, like the permissive form, with no search per
+/// element; reading outside `x` stops the kernel with an error naming it, as the
+/// reference does.
+#[test]
+fn a_non_permissive_index_sum_walks_the_level_and_checks_its_range() {
+    let text = "input x :: {x}\ninput z :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[i] += x[i + j - 1] * z[j]\nend\n";
+    let x =
+        DenseArray::from_f64(&[10], &[0.0, 1.0, 0.0, 3.0, 4.0, 0.0, 0.0, 7.0, 0.0, 9.0]).unwrap();
+    let z = DenseArray::from_f64(&[3], &[1.0, -2.0, 0.5]).unwrap();
+    for format in [
+        "SparseList(Element(0.0))",
+        "Dense(Element(0.0))",
+        "SparseBand(Element(0.0))",
+        "RunList(Element(0.0))",
+        "SparseHash(Element(0.0))",
+    ] {
+        let text = text.replace("{x}", format);
+        let p = Program::parse(&text).unwrap();
+        for (n, ok) in [(8usize, true), (9, false)] {
+            let mut opts = RunOptions::default();
+            opts.shapes.insert("y".to_string(), vec![n]);
+            let mut b = Bindings::new();
+            b.insert("x", x.clone());
+            b.insert("z", z.clone());
+            let want = p.run_reference(&mut b, &opts);
+            assert_eq!(want.is_ok(), ok, "reference, y of size {n}");
+            for engine in [Engine::Interp, Engine::C] {
+                let fx = Format::parse(format).unwrap();
+                let fz = Format::parse("Dense(Element(0.0))").unwrap();
+                let mut t = HashMap::from([
+                    ("x".to_string(), Tensor::from_dense(&fx, &x).unwrap()),
+                    ("z".to_string(), Tensor::from_dense(&fz, &z).unwrap()),
+                ]);
+                let k = p.compile(engine).unwrap();
+                let ir = k.kernel().to_string();
+                // A shifted walk: at most one seek per window, no one-index loop per `i`.
+                assert!(
+                    !ir.contains("concordant") && ir.matches("search(").count() <= 1,
+                    "{ir}"
+                );
+                let got = k.run(&mut t, &HashMap::from([("y".to_string(), vec![n])]));
+                match (&got, ok) {
+                    (Ok(_), true) => assert_eq!(
+                        &t["y"].to_dense().unwrap(),
+                        b.get("y").unwrap(),
+                        "{engine:?} {format}"
+                    ),
+                    (Err(e), false) => assert!(e.to_string().contains("`x`"), "{e}"),
+                    _ => panic!("{engine:?} {format} size {n}: {got:?}"),
+                }
+            }
+        }
+    }
+}

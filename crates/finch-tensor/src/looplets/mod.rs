@@ -208,6 +208,10 @@ pub enum Tensor {
     /// A write target that discards what is written (Finch's `Null`): the positions of a
     /// permissive write (`y[~(i + 1)]`) outside the tensor. An assignment to it is removed.
     Null,
+    /// The positions of a non-permissive shifted read (`A[i + j]`) outside tensor `t`: a
+    /// statement that reads it stops the kernel with `t`'s index-out-of-range error, as
+    /// the reference interpreter stops where it reads out of bounds.
+    OutOfRange(usize),
     /// A choice made at run time: after `pre` runs, `then` if `cond` holds, else
     /// `otherwise` (a random access that may miss). Resolved by an `if` around the
     /// statement that reads it.
@@ -247,6 +251,9 @@ pub enum Expr {
         by: Option<Box<Expr>>,
         /// Whether out-of-bounds reads give `missing`.
         permissive: bool,
+        /// Whether the loop's extent keeps a non-permissive read inside the tensor (a
+        /// constant offset, a window); otherwise reading outside it stops the kernel.
+        in_bounds: bool,
     },
     /// An operator application.
     Call(Op, Vec<Expr>),
@@ -318,11 +325,13 @@ pub fn substitute(s: Stmt, name: &str, with: &Expr) -> Stmt {
                 offset,
                 by,
                 permissive,
+                in_bounds,
             } => Expr::Wrapped {
                 index,
                 offset,
                 by: by.map(|b| Box::new(expr(*b, name, with))),
                 permissive,
+                in_bounds,
             },
             Expr::Permissive(x) => Expr::Permissive(Box::new(expr(*x, name, with))),
             Expr::Call(op, a) => {
@@ -508,7 +517,13 @@ fn shift_stepper(s: &Rc<Stepper>, c: &KExpr) -> Stepper {
 /// before index `1 - c` and after `n - c`, the level in between (`c` may be computed at
 /// run time).
 pub fn pad_missing(l: Looplet, c: &KExpr, n: KExpr) -> Looplet {
-    let missing = || Looplet::Run(Box::new(Tensor::FillLeaf(Value::Missing)));
+    pad_with(l, c, n, Tensor::FillLeaf(Value::Missing))
+}
+
+/// A shifted level of size `n` padded with runs of `outside` before index `1 - c` and
+/// after `n - c`.
+pub fn pad_with(l: Looplet, c: &KExpr, n: KExpr, outside: Tensor) -> Looplet {
+    let missing = || Looplet::Run(Box::new(outside.clone()));
     let minus_c = match c {
         KExpr::Lit(Value::I64(k)) => KExpr::int(k.wrapping_neg()),
         c => KExpr::bin(Op::Sub, KExpr::int(0), c.clone()),

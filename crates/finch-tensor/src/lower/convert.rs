@@ -1558,6 +1558,7 @@ impl Converter<'_> {
                     offset: -1,
                     by: Some(Box::new(self.expr(lo)?)),
                     permissive: false,
+                    in_bounds: true,
                 });
                 continue;
             }
@@ -1602,13 +1603,20 @@ impl Converter<'_> {
                     offset,
                     by: None,
                     permissive,
+                    in_bounds: true,
                 });
                 continue;
             }
-            // `~(i + e)`, `e` computed from indices of loops around `i`'s (Finch's
-            // ToeplitzTensor): the level is walked in `i`'s loop, shifted by `e`.
-            if let (notation::Expr::Permissive(x), false) = (e, is_write) {
-                if let Some((name, rest)) = self.toeplitz(x) {
+            // `i + e` or `~(i + e)`, `e` computed from indices of loops around `i`'s
+            // (Finch's ToeplitzTensor): the level is walked in `i`'s loop, shifted by `e`;
+            // outside the tensor a permissive read is `missing` and any other stops the
+            // kernel where it is read.
+            let (inner, permissive) = match e {
+                notation::Expr::Permissive(x) => (&**x, true),
+                other => (other, false),
+            };
+            if !is_write {
+                if let Some((name, rest)) = self.toeplitz(inner) {
                     let depth = self
                         .loops
                         .iter()
@@ -1619,7 +1627,8 @@ impl Converter<'_> {
                         index: name,
                         offset: 0,
                         by: Some(Box::new(self.expr(&rest)?)),
-                        permissive: true,
+                        permissive,
+                        in_bounds: false,
                     });
                     continue;
                 }

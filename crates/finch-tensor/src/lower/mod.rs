@@ -158,6 +158,7 @@ impl Typer for Lowerer {
             Tensor::Local(l) => self.kernel.locals[l.0 as usize].ty,
             Tensor::Switch { then, .. } => self.tensor_type(then),
             Tensor::Null => ScalarType::F64,
+            Tensor::OutOfRange(t) => self.tensors[*t].format.element_type(),
             Tensor::FillLeaf(v) => v.scalar_type().unwrap_or(ScalarType::F64),
             Tensor::Value(e) => type_of(e, self).unwrap_or(ScalarType::F64),
             Tensor::Looplet(l) => match l {
@@ -277,6 +278,18 @@ fn map_accesses(e: Expr, f: &mut dyn FnMut(Tensor, Vec<Expr>) -> Result<Expr>) -
         Expr::Permissive(x) => Expr::Permissive(Box::new(map_accesses(*x, f)?)),
         other => other,
     })
+}
+
+/// The tensor of the first read of [`Tensor::OutOfRange`] in `e`, if any.
+fn out_of_range_read(e: &Expr) -> Option<usize> {
+    match e {
+        Expr::Access(t, idx) => match &**t {
+            Tensor::OutOfRange(k) => Some(*k),
+            _ => idx.iter().find_map(out_of_range_read),
+        },
+        Expr::Call(_, args) => args.iter().find_map(out_of_range_read),
+        _ => None,
+    }
 }
 
 fn last_is(idx: &[Expr], index: &str) -> bool {
@@ -406,7 +419,21 @@ impl Lowerer {
                 hi,
                 body,
             } => self.lower_loop(&index, lo, hi, *body),
-            Stmt::Assign { lhs, op, rhs } => self.emit_assign(lhs, op, rhs),
+            Stmt::Assign { lhs, op, rhs } => match out_of_range_read(&rhs) {
+                // A read outside a tensor through a non-permissive shifted index.
+                Some(t) => Ok(vec![KStmt::Fail(
+                    crate::backend::c::INDEX_OUT_OF_RANGE_BASE + t as i32,
+                )]),
+                None => self.emit_assign(lhs, op, rhs),
+            },
+            Stmt::Sieve { cond, .. } | Stmt::Define { value: cond, .. }
+                if out_of_range_read(&cond).is_some() =>
+            {
+                let t = out_of_range_read(&cond).unwrap_or_default();
+                Ok(vec![KStmt::Fail(
+                    crate::backend::c::INDEX_OUT_OF_RANGE_BASE + t as i32,
+                )])
+            }
             Stmt::Sieve {
                 cond,
                 then,
@@ -631,6 +658,7 @@ impl Lowerer {
                         offset,
                         by,
                         permissive,
+                        in_bounds,
                     }),
                 ) = (&t, idx.last())
                 {
@@ -653,6 +681,10 @@ impl Lowerer {
                         if permissive {
                             let size = self.level_size(f)?;
                             l = crate::looplets::pad_missing(l, &by, size);
+                        } else if !*in_bounds {
+                            let size = self.level_size(f)?;
+                            let outside = Tensor::OutOfRange(f.tensor);
+                            l = crate::looplets::pad_with(l, &by, size, outside);
                         }
                         if let Some(last) = idx.last_mut() {
                             *last = Expr::Index(index.to_string());
@@ -2155,6 +2187,9 @@ impl Lowerer {
                         "internal: an unresolved switch at a leaf".into(),
                     )),
                     Tensor::Null => Err(Error::Program("internal: a read of null".into())),
+                    Tensor::OutOfRange(_) => Err(Error::Program(
+                        "internal: an out-of-range read left in a value".into(),
+                    )),
                     Tensor::Value(v) => self.kexpr(v),
                     Tensor::Looplet(l) => Err(Error::Program(format!(
                         "internal: an unlowered looplet {l:?}"

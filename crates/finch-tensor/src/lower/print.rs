@@ -75,6 +75,10 @@ impl Printer<'_> {
             Tensor::Looplet(l) => format!("{l:?}"),
             Tensor::Switch { .. } => "switch".into(),
             Tensor::Null => "null".into(),
+            Tensor::OutOfRange(t) => format!(
+                "out_of_range({})",
+                self.tensors.get(*t).map_or("?", |i| i.name.as_str())
+            ),
         }
     }
 
@@ -89,6 +93,7 @@ impl Printer<'_> {
                 offset,
                 by,
                 permissive,
+                ..
             } => {
                 let index = match by {
                     Some(b) => format!("{index} + {}", self.expr(b)),

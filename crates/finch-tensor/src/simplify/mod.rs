@@ -74,7 +74,11 @@ pub fn may_be_missing(e: &Expr) -> bool {
             Tensor::Switch {
                 then, otherwise, ..
             } => tensor(then) || tensor(otherwise),
-            Tensor::Fiber(_) | Tensor::Scalar(_) | Tensor::Local(_) | Tensor::Null => false,
+            Tensor::Fiber(_)
+            | Tensor::Scalar(_)
+            | Tensor::Local(_)
+            | Tensor::Null
+            | Tensor::OutOfRange(_) => false,
         }
     }
     fn looplet(l: &crate::looplets::Looplet) -> bool {
