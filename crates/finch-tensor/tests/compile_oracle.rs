@@ -33,7 +33,11 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 53] = [
+const KERNELS: [Kernel; 57] = [
+    Kernel { name: "strict_lower_triangle_sum", text: "input A :: {A}\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  if i > j\n    s[] += A[i, j]\n  end\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "diagonal_and_off_diagonal", text: "input A :: {A}\noutput s :: Scalar(0.0)\noutput t :: Scalar(0.0)\ns .= 0\nt .= 0\nfor j = _, i = _\n  if i == j\n    s[] += A[i, j]\n  end\n  if i != j\n    t[] += A[i, j] * 2.0\n  end\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "tridiagonal_band_mask", text: "input A :: {A}\noutput C :: Dense(Dense(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  if j - 1 <= i && i <= j + 1\n    C[i, j] = A[i, j]\n  end\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "swizzle_transposed_spmv", text: "input A :: {A}\ninput x :: {x}\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[i] += swizzle(A, 2, 1)[j, i] * x[j]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "hash_out_scatter_sum", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseHash(Element(0.0))\nw .= 0\nfor i = _\n  w[i] += x[i]\nend\nfor i = _\n  w[i] += z[i] * 2.0\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
     Kernel { name: "hash_matrix_out_row_major", text: "input A :: {A}\noutput C :: SparseHash(SparseHash(Element(0.0)))\nC .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] * 3.0\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "spgemm_outer_hash_fig21", text: "input A :: {A}\ninput B :: {B}\noutput C :: Dense(SparseList(Element(0.0)))\ntemp w :: SparseHash(SparseHash(Element(0.0)))\nw .= 0\nfor k = _, j = _, i = _\n  w[i, j] += A[i, k] * B[j, k]\nend\nC .= 0\nfor j = _, i = _\n  C[i, j] = w[i, j]\nend\n", inputs: &[("A", true, 0, 2), ("B", true, 1, 2)] },
