@@ -948,6 +948,16 @@ impl Converter<'_> {
         walk_accesses(s, &mut visit);
     }
 
+    /// How deep the loop binding `name` is (0 = outermost), for an access to `tensor`.
+    fn loop_depth(&self, name: &str, tensor: &str) -> Result<usize> {
+        self.loops
+            .iter()
+            .position(|(n, _)| n == name)
+            .ok_or_else(|| {
+                Error::Unsupported(format!("`{name}` in `{tensor}[...]` is not a loop index"))
+            })
+    }
+
     /// Windows `A[(lo:hi)(i)]` of the loop index in `s`: the span each gives `i`.
     fn window_uses(&self, index: &str, s: &notation::Stmt) -> Result<Vec<Size>> {
         let mut found: Vec<(notation::Expr, notation::Expr)> = Vec::new();
@@ -1546,12 +1556,7 @@ impl Converter<'_> {
                     idx.push(self.expr(&at)?);
                     continue;
                 }
-                let Some(depth) = self.loops.iter().position(|(n, _)| n == name) else {
-                    return unsupported(format!(
-                        "`{name}` in `{}[...]` is not a loop index",
-                        a.tensor
-                    ));
-                };
+                let depth = self.loop_depth(name, &a.tensor)?;
                 depths.push(depth);
                 idx.push(Expr::Wrapped {
                     index: name.clone(),
@@ -1591,12 +1596,7 @@ impl Converter<'_> {
                     idx.push(at);
                     continue;
                 }
-                let Some(depth) = self.loops.iter().position(|(n, _)| n == name) else {
-                    return unsupported(format!(
-                        "`{name}` in `{}[...]` is not a loop index",
-                        a.tensor
-                    ));
-                };
+                let depth = self.loop_depth(name, &a.tensor)?;
                 depths.push(depth);
                 idx.push(Expr::Wrapped {
                     index: name.to_string(),
@@ -1675,12 +1675,7 @@ impl Converter<'_> {
                     ))
                 }
             };
-            let Some(depth) = self.loops.iter().position(|(n, _)| n == name) else {
-                return unsupported(format!(
-                    "`{name}` in `{}[...]` is not a loop index (issue #5)",
-                    a.tensor
-                ));
-            };
+            let depth = self.loop_depth(name, &a.tensor)?;
             depths.push(depth);
             idx.push(Expr::Index(name.clone()));
         }

@@ -19,12 +19,12 @@
 use std::rc::Rc;
 
 use super::convert::HashView;
-use super::unfurl::{grow_to, ChildOf, Entries, SortedList};
+use super::unfurl::{dense_lookup, grow_to, linear_position, ChildOf, Entries, SortedList};
 use super::Lowerer;
 use crate::algebra::{Op, Value};
 use crate::error::{Error, Result};
 use crate::kernel::{BufId, KExpr, KStmt, LocalId};
-use crate::looplets::{Fiber, Hollow, Looplet, Tensor};
+use crate::looplets::{Fiber, Hollow, Looplet};
 
 /// The smallest table (slots).
 const MIN_CAPACITY: i64 = 16;
@@ -215,25 +215,11 @@ impl Lowerer {
         [mode, modes]: [usize; 2],
         h: HashTable,
     ) -> Result<Looplet> {
-        let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
-        let linear = move |i: KExpr| {
-            add(
-                KExpr::bin(Op::Mul, pos.clone(), KExpr::Local(shape)),
-                KExpr::bin(Op::Sub, i, KExpr::int(1)),
-            )
-        };
+        let (t, depth) = (f.tensor, f.depth + 1);
         if mode + 1 < modes {
-            return Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
-                Tensor::Fiber(Fiber {
-                    tensor: t,
-                    depth,
-                    pos: linear(i),
-                    end: None,
-                    hollow: None,
-                    protocols,
-                })
-            })));
+            return Ok(dense_lookup(f, shape));
         }
+        let linear = linear_position(f.pos.clone(), shape);
         let (val, init) = self.written_leaf(t, depth, "SparseHash")?;
         let p = self.probe_locals(t, depth);
         let q = self.level_local(t, depth, "rehash");
@@ -304,7 +290,6 @@ impl Lowerer {
                 "reading the SparseHash levels of `{name}` under other levels in the kernel that writes them (only a tensor whose levels are all SparseHash is read back)"
             )));
         };
-        let (t, depth, protocols) = (f.tensor, f.depth + 1, f.protocols);
         let idx = view.tbl.get(mode).copied().ok_or_else(|| {
             Error::Program(format!(
                 "internal: `{name}` has no coordinates for mode {mode}"
@@ -333,16 +318,11 @@ impl Lowerer {
             shape,
             runs: mode + 1 < modes,
         };
-        let follow = f.protocols & (1 << f.depth) != 0;
-        let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
-        let walk = if follow {
-            self.sorted_follow(t, depth, f.pos.clone(), protocols, list)
-        } else {
-            self.sorted_walk(t, depth, f.pos.clone(), protocols, list, gallop)
-        };
+        let walk = self.sorted_read(f, list);
         if mode > 0 {
             return Ok(walk);
         }
+        let (t, depth) = (f.tensor, f.depth + 1);
         let shapes: Vec<LocalId> = self.tensors[t].levels[f.depth..f.depth + modes]
             .iter()
             .filter_map(super::LevelParams::shape)

@@ -33,40 +33,19 @@ impl Lowerer {
         let level = info.levels.get(f.depth).cloned().ok_or_else(|| {
             Error::Program(format!("internal: `{name}` has no level {}", f.depth + 1))
         })?;
-        let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
+        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
         let hash = super::hash::HashTable::of(&level);
         match level {
-            LevelParams::Dense { shape } => Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
-                let child = KExpr::bin(
-                    Op::Add,
-                    KExpr::bin(Op::Mul, pos.clone(), KExpr::Local(shape)),
-                    KExpr::bin(Op::Sub, i, KExpr::int(1)),
-                );
-                Tensor::Fiber(Fiber {
-                    tensor: t,
-                    depth,
-                    pos: child,
-                    end: None,
-                    hollow: None,
-                    protocols,
-                })
-            }))),
+            LevelParams::Dense { shape } => Ok(dense_lookup(f, shape)),
             LevelParams::SparseList { ptr, idx, shape } => {
-                let child_of: ChildOf = Rc::new(|q| q);
-                let follow = f.protocols & (1 << f.depth) != 0;
-                let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
                 let list = SortedList {
                     entries: Entries::Fiber(ptr),
                     idx,
-                    child_of,
+                    child_of: Rc::new(|q| q),
                     shape,
                     runs: false,
                 };
-                Ok(if follow {
-                    self.sorted_follow(t, depth, pos, protocols, list)
-                } else {
-                    self.sorted_walk(t, depth, pos, protocols, list, gallop)
-                })
+                Ok(self.sorted_read(f, list))
             }
             LevelParams::Structured { kind, shape, bufs } => {
                 self.check_protocols(f, kind)?;
@@ -76,21 +55,14 @@ impl Lowerer {
                 ptr, idx, shape, ..
             } if f.protocols & crate::looplets::WRITTEN == 0 => {
                 // Read by a later statement, after the kernel froze it: a sorted list.
-                let child_of: ChildOf = Rc::new(|q| q);
                 let list = SortedList {
                     entries: Entries::Fiber(ptr),
                     idx,
-                    child_of,
+                    child_of: Rc::new(|q| q),
                     shape,
                     runs: false,
                 };
-                let follow = f.protocols & (1 << f.depth) != 0;
-                let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
-                Ok(if follow {
-                    self.sorted_follow(t, depth, pos, protocols, list)
-                } else {
-                    self.sorted_walk(t, depth, pos, protocols, list, gallop)
-                })
+                Ok(self.sorted_read(f, list))
             }
             LevelParams::SparseListOut {
                 shape,
@@ -153,13 +125,7 @@ impl Lowerer {
                     shape,
                     runs: mode + 1 < modes,
                 };
-                let follow = f.protocols & (1 << f.depth) != 0;
-                let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
-                Ok(if follow {
-                    self.sorted_follow(t, depth, pos, protocols, list)
-                } else {
-                    self.sorted_walk(t, depth, pos, protocols, list, gallop)
-                })
+                Ok(self.sorted_read(f, list))
             }
             LevelParams::SparseByteMapOut {
                 shape,
@@ -356,30 +322,12 @@ impl Lowerer {
         [qos, dirty]: [crate::kernel::LocalId; 2],
         coo: Option<(usize, usize)>,
     ) -> Result<Looplet> {
-        let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
+        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
         let l = KExpr::Local;
         let (mode, modes) = coo.unwrap_or((0, 1));
-        let linear = {
-            let pos = pos.clone();
-            move |i: KExpr| {
-                KExpr::bin(
-                    Op::Add,
-                    KExpr::bin(Op::Mul, pos.clone(), KExpr::Local(shape)),
-                    KExpr::bin(Op::Sub, i, KExpr::int(1)),
-                )
-            }
-        };
+        let linear = linear_position(pos.clone(), shape);
         let inner = if mode + 1 < modes {
-            Looplet::Lookup(Rc::new(move |i: KExpr| {
-                Tensor::Fiber(Fiber {
-                    tensor: t,
-                    depth,
-                    pos: linear(i),
-                    end: None,
-                    hollow: None,
-                    protocols,
-                })
-            }))
+            dense_lookup(f, shape)
         } else {
             let (val, init) = self.written_leaf(t, depth, "sparse output")?;
             let grown = KExpr::Op(
@@ -1358,6 +1306,18 @@ impl Lowerer {
         })
     }
 
+    /// A sorted list read by the protocol the access asks: follow (binary search), gallop
+    /// or walk.
+    pub(super) fn sorted_read(&mut self, f: &Fiber, list: SortedList) -> Looplet {
+        let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
+        if f.protocols & (1 << f.depth) != 0 {
+            self.sorted_follow(t, depth, pos, protocols, list)
+        } else {
+            let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+            self.sorted_walk(t, depth, pos, protocols, list, gallop)
+        }
+    }
+
     /// Walk (or gallop) over a sorted index list: `Thunk(q = ptr[p]; q_stop = ptr[p+1];
     /// i_last) -> Sequence(Phase(stop = i_last, Stepper(Spike(fill, child(q)))),
     /// Phase(Run(fill)))`.
@@ -1526,6 +1486,38 @@ impl Lowerer {
             }
         }))
     }
+}
+
+/// `pos·shape + i - 1`: the child position of index `i` of fiber `pos` when every index
+/// has one (Dense levels, and the modes above the last of written SparseCOO and
+/// SparseHash levels).
+pub(super) fn linear_position(
+    pos: KExpr,
+    shape: crate::kernel::LocalId,
+) -> impl Fn(KExpr) -> KExpr {
+    move |i: KExpr| {
+        KExpr::bin(
+            Op::Add,
+            KExpr::bin(Op::Mul, pos.clone(), KExpr::Local(shape)),
+            KExpr::bin(Op::Sub, i, KExpr::int(1)),
+        )
+    }
+}
+
+/// `Lookup(i -> child(pos·shape + i - 1))`: the looplet of a Dense level of fiber `f`.
+pub(super) fn dense_lookup(f: &Fiber, shape: crate::kernel::LocalId) -> Looplet {
+    let (tensor, depth, protocols) = (f.tensor, f.depth + 1, f.protocols);
+    let linear = linear_position(f.pos.clone(), shape);
+    Looplet::Lookup(Rc::new(move |i: KExpr| {
+        Tensor::Fiber(Fiber {
+            tensor,
+            depth,
+            pos: linear(i),
+            end: None,
+            hollow: None,
+            protocols,
+        })
+    }))
 }
 
 /// Maps a list entry's position to its child position.
