@@ -1,0 +1,43 @@
+/* How fast can SpMV over a block list be on a real matrix, written by hand? Reads a Matrix
+ * Market file, builds CSR and a block list (maximal runs of consecutive columns per row),
+ * and times, in one run: strict scalar CSR, strict scalar blocks, AVX-512 blocks with one
+ * accumulator per row or per block, and AVX-512 CSR with gathers (the minimum of 300 runs).
+ * Used in bench/results/structure.md to show where the SparseBlockList format can win.
+ *   cc -O3 -march=native -o /tmp/block_list_limit bench/block_list_limit.c
+ *   /tmp/block_list_limit ../shared/data/matrices/bcsstk16.mtx
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <immintrin.h>
+typedef struct { long i, j; double v; } E;
+static int cmp(const void *a, const void *b) { const E *x = a, *y = b; if (x->i != y->i) return x->i < y->i ? -1 : 1; if (x->j != y->j) return x->j < y->j ? -1 : 1; return 0; }
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+long n, nnz, *ptr, *idx, *bptr, *bidx, *bofs, nb; double *val, *x, *y;
+void csr(void) { for (long i = 0; i < n; i++) { double s = y[i]; for (long q = ptr[i]; q < ptr[i+1]; q++) s += val[q] * x[idx[q]]; y[i] = s; } }
+void blk(void) { for (long i = 0; i < n; i++) { double s = y[i]; for (long b = bptr[i]; b < bptr[i+1]; b++) { long last = bidx[b], len = bofs[b+1] - bofs[b]; const double *v = val + bofs[b]; const double *xx = x + last - len + 1; for (long k = 0; k < len; k++) s += v[k] * xx[k]; } y[i] = s; } }
+__attribute__((target("avx512f,avx512dq,avx512vl")))
+void blk512(void) { for (long i = 0; i < n; i++) { __m512d acc = _mm512_setzero_pd(); for (long b = bptr[i]; b < bptr[i+1]; b++) { long last = bidx[b], len = bofs[b+1] - bofs[b]; const double *v = val + bofs[b]; const double *xx = x + last - len + 1; for (long k = 0; k < len; k += 8) { long r = len - k; __mmask8 m = r >= 8 ? 0xFF : (__mmask8)((1u << r) - 1); acc = _mm512_mask3_fmadd_pd(_mm512_maskz_loadu_pd(m, v + k), _mm512_maskz_loadu_pd(m, xx + k), acc, m); } } y[i] += _mm512_reduce_add_pd(acc); } }
+__attribute__((target("avx512f,avx512dq,avx512vl")))
+void blk512b(void) { for (long i = 0; i < n; i++) { double s = y[i]; for (long b = bptr[i]; b < bptr[i+1]; b++) { long last = bidx[b], len = bofs[b+1] - bofs[b]; const double *v = val + bofs[b]; const double *xx = x + last - len + 1; __m512d acc = _mm512_setzero_pd(); for (long k = 0; k < len; k += 8) { long r = len - k; __mmask8 m = r >= 8 ? 0xFF : (__mmask8)((1u << r) - 1); acc = _mm512_mask3_fmadd_pd(_mm512_maskz_loadu_pd(m, v + k), _mm512_maskz_loadu_pd(m, xx + k), acc, m); } s += _mm512_reduce_add_pd(acc); } y[i] = s; } }
+__attribute__((target("avx512f,avx512dq,avx512vl")))
+void csr512(void) { for (long i = 0; i < n; i++) { __m512d acc = _mm512_setzero_pd(); long q0 = ptr[i], e = ptr[i+1]; for (long q = q0; q < e; q += 8) { long r = e - q; __mmask8 m = r >= 8 ? 0xFF : (__mmask8)((1u << r) - 1); __m512i ix = _mm512_maskz_loadu_epi64(m, idx + q); acc = _mm512_mask3_fmadd_pd(_mm512_maskz_loadu_pd(m, val + q), _mm512_mask_i64gather_pd(_mm512_setzero_pd(), m, ix, x, 8), acc, m); } y[i] += _mm512_reduce_add_pd(acc); } }
+double bench(void (*f)(void)) { double best = 1e9; for (int r = 0; r < 300; r++) { memset(y, 0, n * sizeof(double)); double t = now(); f(); t = now() - t; if (t < best) best = t; } return best * 1e3; }
+int main(int argc, char **argv) {
+  FILE *fp = fopen(argv[1], "r"); char line[512]; int sym = 0;
+  fgets(line, sizeof line, fp); sym = strstr(line, "symmetric") != NULL;
+  while (fgets(line, sizeof line, fp) && line[0] == '%');
+  long m, L; sscanf(line, "%ld %ld %ld", &n, &m, &L);
+  E *es = malloc(sizeof(E) * L * 2); long ne = 0;
+  for (long k = 0; k < L; k++) { long i, j; double v = 1; fgets(line, sizeof line, fp); sscanf(line, "%ld %ld %lf", &i, &j, &v); es[ne++] = (E){i-1, j-1, v}; if (sym && i != j) es[ne++] = (E){j-1, i-1, v}; }
+  qsort(es, ne, sizeof(E), cmp); nnz = ne;
+  ptr = calloc(n + 1, 8); idx = malloc(8 * nnz); val = malloc(8 * nnz); x = malloc(8 * n); y = malloc(8 * n);
+  for (long k = 0; k < nnz; k++) { ptr[es[k].i + 1]++; idx[k] = es[k].j; val[k] = es[k].v; }
+  for (long i = 0; i < n; i++) ptr[i+1] += ptr[i];
+  for (long i = 0; i < n; i++) x[i] = 1.0 + (i % 7);
+  bptr = calloc(n + 1, 8); bidx = malloc(8 * nnz); bofs = malloc(8 * (nnz + 1)); nb = 0; bofs[0] = 0;
+  for (long i = 0; i < n; i++) { for (long q = ptr[i]; q < ptr[i+1]; q++) { if (q == ptr[i] || idx[q] != idx[q-1] + 1) { nb++; } bidx[nb-1] = idx[q]; bofs[nb] = q + 1; } bptr[i+1] = nb; }
+  printf("n %ld nnz %ld blocks %ld (%.1f per block)\n", n, nnz, nb, (double)nnz / nb);
+  printf("csr %.3f\nblk %.3f\nblk512 row-acc %.3f\nblk512 block-acc %.3f\ncsr512 %.3f\n", bench(csr), bench(blk), bench(blk512), bench(blk512b), bench(csr512));
+}
