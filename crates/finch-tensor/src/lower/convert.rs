@@ -90,8 +90,9 @@ pub enum LevelParams {
     /// repeated), from the group's first level down to the Element leaf. The group is one
     /// open-addressing hash table keyed by an entry's linear position over every mode of
     /// the tensor (column-major), so modes above the last pass the linear position down as
-    /// Dense levels do. `table[h]` holds an entry number + 1 (0 = empty; the capacity is a
-    /// power of two, at most half full), `keys[q]` entry `q`'s key and `slot_of[q]` its
+    /// Dense levels do. Slot `h` is `table[2h]`, the key + 1 (0 = empty), and
+    /// `table[2h + 1]`, the entry (the capacity is a power of two, at most half full);
+    /// `keys[q]` is entry `q`'s key and `slot_of[q]` its
     /// slot; entry `q`'s value is at child position `q`. The run time builds the sorted
     /// levels from the entries at freeze.
     HashOut {

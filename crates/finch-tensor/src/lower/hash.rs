@@ -3,8 +3,10 @@
 //! one open-addressing hash table in the kernel, keyed by an entry's linear position over
 //! every mode of the tensor (column-major, as Dense levels number their positions):
 //!
-//! * `table[h]` is an entry number + 1, or 0 for an empty slot; the capacity is a power of
-//!   two, and the table is rebuilt at twice the size before it gets more than half full;
+//! * slot `h` is `table[2h]`, the key + 1 (0 for an empty slot), and `table[2h + 1]`, the
+//!   entry number, so a probe reads one cache line; slots are found by Fibonacci hashing
+//!   and linear probing; the capacity is a power of two, and the table is rebuilt at twice
+//!   the size before it gets more than half full;
 //! * `keys[q]` is entry `q`'s key, `slot_of[q]` its slot; its value is at child position
 //!   `q` (entries are numbered in insertion order and never move);
 //! * the first write of an index finds or inserts its entry (the hollow leaf's claim);
@@ -56,22 +58,33 @@ fn add(a: KExpr, b: KExpr) -> KExpr {
     KExpr::bin(Op::Add, a, b)
 }
 
-/// `(k ^ (k >> 16) ^ (k >> 32)) & (Len(table) - 1)`: the home slot of key `k` (keys are
-/// non-negative, the capacity a power of two).
+/// The multiplier of Fibonacci hashing (2^64 / golden ratio, as an `i64`).
+const GOLDEN: i64 = -7_046_029_254_386_353_131;
+
+/// The home slot of key `k`: `m ^ (m >> 29)` of `m = k · GOLDEN` (wrapping), masked to
+/// the capacity (a power of two).
 fn home(table: BufId, k: KExpr) -> KExpr {
-    let mixed = KExpr::Op(
-        Op::Xor,
-        vec![
-            k.clone(),
-            KExpr::bin(Op::Shr, k.clone(), KExpr::int(16)),
-            KExpr::bin(Op::Shr, k, KExpr::int(32)),
-        ],
-    );
+    let m = || KExpr::bin(Op::Mul, k.clone(), KExpr::int(GOLDEN));
+    let mixed = KExpr::bin(Op::Xor, m(), KExpr::bin(Op::Shr, m(), KExpr::int(29)));
     KExpr::bin(Op::BitAnd, mixed, mask(table))
 }
 
+/// Slots: `table[2h]` holds key + 1 (0 = empty), `table[2h + 1]` the entry, so a probe
+/// reads one cache line.
+fn capacity(table: BufId) -> KExpr {
+    KExpr::bin(Op::Shr, KExpr::Len(table), KExpr::int(1))
+}
+
 fn mask(table: BufId) -> KExpr {
-    KExpr::bin(Op::Sub, KExpr::Len(table), KExpr::int(1))
+    KExpr::bin(Op::Sub, capacity(table), KExpr::int(1))
+}
+
+fn key_slot(h: KExpr) -> KExpr {
+    KExpr::bin(Op::Mul, h, KExpr::int(2))
+}
+
+fn entry_slot(h: KExpr) -> KExpr {
+    add(key_slot(h), KExpr::int(1))
 }
 
 /// `h = (h + 1) & mask`.
@@ -89,30 +102,52 @@ impl HashTable {
     fn probe(&self, p: Probe, key: KExpr, found: Vec<KStmt>, empty: Vec<KStmt>) -> Vec<KStmt> {
         let mut on_empty = empty;
         on_empty.push(KStmt::Break);
-        let mut on_found = found;
+        let mut on_found = vec![KStmt::Assign(
+            p.entry,
+            KExpr::load(self.table, entry_slot(l(p.slot))),
+        )];
+        on_found.extend(found);
         on_found.push(KStmt::Break);
+        let stored = || KExpr::load(self.table, key_slot(l(p.slot)));
         vec![
             KStmt::Assign(p.key, key),
             KStmt::Assign(p.slot, home(self.table, l(p.key))),
             KStmt::While {
                 cond: KExpr::Lit(Value::Bool(true)),
                 body: vec![
-                    KStmt::Assign(
-                        p.entry,
-                        KExpr::bin(Op::Sub, KExpr::load(self.table, l(p.slot)), KExpr::int(1)),
-                    ),
                     KStmt::If {
-                        cond: KExpr::bin(Op::Lt, l(p.entry), KExpr::int(0)),
-                        then: on_empty,
+                        cond: KExpr::bin(Op::Eq, stored(), add(l(p.key), KExpr::int(1))),
+                        then: on_found,
                         otherwise: vec![],
                     },
                     KStmt::If {
-                        cond: KExpr::bin(Op::Eq, KExpr::load(self.keys, l(p.entry)), l(p.key)),
-                        then: on_found,
+                        cond: KExpr::bin(Op::Eq, stored(), KExpr::int(0)),
+                        then: on_empty,
                         otherwise: vec![],
                     },
                     next_slot(self.table, p.slot),
                 ],
+            },
+        ]
+    }
+
+    /// Stores entry `q` with key `key` at free slot `h`.
+    fn place(&self, h: KExpr, key: KExpr, q: KExpr) -> Vec<KStmt> {
+        vec![
+            KStmt::Store {
+                buf: self.table,
+                index: key_slot(h.clone()),
+                value: add(key, KExpr::int(1)),
+            },
+            KStmt::Store {
+                buf: self.table,
+                index: entry_slot(h.clone()),
+                value: q.clone(),
+            },
+            KStmt::Store {
+                buf: self.slot_of,
+                index: q,
+                value: h,
             },
         ]
     }
@@ -127,7 +162,7 @@ impl HashTable {
                     Op::Max,
                     vec![
                         KExpr::bin(Op::Mul, KExpr::Len(self.table), KExpr::int(2)),
-                        KExpr::int(MIN_CAPACITY),
+                        KExpr::int(2 * MIN_CAPACITY),
                     ],
                 ),
                 fill: Value::I64(0),
@@ -144,33 +179,29 @@ impl HashTable {
             },
         ];
         // Every entry again, in order, at the first free slot from its home.
+        let mut reinsert = vec![
+            KStmt::Assign(p.slot, home(self.table, KExpr::load(self.keys, l(q)))),
+            KStmt::While {
+                cond: KExpr::bin(
+                    Op::Ne,
+                    KExpr::load(self.table, key_slot(l(p.slot))),
+                    KExpr::int(0),
+                ),
+                body: vec![next_slot(self.table, p.slot)],
+            },
+        ];
+        reinsert.extend(self.place(l(p.slot), KExpr::load(self.keys, l(q)), l(q)));
         rebuild.push(KStmt::For {
             var: q,
             lo: KExpr::int(0),
             hi: l(self.count),
-            body: vec![
-                KStmt::Assign(p.slot, home(self.table, KExpr::load(self.keys, l(q)))),
-                KStmt::While {
-                    cond: KExpr::bin(Op::Ne, KExpr::load(self.table, l(p.slot)), KExpr::int(0)),
-                    body: vec![next_slot(self.table, p.slot)],
-                },
-                KStmt::Store {
-                    buf: self.table,
-                    index: l(p.slot),
-                    value: add(l(q), KExpr::int(1)),
-                },
-                KStmt::Store {
-                    buf: self.slot_of,
-                    index: l(q),
-                    value: l(p.slot),
-                },
-            ],
+            body: reinsert,
         });
         KStmt::If {
             cond: KExpr::bin(
                 Op::Gt,
                 KExpr::bin(Op::Mul, add(l(self.count), KExpr::int(1)), KExpr::int(2)),
-                KExpr::Len(self.table),
+                capacity(self.table),
             ),
             then: rebuild,
             otherwise: vec![],
@@ -187,7 +218,7 @@ impl HashTable {
                 hi: l(self.count),
                 body: vec![KStmt::Store {
                     buf: self.table,
-                    index: KExpr::load(self.slot_of, l(q)),
+                    index: key_slot(KExpr::load(self.slot_of, l(q))),
                     value: KExpr::int(0),
                 }],
             },
@@ -223,7 +254,7 @@ impl Lowerer {
         let (val, init) = self.written_leaf(t, depth, "SparseHash")?;
         let p = self.probe_locals(t, depth);
         let q = self.level_local(t, depth, "rehash");
-        let insert = vec![
+        let mut insert = vec![
             grow_to(h.keys, add(l(h.count), KExpr::int(1)), Value::I64(0)),
             grow_to(h.slot_of, add(l(h.count), KExpr::int(1)), Value::I64(0)),
             grow_to(val, add(l(h.count), KExpr::int(1)), init),
@@ -232,16 +263,9 @@ impl Lowerer {
                 index: l(h.count),
                 value: l(p.key),
             },
-            KStmt::Store {
-                buf: h.slot_of,
-                index: l(h.count),
-                value: l(p.slot),
-            },
-            KStmt::Store {
-                buf: h.table,
-                index: l(p.slot),
-                value: add(l(h.count), KExpr::int(1)),
-            },
+        ];
+        insert.extend(h.place(l(p.slot), l(p.key), l(h.count)));
+        insert.extend([
             KStmt::Store {
                 buf: val,
                 index: l(h.count),
@@ -249,7 +273,7 @@ impl Lowerer {
             },
             KStmt::Assign(h.at, l(h.count)),
             KStmt::Assign(h.count, add(l(h.count), KExpr::int(1))),
-        ];
+        ]);
         let found = vec![KStmt::Assign(h.at, l(p.entry))];
         let claim_of = move |i: KExpr| {
             let mut claim = vec![h.make_room(p, q)];
