@@ -1139,3 +1139,45 @@ fn coo_and_hash_levels_in_three_level_formats_match_the_reference() {
         }
     }
 }
+
+/// Every structured level takes `follow` (a check against its entry, run or block, or a
+/// binary search over its sorted ends), and those with sorted ends also `gallop`; levels
+/// with one entry per fiber refuse `gallop` by name. Results match the reference.
+#[test]
+fn structured_levels_follow_and_gallop() {
+    let find = |name: &str| KERNELS.iter().find(|k| k.name == name).unwrap();
+    let follow = find("dot_follow");
+    let gallop = find("dot_gallop_walk");
+    for level in STRUCTURED {
+        let x = "Dense(Element(0.0))";
+        let z = format!("{level}(Element(0.0))");
+        // `z[follow(i)]`: z is the level under test.
+        let formats = [MATRICES[0], MATRICES[0], x, z.as_str()];
+        let text = follow.text.replace("{x}", x).replace("{z}", &z);
+        let p = Program::parse(&text).unwrap();
+        p.compile(Engine::Interp)
+            .unwrap_or_else(|e| panic!("follow into {level}: {e}"));
+        for (n, density) in [(0, 0.5), (1, 1.0), (9, 0.4), (23, 0.7)] {
+            check(follow, &formats, [n, n, n], density, n as u64 + 3).unwrap();
+        }
+        // `x[gallop(i)]`: x is the level under test.
+        let formats = [MATRICES[0], MATRICES[0], z.as_str(), x];
+        let text = gallop.text.replace("{x}", &z).replace("{z}", x);
+        let p = Program::parse(&text).unwrap();
+        match p.compile(Engine::Interp) {
+            Ok(_) => {
+                for (n, density) in [(0, 0.5), (1, 1.0), (9, 0.4), (23, 0.7)] {
+                    check(gallop, &formats, [n, n, n], density, n as u64 + 5).unwrap();
+                }
+            }
+            Err(e) => {
+                assert!(
+                    ["SparsePoint", "SparseInterval", "SparseBand"].contains(&level)
+                        && e.to_string()
+                            .contains("does not support the gallop protocol"),
+                    "{level}: {e}"
+                );
+            }
+        }
+    }
+}

@@ -996,14 +996,191 @@ impl Lowerer {
         })
     }
 
+    /// Follow (random access) into a structured level: a check against the fiber's single
+    /// entry, run or block (SparsePoint, SparseInterval, SparseBand), or a binary search
+    /// over the sorted ends of its runs or blocks (RunList, SparseRunList,
+    /// SparseBlockList); a miss reads fill.
+    fn structured_follow(
+        &mut self,
+        f: &Fiber,
+        kind: LevelKind,
+        bufs: &[crate::kernel::BufId],
+    ) -> Result<Looplet> {
+        let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
+        let fill = self.fill_of(t);
+        let buf = |k: usize| {
+            bufs.get(k).copied().ok_or_else(|| {
+                Error::Program(format!(
+                    "internal: {} level without buffer {k}",
+                    kind.name()
+                ))
+            })
+        };
+        let l = KExpr::Local;
+        let one = || KExpr::int(1);
+        let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+        let child = move |q: KExpr| {
+            Box::new(Tensor::Fiber(Fiber {
+                tensor: t,
+                depth,
+                pos: q,
+                end: None,
+                hollow: None,
+                protocols,
+            }))
+        };
+        let within = |lo: KExpr, x: KExpr, hi: KExpr| {
+            KExpr::Op(
+                Op::And,
+                vec![KExpr::bin(Op::Le, lo, x.clone()), KExpr::bin(Op::Le, x, hi)],
+            )
+        };
+        // The 0-based target is `i - 1` throughout.
+        Ok(match kind {
+            LevelKind::SparsePoint => {
+                let idx = buf(0)?;
+                Looplet::Lookup(Rc::new(move |i: KExpr| Tensor::Switch {
+                    pre: vec![],
+                    cond: KExpr::bin(Op::Eq, plus1(KExpr::load(idx, pos.clone())), i),
+                    then: child(pos.clone()),
+                    otherwise: Box::new(Tensor::FillLeaf(fill)),
+                }))
+            }
+            LevelKind::SparseInterval => {
+                let (left, right) = (buf(0)?, buf(1)?);
+                Looplet::Lookup(Rc::new(move |i: KExpr| Tensor::Switch {
+                    pre: vec![],
+                    cond: within(
+                        plus1(KExpr::load(left, pos.clone())),
+                        i,
+                        plus1(KExpr::load(right, pos.clone())),
+                    ),
+                    then: child(pos.clone()),
+                    otherwise: Box::new(Tensor::FillLeaf(fill)),
+                }))
+            }
+            LevelKind::SparseBand => {
+                let (idx, ofs) = (buf(0)?, buf(1)?);
+                // Block `last - width + 1 ..= last` at child positions ending at ofs[p+1].
+                Looplet::Lookup(Rc::new(move |i: KExpr| {
+                    let last = plus1(KExpr::load(idx, pos.clone()));
+                    let end = KExpr::load(ofs, plus1(pos.clone()));
+                    let width = KExpr::bin(Op::Sub, end.clone(), KExpr::load(ofs, pos.clone()));
+                    let first = plus1(KExpr::bin(Op::Sub, last.clone(), width));
+                    Tensor::Switch {
+                        pre: vec![],
+                        cond: within(first, i.clone(), last.clone()),
+                        then: child(KExpr::bin(
+                            Op::Sub,
+                            KExpr::bin(Op::Sub, end, one()),
+                            KExpr::bin(Op::Sub, last, i),
+                        )),
+                        otherwise: Box::new(Tensor::FillLeaf(fill)),
+                    }
+                }))
+            }
+            LevelKind::RunList | LevelKind::SparseRunList | LevelKind::SparseBlockList => {
+                let ptr = buf(0)?;
+                // The sorted ends searched, and how a found entry `r` starts (0-based).
+                let (ends, start): (crate::kernel::BufId, Rc<dyn Fn(KExpr) -> Option<KExpr>>) =
+                    match kind {
+                        LevelKind::RunList => (buf(1)?, Rc::new(|_| None)),
+                        LevelKind::SparseRunList => {
+                            let left = buf(1)?;
+                            (buf(2)?, Rc::new(move |r| Some(KExpr::load(left, r))))
+                        }
+                        _ => {
+                            let (idx, ofs) = (buf(1)?, buf(2)?);
+                            (
+                                idx,
+                                Rc::new(move |r: KExpr| {
+                                    let width = KExpr::bin(
+                                        Op::Sub,
+                                        KExpr::load(
+                                            ofs,
+                                            KExpr::bin(Op::Add, r.clone(), KExpr::int(1)),
+                                        ),
+                                        KExpr::load(ofs, r.clone()),
+                                    );
+                                    Some(KExpr::bin(
+                                        Op::Add,
+                                        KExpr::bin(Op::Sub, KExpr::load(idx, r), width),
+                                        KExpr::int(1),
+                                    ))
+                                }),
+                            )
+                        }
+                    };
+                let block = kind == LevelKind::SparseBlockList;
+                let ofs = if block { Some(buf(2)?) } else { None };
+                let r = self.level_local(t, depth, "r");
+                let hi = self.level_local(t, depth, "r_stop");
+                let found = self.kernel.local(
+                    format!("{}_lvl{depth}_found", self.tensors[t].name),
+                    ScalarType::Bool,
+                );
+                Looplet::Lookup(Rc::new(move |i: KExpr| {
+                    let target = KExpr::bin(Op::Sub, i, KExpr::int(1));
+                    let hit = match start(l(r)) {
+                        Some(s) => KExpr::bin(Op::Le, s, target.clone()),
+                        None => KExpr::Lit(Value::Bool(true)),
+                    };
+                    // A block's values are consecutive, ending at `ofs[r+1]`.
+                    let at = match ofs {
+                        Some(ofs) => KExpr::bin(
+                            Op::Sub,
+                            KExpr::bin(Op::Sub, KExpr::load(ofs, plus1(l(r))), KExpr::int(1)),
+                            KExpr::bin(Op::Sub, KExpr::load(ends, l(r)), target.clone()),
+                        ),
+                        None => l(r),
+                    };
+                    Tensor::Switch {
+                        pre: vec![
+                            KStmt::Assign(hi, KExpr::load(ptr, plus1(pos.clone()))),
+                            KStmt::Assign(
+                                r,
+                                KExpr::Search {
+                                    buf: ends,
+                                    value: Box::new(target),
+                                    lo: Box::new(KExpr::load(ptr, pos.clone())),
+                                    hi: Box::new(l(hi)),
+                                },
+                            ),
+                            KStmt::Assign(found, KExpr::Lit(Value::Bool(false))),
+                            KStmt::If {
+                                cond: KExpr::bin(Op::Lt, l(r), l(hi)),
+                                then: vec![KStmt::Assign(found, hit)],
+                                otherwise: vec![],
+                            },
+                        ],
+                        cond: l(found),
+                        then: child(at),
+                        otherwise: Box::new(Tensor::FillLeaf(fill)),
+                    }
+                }))
+            }
+            other => {
+                return Err(Error::Program(format!(
+                    "internal: follow into a {} level",
+                    other.name()
+                )))
+            }
+        })
+    }
+
     /// Rejects a read protocol the level does not support, naming both.
     fn check_protocols(&self, f: &Fiber, kind: LevelKind) -> Result<()> {
         let follow = f.protocols & (1 << f.depth) != 0;
         let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
         let (can_follow, can_gallop) = match kind {
             LevelKind::SparseByteMap => (true, true),
-            LevelKind::SparseHash => (true, false),
-            LevelKind::SparseBlockList => (false, true),
+            LevelKind::SparseHash
+            | LevelKind::SparseBlockList
+            | LevelKind::RunList
+            | LevelKind::SparseRunList => (true, true),
+            LevelKind::SparsePoint | LevelKind::SparseInterval | LevelKind::SparseBand => {
+                (true, false)
+            }
             _ => (false, false),
         };
         let asked = match (follow && !can_follow, gallop && !can_gallop) {
@@ -1070,6 +1247,11 @@ impl Lowerer {
                 ))
             })
         };
+        let follow = f.protocols & (1 << f.depth) != 0;
+        let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+        if follow && kind != LevelKind::SparseByteMap && kind != LevelKind::SparseHash {
+            return self.structured_follow(f, kind, bufs);
+        }
         Ok(match kind {
             // One index `i` per fiber (`shape` when empty): fill, the child at `i`, fill.
             LevelKind::SparsePoint => {
@@ -1156,7 +1338,7 @@ impl Lowerer {
                         KStmt::Assign(q, KExpr::load(ptr, pos.clone())),
                         KStmt::Assign(q_stop, KExpr::load(ptr, plus1(pos))),
                     ],
-                    body: Box::new(Looplet::Stepper(Rc::new(stepper))),
+                    body: Box::new(walker(stepper, gallop)),
                     epilogue: vec![],
                 }
             }
@@ -1184,7 +1366,7 @@ impl Lowerer {
                 Looplet::Thunk {
                     preamble: fiber_bounds(ptr, right, pos, q, q_stop, i_last),
                     body: Box::new(Looplet::Sequence(vec![
-                        (Some(l(i_last)), Looplet::Stepper(Rc::new(stepper))),
+                        (Some(l(i_last)), walker(stepper, gallop)),
                         (None, fill_run()),
                     ])),
                     epilogue: vec![],
@@ -1237,16 +1419,10 @@ impl Lowerer {
                         last: l(i_last),
                     }),
                 };
-                let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
-                let walker = if gallop {
-                    Looplet::Jumper(Rc::new(stepper))
-                } else {
-                    Looplet::Stepper(Rc::new(stepper))
-                };
                 Looplet::Thunk {
                     preamble: fiber_bounds(ptr, idx, pos, r, r_stop, i_last),
                     body: Box::new(Looplet::Sequence(vec![
-                        (Some(l(i_last)), walker),
+                        (Some(l(i_last)), walker(stepper, gallop)),
                         (None, fill_run()),
                     ])),
                     epilogue: vec![],
@@ -1270,7 +1446,6 @@ impl Lowerer {
                 }
                 let child_of: ChildOf =
                     Rc::new(move |q| KExpr::bin(Op::Add, base.clone(), KExpr::load(srt, q)));
-                let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
                 let list = SortedList {
                     entries: Entries::Fiber(ptr),
                     idx: srt,
@@ -1291,11 +1466,7 @@ impl Lowerer {
                     shape,
                     runs: false,
                 };
-                if f.protocols & (1 << f.depth) != 0 {
-                    self.sorted_follow(t, depth, pos, protocols, list)
-                } else {
-                    self.sorted_walk(t, depth, pos, protocols, list, false)
-                }
+                self.sorted_read(f, list)
             }
             LevelKind::Dense | LevelKind::SparseList | LevelKind::SparseCoo(_) => {
                 return Err(Error::Program(format!(
@@ -1518,6 +1689,15 @@ pub(super) fn dense_lookup(f: &Fiber, shape: crate::kernel::LocalId) -> Looplet 
             protocols,
         })
     }))
+}
+
+/// A stepper over a level's entries, or a jumper when the access asks to gallop.
+fn walker(stepper: Stepper, gallop: bool) -> Looplet {
+    if gallop {
+        Looplet::Jumper(Rc::new(stepper))
+    } else {
+        Looplet::Stepper(Rc::new(stepper))
+    }
 }
 
 /// Maps a list entry's position to its child position.
