@@ -695,7 +695,15 @@ impl CompiledProgram {
                         .and_then(|v| v.as_i128())
                         .and_then(|n| usize::try_from(n).ok())
                         .ok_or_else(|| Error::Program("internal: SparseHash count".into()))?;
-                    freeze_hash(&info.format, &shape_of[&k], &bufs, count)?
+                    freeze_entries(&info.format, &shape_of[&k], &bufs, count)?
+                }
+                (Format::Levels(_), None) if rebuilt(&info.levels) => {
+                    let bufs = out_vals
+                        .remove(&k)
+                        .ok_or_else(|| Error::Program("internal: output values".into()))?;
+                    // Entries per fiber, in order: their total is the sum of the counts.
+                    let count = bufs.ptr.iter().sum();
+                    freeze_entries(&info.format, &shape_of[&k], &bufs, count)?
                 }
                 (Format::Levels(lf), None) => {
                     let mut bufs = out_vals
@@ -833,13 +841,30 @@ fn hash_count(levels: &[LevelParams]) -> Option<LocalId> {
     })
 }
 
-/// Freezes a tensor whose SparseHash group the kernel wrote: entry `q`'s key (its linear
-/// position, column-major) and value become a coordinate entry, and the tensor is built
-/// sorted from them.
-fn freeze_hash(format: &Format, shape: &[usize], bufs: &OutBufs, count: usize) -> Result<Tensor> {
+/// Whether the kernel records the entries of levels the run time builds (a written format
+/// it does not assemble itself).
+fn rebuilt(levels: &[LevelParams]) -> bool {
+    levels
+        .iter()
+        .any(|l| matches!(l, LevelParams::CooOut { rebuilt: true, .. }))
+}
+
+/// Freezes a tensor whose levels the kernel wrote as recorded entries (a SparseHash
+/// group, or levels the run time builds): entry `q`'s key (its linear position,
+/// column-major) and value become a coordinate entry, values equal to the fill are
+/// dropped (as a level that stores only what differs from its fill would), and the tensor
+/// is built sorted from them; a format that cannot hold the data (two indices in one
+/// SparsePoint fiber) is an error.
+fn freeze_entries(
+    format: &Format,
+    shape: &[usize],
+    bufs: &OutBufs,
+    count: usize,
+) -> Result<Tensor> {
     if count > bufs.idx.len() || count > bufs.val.len() {
-        return Err(Error::Program("internal: SparseHash entries".into()));
+        return Err(Error::Program("internal: recorded entries".into()));
     }
+    let fill = format.fill_value();
     let mut coo = crate::tensor::Coo::new(bufs.val.scalar_type(), shape);
     let mut coord = vec![0; shape.len()];
     for q in 0..count {
@@ -851,10 +876,16 @@ fn freeze_hash(format: &Format, shape: &[usize], bufs: &OutBufs, count: usize) -
         let v = bufs
             .val
             .get(q)
-            .ok_or_else(|| Error::Program("internal: SparseHash values".into()))?;
-        coo.push(&coord, v)?;
+            .ok_or_else(|| Error::Program("internal: recorded values".into()))?;
+        if !v.same(&fill) {
+            coo.push(&coord, v)?;
+        }
     }
-    Tensor::from_coo_with(format, &coo, crate::algebra::Op::Overwrite)
+    Tensor::from_coo_with(format, &coo, crate::algebra::Op::Overwrite).map_err(|e| {
+        Error::Program(format!(
+            "cannot store the result in the format {format}: {e}"
+        ))
+    })
 }
 
 /// Per-fiber counts to offsets, in place.

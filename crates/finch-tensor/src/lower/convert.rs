@@ -85,6 +85,10 @@ pub enum LevelParams {
         mode: usize,
         /// How many modes the level spans.
         modes: usize,
+        /// The modes are not one SparseCOO level but every level from a sparse one down to
+        /// the leaf, of a format the kernel does not assemble itself (a SparseList above
+        /// another level, ...): the run time builds those levels from the recorded entries.
+        rebuilt: bool,
     },
     /// One mode of a group of SparseHash levels a kernel writes (laminate: any order,
     /// repeated), from the group's first level down to the Element leaf. The group is one
@@ -602,7 +606,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                         let qos = kernel.local(format!("{}_lvl{depth}_qos", d.name), ScalarType::I64);
                                         let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
                                         for (mode, &shape) in shapes.iter().enumerate() {
-                                            info.levels.push(LevelParams::CooOut { shape, ptr, idx, qos, dirty, mode, modes: *modes });
+                                            info.levels.push(LevelParams::CooOut { shape, ptr, idx, qos, dirty, mode, modes: *modes, rebuilt: false });
                                         }
                                     } else {
                                         let tbl: Vec<BufId> = (0..*modes).map(|k| kernel.buf(format!("{}_lvl{depth}_tbl{}", d.name, k + 1), ScalarType::I64, false, false)).collect();
@@ -712,6 +716,29 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     kernel.outputs.push(conflict);
                                     info.levels.push(LevelParams::SparseIntervalOut { shape, left, right, dirty, conflict });
                                 }
+                                // Any other written format whose levels from here down end in
+                                // an Element leaf: entries are recorded in order (extrude) like
+                                // a SparseCOO level spanning those modes, and the run time
+                                // builds the levels from them.
+                                _ if is_written && matches!(leaf_of(level), LevelFormat::Element(_)) => {
+                                    let modes = level.ndims();
+                                    let mut shapes = vec![shape];
+                                    for m in 1..modes {
+                                        let s = kernel.local(format!("{}_lvl{}_shape", d.name, depth + m), ScalarType::I64);
+                                        kernel.inputs.push(s);
+                                        shapes.push(s);
+                                    }
+                                    let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, true, false);
+                                    let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, true);
+                                    let qos = kernel.local(format!("{}_lvl{depth}_qos", d.name), ScalarType::I64);
+                                    let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
+                                    for (mode, &shape) in shapes.iter().enumerate() {
+                                        info.levels.push(LevelParams::CooOut { shape, ptr, idx, qos, dirty, mode, modes, rebuilt: true });
+                                    }
+                                    level = leaf_of(level);
+                                    depth += modes;
+                                    continue;
+                                }
                                 kind if !is_written && structured_buffers(*kind).is_some() => {
                                     let bufs = structured_buffers(*kind)
                                         .unwrap_or_default()
@@ -779,6 +806,14 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
         tensors.push(info);
     }
     Ok(tensors)
+}
+
+/// The leaf under `level`.
+fn leaf_of(level: &LevelFormat) -> &LevelFormat {
+    match level {
+        LevelFormat::Inner { child, .. } => leaf_of(child),
+        leaf => leaf,
+    }
 }
 
 /// How many SparseHash levels `level` starts that run down to an Element leaf (a group

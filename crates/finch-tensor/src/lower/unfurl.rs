@@ -79,6 +79,7 @@ impl Lowerer {
                 dirty,
                 mode,
                 modes,
+                ..
             } => {
                 self.written_only(f, &name)?;
                 self.unfurl_list_out(f, shape, [ptr, idx], [qos, dirty], Some((mode, modes)))
