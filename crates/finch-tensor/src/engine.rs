@@ -861,7 +861,9 @@ fn freeze_entries(
     bufs: &OutBufs,
     count: usize,
 ) -> Result<Tensor> {
-    if count > bufs.idx.len() || count > bufs.val.len() {
+    // A Pattern leaf records no values: every recorded entry is `true`.
+    let pattern = format.element_type() == ScalarType::Bool && bufs.val.is_empty();
+    if count > bufs.idx.len() || (count > bufs.val.len() && !pattern) {
         return Err(Error::Program("internal: recorded entries".into()));
     }
     let fill = format.fill_value();
@@ -873,10 +875,13 @@ fn freeze_entries(
             *c = rest % n.max(1);
             rest /= n.max(1);
         }
-        let v = bufs
-            .val
-            .get(q)
-            .ok_or_else(|| Error::Program("internal: recorded values".into()))?;
+        let v = if pattern {
+            Value::Bool(true)
+        } else {
+            bufs.val
+                .get(q)
+                .ok_or_else(|| Error::Program("internal: recorded values".into()))?
+        };
         if !v.same(&fill) {
             coo.push(&coord, v)?;
         }

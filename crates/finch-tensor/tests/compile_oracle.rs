@@ -33,7 +33,11 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 57] = [
+const KERNELS: [Kernel; 61] = [
+    Kernel { name: "pattern_list_out", text: "input x :: {x}\noutput w :: SparseList(Pattern())\nw .= false\nfor i = _\n  w[i] = x[i] > 0.0\nend\n", inputs: &[("x", false, 0, 0)] },
+    Kernel { name: "pattern_matrix_out", text: "input A :: {A}\noutput C :: Dense(SparseList(Pattern()))\nC .= false\nfor j = _, i = _\n  C[i, j] = A[i, j] != 0.0\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "pattern_coo_out", text: "input A :: {A}\noutput C :: SparseCOO{2}(Pattern())\nC .= false\nfor j = _, i = _\n  C[i, j] = A[i, j] < 0.0\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "pattern_nested_out", text: "input A :: {A}\noutput C :: SparseList(SparseList(Pattern()))\nC .= false\nfor j = _, i = _\n  C[i, j] = A[i, j] != 0.0\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "strict_lower_triangle_sum", text: "input A :: {A}\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  if i > j\n    s[] += A[i, j]\n  end\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "diagonal_and_off_diagonal", text: "input A :: {A}\noutput s :: Scalar(0.0)\noutput t :: Scalar(0.0)\ns .= 0\nt .= 0\nfor j = _, i = _\n  if i == j\n    s[] += A[i, j]\n  end\n  if i != j\n    t[] += A[i, j] * 2.0\n  end\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "tridiagonal_band_mask", text: "input A :: {A}\noutput C :: Dense(Dense(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  if j - 1 <= i && i <= j + 1\n    C[i, j] = A[i, j]\n  end\nend\n", inputs: &[("A", true, 0, 1)] },

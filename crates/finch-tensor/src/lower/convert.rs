@@ -592,7 +592,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                             kernel.inputs.push(shape);
                             match kind {
                                 LevelKind::Dense => info.levels.push(LevelParams::Dense { shape }),
-                                LevelKind::SparseCoo(modes) if !is_written || matches!(**child, LevelFormat::Element(_)) => {
+                                LevelKind::SparseCoo(modes) if !is_written || matches!(**child, LevelFormat::Element(_) | LevelFormat::Pattern) => {
                                     // One entry per mode; the first mode's shape local is `shape`.
                                     let mut shapes = vec![shape];
                                     for m in 1..*modes {
@@ -654,7 +654,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     depth += modes;
                                     continue;
                                 }
-                                LevelKind::SparseList if matches!(**child, LevelFormat::Element(_)) => {
+                                LevelKind::SparseList if matches!(**child, LevelFormat::Element(_) | LevelFormat::Pattern) => {
                                     let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, true, false);
                                     let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, true);
                                     let qos = kernel.local(format!("{}_lvl{depth}_qos", d.name), ScalarType::I64);
@@ -720,7 +720,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                 // an Element leaf: entries are recorded in order (extrude) like
                                 // a SparseCOO level spanning those modes, and the run time
                                 // builds the levels from them.
-                                _ if is_written && matches!(leaf_of(level), LevelFormat::Element(_)) => {
+                                _ if is_written && matches!(leaf_of(level), LevelFormat::Element(_) | LevelFormat::Pattern) => {
                                     let modes = level.ndims();
                                     let mut shapes = vec![shape];
                                     for m in 1..modes {
@@ -783,16 +783,21 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                             break;
                         }
                         LevelFormat::Pattern => {
-                            // A written Pattern leaf records writes of `true` through its
-                            // parent's flags (only under a SparseByteMap so far).
+                            // A written Pattern leaf stores nothing: writing `true` claims
+                            // the index, which the level above records (flags, or a list of
+                            // indices or entries).
                             if is_written
                                 && !matches!(
                                     info.levels.last(),
-                                    Some(LevelParams::SparseByteMapOut { .. })
+                                    Some(
+                                        LevelParams::SparseByteMapOut { .. }
+                                            | LevelParams::SparseListOut { .. }
+                                            | LevelParams::CooOut { .. }
+                                    )
                                 )
                             {
                                 return unsupported(format!(
-                                    "writes to the Pattern tensor `{}` other than under a SparseByteMap level (issue #4)",
+                                    "writes to the Pattern tensor `{}` other than under a SparseByteMap, SparseList or SparseCOO level, or levels built from recorded entries",
                                     d.name
                                 ));
                             }

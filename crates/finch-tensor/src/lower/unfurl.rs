@@ -330,41 +330,49 @@ impl Lowerer {
         let inner = if mode + 1 < modes {
             dense_lookup(f, shape)
         } else {
-            let (val, init) = self.written_leaf(t, depth, "sparse output")?;
+            // The values grow with the indices; a Pattern leaf has none (writing `true`
+            // claims the index).
+            let leaf = match self.tensors[t].levels.get(depth) {
+                Some(LevelParams::Pattern) => None,
+                _ => Some(self.written_leaf(t, depth, "sparse output")?),
+            };
             let grown = KExpr::Op(
                 Op::Max,
                 vec![
-                    KExpr::bin(Op::Mul, KExpr::Len(val), KExpr::int(2)),
+                    KExpr::bin(Op::Mul, KExpr::Len(idx), KExpr::int(2)),
                     KExpr::int(1),
                 ],
             );
-            let hollow = crate::looplets::Hollow::claiming(
-                dirty,
-                vec![
-                    KStmt::If {
-                        cond: KExpr::bin(Op::Ge, l(qos), KExpr::Len(val)),
-                        then: vec![
-                            KStmt::Resize {
-                                buf: val,
-                                len: grown.clone(),
-                                fill: init,
-                            },
-                            KStmt::Resize {
-                                buf: idx,
-                                len: grown,
-                                fill: Value::I64(0),
-                            },
-                        ],
-                        otherwise: vec![],
-                    },
-                    KStmt::Store {
-                        buf: val,
-                        index: l(qos),
-                        value: KExpr::Lit(init),
-                    },
-                    KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))),
-                ],
+            // `idx` last: both grow to twice its length before.
+            let mut grow = vec![];
+            let mut claim = vec![];
+            if let Some((val, init)) = leaf {
+                grow.push(KStmt::Resize {
+                    buf: val,
+                    len: grown.clone(),
+                    fill: init,
+                });
+                claim.push(KStmt::Store {
+                    buf: val,
+                    index: l(qos),
+                    value: KExpr::Lit(init),
+                });
+            }
+            grow.push(KStmt::Resize {
+                buf: idx,
+                len: grown,
+                fill: Value::I64(0),
+            });
+            claim.insert(
+                0,
+                KStmt::If {
+                    cond: KExpr::bin(Op::Ge, l(qos), KExpr::Len(idx)),
+                    then: grow,
+                    otherwise: vec![],
+                },
             );
+            claim.push(KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))));
+            let hollow = crate::looplets::Hollow::claiming(dirty, claim);
             let is_coo = coo.is_some();
             let record = move |i: KExpr| {
                 let index = if is_coo {
