@@ -33,7 +33,8 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 61] = [
+const KERNELS: [Kernel; 62] = [
+    Kernel { name: "list_workspace_per_column", text: "input A :: {A}\ninput x :: {x}\noutput C :: Dense(SparseList(Element(0.0)))\ntemp w :: SparseList(Element(0.0))\nC .= 0\nfor j = _\n  w .= 0\n  if x[j] > 0.5\n    for i = _\n      w[i] = A[i, j] * 2.0\n    end\n  end\n  for i = _\n    C[i, j] = w[i] * x[j]\n  end\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "pattern_list_out", text: "input x :: {x}\noutput w :: SparseList(Pattern())\nw .= false\nfor i = _\n  w[i] = x[i] > 0.0\nend\n", inputs: &[("x", false, 0, 0)] },
     Kernel { name: "pattern_matrix_out", text: "input A :: {A}\noutput C :: Dense(SparseList(Pattern()))\nC .= false\nfor j = _, i = _\n  C[i, j] = A[i, j] != 0.0\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "pattern_coo_out", text: "input A :: {A}\noutput C :: SparseCOO{2}(Pattern())\nC .= false\nfor j = _, i = _\n  C[i, j] = A[i, j] < 0.0\nend\n", inputs: &[("A", true, 0, 1)] },

@@ -1170,12 +1170,21 @@ impl Converter<'_> {
                     self.tensors[t].levels.first(),
                     Some(LevelParams::HashOut { view: Some(_), .. })
                 );
+                // A sorted vector workspace: written in order, then read, per iteration.
+                let list = self.tensors[t].kind == DeclKind::Temp
+                    && matches!(
+                        self.tensors[t].levels.as_slice(),
+                        [
+                            LevelParams::SparseListOut { .. },
+                            LevelParams::Element { .. } | LevelParams::Pattern
+                        ]
+                    );
                 if !top {
-                    if !(dense || byte_map || runs || hash)
+                    if !(dense || byte_map || runs || hash || list)
                         || self.tensors[t].kind == DeclKind::Input
                     {
                         return unsupported(format!(
-                            "declaring the tensor `{tensor}` inside a loop or branch (dense workspaces, SparseByteMap, RunList and SparseRunList vector workspaces, and SparseHash workspaces so far)"
+                            "declaring the tensor `{tensor}` inside a loop or branch (dense workspaces, SparseList, SparseByteMap, RunList and SparseRunList vector workspaces, and SparseHash workspaces so far)"
                         ));
                     }
                     // Allocated once by the run time; reset here on every execution.

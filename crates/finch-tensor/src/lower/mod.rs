@@ -509,6 +509,23 @@ impl Lowerer {
                     (Some(LevelParams::RunsOut { qos, .. }), _) => {
                         Ok(vec![KStmt::Assign(*qos, KExpr::int(0))])
                     }
+                    // A sorted vector workspace starts empty (its one fiber's count is 0
+                    // until a write ends): entries are written again from position 0, and
+                    // a claim sets each value.
+                    (
+                        Some(LevelParams::SparseListOut {
+                            ptr, qos, dirty, ..
+                        }),
+                        _,
+                    ) => Ok(vec![
+                        KStmt::Assign(*qos, KExpr::int(0)),
+                        KStmt::Assign(*dirty, KExpr::Lit(Value::Bool(false))),
+                        KStmt::Store {
+                            buf: *ptr,
+                            index: KExpr::int(1),
+                            value: KExpr::int(0),
+                        },
+                    ]),
                     // A hash workspace empties the slots its entries hold.
                     (Some(l @ LevelParams::HashOut { .. }), _) => {
                         let (h, _) = hash::HashTable::of(l)
