@@ -242,7 +242,7 @@ impl CompiledProgram {
         }
         let bound = |b: &Bound| match b {
             Bound::Const(n) => Some(*n),
-            Bound::Scalar(t) => scalar_bounds.get(t).copied(),
+            Bound::Scalar(t, c) => scalar_bounds.get(t).and_then(|v| v.checked_add(*c)),
         };
         let value = |s: &Size, known: &HashMap<(usize, usize), usize>| -> Option<usize> {
             match s {
@@ -281,7 +281,9 @@ impl CompiledProgram {
         }
         let show_bound = |b: &Bound| match b {
             Bound::Const(n) => n.to_string(),
-            Bound::Scalar(t) => format!("{}[]", infos[*t].name),
+            Bound::Scalar(t, 0) => format!("{}[]", infos[*t].name),
+            Bound::Scalar(t, c) if *c > 0 => format!("{}[] + {c}", infos[*t].name),
+            Bound::Scalar(t, c) => format!("{}[] - {}", infos[*t].name, -(*c as i128)),
         };
         let describe = |s: &Size| match s {
             Size::Const(n) => format!("the loop range 1:{n}"),

@@ -1025,3 +1025,52 @@ fn a_non_permissive_index_sum_walks_the_level_and_checks_its_range() {
         }
     }
 }
+
+/// Explicit loop ranges with literal or scalar bounds (`for i = 3:7`, `for i = 1:n[]`,
+/// `for i = 2:n[] - 1`): over permissive reads, windows and scalars, compiled on both
+/// engines as the reference runs them; a range not starting at 1 over a bare tensor index
+/// is an error on every engine.
+#[test]
+fn loop_ranges_with_literal_and_scalar_bounds() {
+    let x = DenseArray::from_f64(&[6], &[1.0, 0.0, 3.0, 0.0, 5.0, 6.0]).unwrap();
+    let n =
+        DenseArray::from_data(ScalarType::I64, &[], vec![Value::I64(4)], Value::I64(0)).unwrap();
+    let programs = [
+        "input x :: SparseList(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = 3:7\n  s[] += coalesce(x[~i], 0.5) * i\nend\n",
+        "input x :: SparseList(Element(0.0))\ninput n :: Scalar(0)\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = 1:n[]\n  y[i] = x[(2:n[] + 1)(i)] + coalesce(x[~i], 0.0)\nend\n",
+        "input n :: Scalar(0)\noutput s :: Scalar(0)\ns .= 0\nfor i = 2:n[] - 1, j = 1:3\n  s[] += i * j\nend\n",
+        "input x :: RunList(Element(0.0))\ninput n :: Scalar(0)\noutput s :: Scalar(0.0)\ns .= 0\nfor i = n[]:6, j = _\n  s[] += x[(i:i)(j)]\nend\n",
+    ];
+    for text in programs {
+        let p = Program::parse(text).unwrap();
+        let inputs: Vec<(&str, &DenseArray)> = [("x", &x), ("n", &n)]
+            .into_iter()
+            .filter(|(name, _)| p.decl(name).is_some())
+            .collect();
+        let want = reference(text, &inputs);
+        if text.contains("(i:i)") {
+            // A window bounded by a loop index: the reference runs it, the compiler says so.
+            let e = p
+                .compile(Engine::Interp)
+                .expect_err("window bound from an index");
+            assert!(e.to_string().contains("the bound `i`"), "{e}");
+            continue;
+        }
+        for engine in [Engine::Interp, Engine::C] {
+            let got = compiled(text, engine, &inputs);
+            for (name, arr) in &got {
+                assert_eq!(arr, want.get(name).unwrap(), "{engine:?}\n{text}");
+            }
+        }
+    }
+    // `i` indexes `x` directly, so it must run over x's whole mode.
+    let text = "input x :: Dense(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = 2:5\n  s[] += x[i]\nend\n";
+    let p = Program::parse(text).unwrap();
+    let mut b = Bindings::new();
+    b.insert("x", x.clone());
+    assert!(p.run_reference(&mut b, &RunOptions::default()).is_err());
+    let e = p
+        .compile(Engine::Interp)
+        .expect_err("a range over a bare index");
+    assert!(e.to_string().contains("from 1"), "{e}");
+}

@@ -484,8 +484,9 @@ pub enum Size {
 pub enum Bound {
     /// A literal.
     Const(i64),
-    /// The value of an integer input scalar the program does not write (tensor index).
-    Scalar(usize),
+    /// The value of an integer input scalar the program does not write (tensor index),
+    /// plus a constant.
+    Scalar(usize, i64),
 }
 
 /// A window `(lo:hi)` of mode `mode` of tensor `tensor`: checked inside the mode when
@@ -1017,37 +1018,67 @@ impl Converter<'_> {
             .collect()
     }
 
-    /// A window bound: an integer literal or an integer input scalar the program does not
-    /// write, so it is known when tensors are bound.
+    /// A bound of a loop range or window: an integer literal, or an integer input scalar
+    /// the program does not write plus or minus a literal, so it is known when tensors are
+    /// bound.
     fn bound(&self, e: &notation::Expr) -> Result<Bound> {
-        match e {
-            notation::Expr::Literal(v) if v.scalar_type().is_some_and(|t| t.is_integer()) => {
-                if let Some(n) = v.as_i128().and_then(|n| i64::try_from(n).ok()) {
-                    return Ok(Bound::Const(n));
+        fn literal(e: &notation::Expr) -> Option<i64> {
+            match e {
+                notation::Expr::Literal(v) if v.scalar_type().is_some_and(|t| t.is_integer()) => {
+                    v.as_i128().and_then(|n| i64::try_from(n).ok())
                 }
+                _ => None,
             }
-            notation::Expr::Access(a) if a.indices.is_empty() => {
-                if let Some(&t) = self.by_name.get(&a.tensor) {
-                    let info = &self.tensors[t];
-                    let integer = info.format.element_type().is_integer();
-                    if info.kind == DeclKind::Input && !info.written && integer {
-                        return Ok(Bound::Scalar(t));
-                    }
-                }
-            }
-            _ => {}
         }
-        unsupported(format!(
-            "the window bound `{}`: compiled windows take integer literals or integer input scalars the program does not write (`n[]`)",
-            notation::print_expr(e)
-        ))
+        let scalar = |e: &notation::Expr| match e {
+            notation::Expr::Access(a) if a.indices.is_empty() => {
+                self.by_name.get(&a.tensor).copied().filter(|&t| {
+                    let info = &self.tensors[t];
+                    info.kind == DeclKind::Input
+                        && !info.written
+                        && info.scalar.is_some()
+                        && info.format.element_type().is_integer()
+                })
+            }
+            _ => None,
+        };
+        let found = match e {
+            e if literal(e).is_some() => literal(e).map(Bound::Const),
+            e if scalar(e).is_some() => scalar(e).map(|t| Bound::Scalar(t, 0)),
+            notation::Expr::Call { op: Op::Add, args } if args.len() == 2 => {
+                match (
+                    scalar(&args[0]),
+                    literal(&args[1]),
+                    scalar(&args[1]),
+                    literal(&args[0]),
+                ) {
+                    (Some(t), Some(c), _, _) | (_, _, Some(t), Some(c)) => {
+                        Some(Bound::Scalar(t, c))
+                    }
+                    _ => None,
+                }
+            }
+            notation::Expr::Call { op: Op::Sub, args } if args.len() == 2 => scalar(&args[0])
+                .zip(literal(&args[1]).and_then(|c| c.checked_neg()))
+                .map(|(t, c)| Bound::Scalar(t, c)),
+            _ => None,
+        };
+        found.map_or_else(
+            || {
+                unsupported(format!(
+                    "the bound `{}`: compiled loop ranges and windows take integer literals and integer input scalars the program does not write, plus or minus a literal (`n[]`, `n[] + 1`)",
+                    notation::print_expr(e)
+                ))
+            },
+            Ok,
+        )
     }
 
     /// The `i64` kernel expression of a window bound.
     fn bound_value(&self, b: Bound) -> Result<KExpr> {
         match b {
             Bound::Const(n) => Ok(KExpr::int(n)),
-            Bound::Scalar(t) => {
+            Bound::Scalar(t, c) => {
                 let l = self.tensors[t].scalar.ok_or_else(|| {
                     Error::Program(format!(
                         "internal: `{}` is not a scalar",
@@ -1055,11 +1086,16 @@ impl Converter<'_> {
                     ))
                 })?;
                 let ty = self.tensors[t].format.element_type();
-                Ok(if ty == ScalarType::I64 {
+                let v = if ty == ScalarType::I64 {
                     KExpr::Local(l)
                 } else {
                     KExpr::Op(Op::Cast(ScalarType::I64), vec![KExpr::Local(l)])
-                })
+                };
+                Ok(crate::kernel::tidy_expr(KExpr::bin(
+                    Op::Add,
+                    v,
+                    KExpr::int(c),
+                )))
             }
         }
     }
@@ -1118,7 +1154,7 @@ impl Converter<'_> {
                             if let Some(&t) = self.by_name.get(name) {
                                 if self.tensors[t].frozen_in_kernel {
                                     return unsupported(format!(
-                                        "writing `{name}` after a statement read it (thawing a sparse output is issue #3)"
+                                        "writing `{name}` after a statement read it (a sparse output written in order is frozen when read; declare it again to write it anew)"
                                     ));
                                 }
                             }
@@ -1135,9 +1171,7 @@ impl Converter<'_> {
                 let init = match self.expr(init)? {
                     Expr::Lit(v) => v,
                     _ => {
-                        return unsupported(format!(
-                            "`{tensor} .= ...` with a non-constant value (issue #3)"
-                        ))
+                        return unsupported(format!("`{tensor} .= ...` with a non-constant value"))
                     }
                 };
                 if let Some(l) = self.tensors[t].scalar {
@@ -1192,7 +1226,7 @@ impl Converter<'_> {
                     return Ok(Stmt::Reset(t, init));
                 }
                 if self.tensors[t].kind == DeclKind::Input {
-                    return unsupported(format!("re-declaring the input `{tensor}` (issue #3)"));
+                    return unsupported(format!("re-declaring the input `{tensor}`"));
                 }
                 let sparse = self.tensors[t]
                     .levels
@@ -1216,7 +1250,7 @@ impl Converter<'_> {
                 let sparse = self.tensors[t].levels.iter().any(is_extruded);
                 if sparse && !self.sparse_written.insert(t) {
                     return unsupported(format!(
-                        "`{}` is written by more than one statement; a SparseList output is written once, in order (issue #3)",
+                        "`{}` is written by more than one statement; a sparse output of this format is written once, in order",
                         lhs.tensor
                     ));
                 }
@@ -1227,7 +1261,7 @@ impl Converter<'_> {
                     .all(|l| matches!(l, LevelParams::Dense { .. } | LevelParams::Element { .. }));
                 if input && !dense {
                     return unsupported(format!(
-                        "updating the input `{}` in place: only inputs of Dense levels over an Element leaf can be updated so far (issue #3)",
+                        "updating the input `{}` in place: only inputs of Dense levels over an Element leaf can be updated in place",
                         lhs.tensor
                     ));
                 }
@@ -1264,16 +1298,22 @@ impl Converter<'_> {
                 body,
             } => {
                 let mut offset = 0i64;
+                // An explicit range not starting at 1: the loop's own bounds.
+                let mut range: Option<(KExpr, KExpr)> = None;
                 // Windows `A[(lo:hi)(i)]` give `i` the span of the window.
                 let spans = self.window_uses(index, body)?;
                 let size = match extent {
-                    Extent::Auto if !spans.is_empty() && {
-                        let mut bare = Vec::new();
-                        self.bare_uses(index, body, &mut bare);
-                        let mut shifted = Vec::new();
-                        self.offset_uses(index, body, &mut shifted);
-                        bare.is_empty() && shifted.is_empty()
-                    } => Some(spans[0].clone()),
+                    Extent::Auto
+                        if !spans.is_empty() && {
+                            let mut bare = Vec::new();
+                            self.bare_uses(index, body, &mut bare);
+                            let mut shifted = Vec::new();
+                            self.offset_uses(index, body, &mut shifted);
+                            bare.is_empty() && shifted.is_empty()
+                        } =>
+                    {
+                        Some(spans[0].clone())
+                    }
                     Extent::Auto => {
                         // Bare uses (`A[i]`) and offset uses (`A[i + c]`) each give a range
                         // `1 - c : n - c`; permissive uses (`A[~i]`) give none. All ranges
@@ -1293,7 +1333,7 @@ impl Converter<'_> {
                             });
                             if indexed {
                                 return unsupported(format!(
-                                    "cannot determine the extent of `for {index} = _`: every tensor is indexed by `{index}` permissively or through an expression Finch-RS does not compile yet (give the loop a range, or see issue #5)"
+                                    "cannot determine the extent of `for {index} = _`: every tensor is indexed by `{index}` permissively or through an expression Finch-RS does not compile yet (give the loop a range)"
                                 ));
                             }
                             return Err(Error::Program(format!(
@@ -1306,8 +1346,14 @@ impl Converter<'_> {
                                     let name = &self.tensors[t].name;
                                     match c {
                                         0 => format!("`{name}` (mode {}) as `{index}`", m + 1),
-                                        c if c > 0 => format!("`{name}` (mode {}) as `{index} + {c}`", m + 1),
-                                        c => format!("`{name}` (mode {}) as `{index} - {}`", m + 1, -c),
+                                        c if c > 0 => {
+                                            format!("`{name}` (mode {}) as `{index} + {c}`", m + 1)
+                                        }
+                                        c => format!(
+                                            "`{name}` (mode {}) as `{index} - {}`",
+                                            m + 1,
+                                            -c
+                                        ),
                                     }
                                 };
                                 return Err(Error::Program(format!(
@@ -1316,25 +1362,46 @@ impl Converter<'_> {
                                     shown(t2, m2, c2)
                                 )));
                             }
-                            self.constraints.push((Size::Mode(t, m), Size::Mode(t2, m2), index.clone()));
+                            self.constraints.push((
+                                Size::Mode(t, m),
+                                Size::Mode(t2, m2),
+                                index.clone(),
+                            ));
                         }
                         offset = c;
                         Some(Size::Mode(t, m))
                     }
-                    Extent::Range(lo, hi) => match (lo, hi) {
-                        (notation::Expr::Literal(lo), notation::Expr::Literal(hi)) if lo.as_i128() == Some(1) => {
-                            let n = hi.as_i128().and_then(|n| i64::try_from(n).ok()).ok_or_else(|| {
-                                Error::Program(format!("the loop bound {hi} of `{index}` is not an integer"))
-                            })?;
-                            let mut uses = Vec::new();
-                            self.bare_uses(index, body, &mut uses);
-                            for &(t, m) in &uses {
-                                self.constraints.push((Size::Const(n), Size::Mode(t, m), index.clone()));
-                            }
-                            Some(Size::Const(n))
+                    Extent::Range(lo, hi) => {
+                        let (lo, hi) = (self.bound(lo)?, self.bound(hi)?);
+                        let mut uses = Vec::new();
+                        self.bare_uses(index, body, &mut uses);
+                        // A bare read or write of a tensor at the index spans its whole
+                        // mode, so the range starts at 1 (the reference's rule).
+                        if let (Some(&(t, m)), false) = (uses.first(), lo == Bound::Const(1)) {
+                            let name = &self.tensors[t].name;
+                            return match lo {
+                                Bound::Const(c) => Err(Error::Program(format!(
+                                    "the loop `for {index} = {c}:...` indexes `{name}` (mode {}) directly, so it must run over the whole mode from 1; use a window `{name}[(lo:hi)({index})]` to restrict it",
+                                    m + 1
+                                ))),
+                                Bound::Scalar(..) => unsupported(format!(
+                                    "a loop range starting at a scalar over `{index}`, which indexes `{name}` directly (start it at 1, or read `{name}` through a window)"
+                                )),
+                            };
                         }
-                        _ => return unsupported(format!("the loop range of `{index}` must be `_` or `1:n` with a literal n for now (issue #3)")),
-                    },
+                        let size = match (lo, hi) {
+                            (Bound::Const(1), Bound::Const(n)) => Size::Const(n),
+                            (lo, hi) => Size::Span(lo, hi),
+                        };
+                        for &(t, m) in &uses {
+                            self.constraints
+                                .push((size.clone(), Size::Mode(t, m), index.clone()));
+                        }
+                        if lo != Bound::Const(1) {
+                            range = Some((self.bound_value(lo)?, self.bound_value(hi)?));
+                        }
+                        Some(size)
+                    }
                 };
                 if let Some(size) = &size {
                     for span in &spans {
@@ -1354,7 +1421,7 @@ impl Converter<'_> {
                     self.offset_uses(index, body, &mut shifted);
                     if let Some(&(t, _, _)) = shifted.first() {
                         return unsupported(format!(
-                            "reading `{}` at an offset of `{index}` inside `for {index} = 1:n` (bounds checks of offset reads in explicit ranges are issue #5; use `for {index} = _` or a permissive read)",
+                            "reading `{}` at an offset of `{index}` inside `for {index} = lo:hi` (use `for {index} = _`, which runs over the offset's range, or a permissive read)",
                             self.tensors[t].name
                         ));
                     }
@@ -1364,10 +1431,11 @@ impl Converter<'_> {
                 let body = self.stmt(body);
                 self.loop_offsets.pop();
                 let (_, size) = self.loops.pop().unwrap_or_default();
-                let (lo, hi) = match size {
-                    Some(Size::Const(n)) => (KExpr::int(1), KExpr::int(n)),
-                    Some(Size::Mode(t, m)) => (KExpr::int(1), self.mode_size(t, m)?),
-                    Some(Size::Span(lo, hi)) => (
+                let (lo, hi) = match (range, size) {
+                    (Some(r), _) => r,
+                    (None, Some(Size::Const(n))) => (KExpr::int(1), KExpr::int(n)),
+                    (None, Some(Size::Mode(t, m))) => (KExpr::int(1), self.mode_size(t, m)?),
+                    (None, Some(Size::Span(lo, hi))) => (
                         KExpr::int(1),
                         crate::kernel::tidy_expr(KExpr::bin(
                             Op::Add,
@@ -1375,7 +1443,7 @@ impl Converter<'_> {
                             KExpr::int(1),
                         )),
                     ),
-                    None => return Err(Error::Program(format!("no extent for `{index}`"))),
+                    (None, None) => return Err(Error::Program(format!("no extent for `{index}`"))),
                 };
                 // `A[i + c]` in bounds: `i` runs over `1 - c : n - c`.
                 let (lo, hi) = if offset == 0 {
@@ -1711,15 +1779,15 @@ impl Converter<'_> {
                         protocols |= 1 << (shift + ndims - 1 - m);
                         i
                     }
-                    _ => return unsupported(format!("a protocol around a non-index in `{}[...]` (issue #5)", a.tensor)),
+                    _ => return unsupported(format!("a protocol around a non-index in `{}[...]`", a.tensor)),
                 },
                 notation::Expr::Protocol(p, x) => match &**x {
                     notation::Expr::Index(i) if *p == notation::Protocol::Walk || *p == notation::Protocol::Extrude => i,
-                    _ => return unsupported(format!("the protocol `{}` in `{}[...]` (issue #3)", p.name(), a.tensor)),
+                    _ => return unsupported(format!("the protocol `{}` in `{}[...]` (reads take `walk`, `gallop` and `follow`)", p.name(), a.tensor)),
                 },
                 other => {
                     return unsupported(format!(
-                        "the index `{}` of `{}`: compiled accesses take loop indices, constant offsets of them (`i - 1`) and permissive reads (`~(i - 1)`); other index expressions (indirect `A[I[i]]`, two indices `A[i + j]`) need wrapperization (issue #5)",
+                        "the index `{}` of `{}` is not compiled (accesses take loop indices, windows, protocols, and expressions of indices and scalars)",
                         notation::print_expr(other),
                         a.tensor
                     ))
@@ -1759,7 +1827,7 @@ impl Converter<'_> {
         if is_write {
             if let Some(&d) = depths.iter().find(|&&d| self.loop_offsets[d] != 0) {
                 return unsupported(format!(
-                    "writing `{}` indexed by `{}`, which runs over shifted indices (an output sized by an offset loop is issue #5)",
+                    "writing `{}` indexed by `{}`, which runs over shifted indices (an output sized by an offset loop)",
                     a.tensor, self.loops[d].0
                 ));
             }
@@ -1867,7 +1935,7 @@ fn check_scope(
                 })
         }) {
             return unsupported(format!(
-                "reading the sparse output `{name}` after writing it (issue #3)"
+                "reading the sparse output `{name}` after writing it (this format is not read back in the kernel that writes it)"
             ));
         }
         for name in &writes {

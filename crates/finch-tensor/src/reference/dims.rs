@@ -323,13 +323,10 @@ impl Interp<'_> {
                     continue;
                 };
                 shape[m] = match extent {
-                    Extent::Range(lo, hi) => match (lo, hi) {
-                        (Expr::Literal(lo), Expr::Literal(hi)) => {
-                            match (lo.as_i128(), hi.as_i128()) {
-                                (Some(1), Some(h)) if h >= 0 => usize::try_from(h).ok(),
-                                _ => None,
-                            }
-                        }
+                    // Bounds known before the loop runs (literals, scalars, enclosing
+                    // indices).
+                    Extent::Range(lo, hi) => match (self.known_int(lo), self.known_int(hi)) {
+                        (Some(1), Some(h)) if h >= 0 => usize::try_from(h).ok(),
                         _ => None,
                     },
                     Extent::Auto => {
