@@ -507,13 +507,12 @@ impl CompiledProgram {
                 if let Some(shape) = lp.shape() {
                     local_values.insert(shape, Value::I64(mode_size as i64));
                 }
-                if let LevelParams::HashOut {
-                    view: Some(view),
-                    mode: 0,
-                    ..
-                } = lp
-                {
-                    for b in view.tbl.iter().chain([&view.order, &view.posmap]) {
+                if let LevelParams::HashOut { view, mode: 0, .. } = lp {
+                    for b in view
+                        .tbl
+                        .iter()
+                        .chain([&view.order, &view.posmap, &view.ptr])
+                    {
                         sources.insert(*b, Source::Scratch);
                     }
                 }

@@ -33,7 +33,8 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 62] = [
+const KERNELS: [Kernel; 63] = [
+    Kernel { name: "hash_under_dense_read_back", text: "input A :: {A}\noutput C :: Dense(SparseList(Element(0.0)))\ntemp w :: Dense(SparseHash(Element(0.0)))\nw .= 0\nfor i = _, j = _\n  w[i, j] += A[i, j]\nend\nfor j = _, i = _\n  w[i, j] += A[i, j] * 3.0\nend\nC .= 0\nfor j = _, i = _\n  C[i, j] = w[i, j] * 2.0\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "list_workspace_per_column", text: "input A :: {A}\ninput x :: {x}\noutput C :: Dense(SparseList(Element(0.0)))\ntemp w :: SparseList(Element(0.0))\nC .= 0\nfor j = _\n  w .= 0\n  if x[j] > 0.5\n    for i = _\n      w[i] = A[i, j] * 2.0\n    end\n  end\n  for i = _\n    C[i, j] = w[i] * x[j]\n  end\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "pattern_list_out", text: "input x :: {x}\noutput w :: SparseList(Pattern())\nw .= false\nfor i = _\n  w[i] = x[i] > 0.0\nend\n", inputs: &[("x", false, 0, 0)] },
     Kernel { name: "pattern_matrix_out", text: "input A :: {A}\noutput C :: Dense(SparseList(Pattern()))\nC .= false\nfor j = _, i = _\n  C[i, j] = A[i, j] != 0.0\nend\n", inputs: &[("A", true, 0, 1)] },
@@ -1153,6 +1154,7 @@ fn coo_and_hash_levels_in_three_level_formats_match_the_reference() {
         "input A :: {A}\noutput B :: SparseHash(SparseHash(SparseHash(Element(0.0))))\nB .= 0\nfor i = _, j = _, k = _\n  B[i, j, k] += A[i, j, k]\nend\n",
         "input A :: {A}\noutput B :: Dense(SparseHash(SparseHash(Element(0.0))))\nB .= 0\nfor k = _, i = _, j = _\n  B[i, j, k] += A[i, j, k] * 2.0\nend\n",
         "input A :: {A}\noutput B :: Dense(Dense(Dense(Element(0.0))))\ntemp w :: SparseHash(SparseHash(SparseHash(Element(0.0))))\nw .= 0\nfor j = _, k = _, i = _\n  w[i, j, k] += A[i, j, k]\nend\nB .= 0\nfor k = _, j = _, i = _\n  B[i, j, k] = w[i, j, k] + 1.0\nend\n",
+        "input A :: {A}\noutput B :: Dense(Dense(Dense(Element(0.0))))\ntemp w :: Dense(SparseHash(SparseHash(Element(0.0))))\nw .= 0\nfor i = _, k = _, j = _\n  w[i, j, k] += A[i, j, k]\nend\nB .= 0\nfor k = _, j = _, i = _\n  B[i, j, k] = w[i, j, k] * 2.0\nend\n",
     ];
     let mut seed = 11;
     for kernel in KERNELS_3D.iter().chain(&copies) {

@@ -118,8 +118,8 @@ pub enum LevelParams {
         at: LocalId,
         /// Whether the current index was written (its entry looked up).
         dirty: LocalId,
-        /// Buffers for reading the group back in the kernel (a group at the root).
-        view: Option<HashView>,
+        /// Buffers for reading the group back in the kernel.
+        view: HashView,
     },
     /// A SparseByteMap level of an output or workspace, written in any order (laminate):
     /// a flag per position, dense child positions `p·shape + i`, and the list `srt` of the
@@ -267,13 +267,18 @@ pub enum LevelParams {
 }
 
 /// A written SparseHash group read back in the kernel: its entries sorted by key into
-/// `order`, split into coordinates `tbl` (outermost mode first), with `posmap[r]` the entry
-/// (child position) of sorted position `r`; walked like a SparseCOO level. Scratch buffers
-/// of the run.
+/// `order`, split into coordinates `tbl` (outermost mode first) and into fibers of the
+/// levels above (`ptr`), with `posmap[r]` the entry (child position) of sorted position
+/// `r`; walked like a SparseCOO level. Built by the first read after an insertion
+/// (`frozen` says it is current). Scratch buffers of the run.
 #[derive(Clone, Debug)]
 pub struct HashView {
     /// Sorted keys.
     pub order: BufId,
+    /// Fiber boundaries per position of the levels above (`P + 1` entries).
+    pub ptr: BufId,
+    /// Whether the view matches the table (no insertion since it was built).
+    pub frozen: LocalId,
     /// Coordinates (0-based) per mode, outermost first.
     pub tbl: Vec<BufId>,
     /// Entry per sorted position.
@@ -632,12 +637,10 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     }
                                     let mut buf = |what: &str| kernel.buf(format!("{}_lvl{depth}_{what}", d.name), ScalarType::I64, true, true);
                                     let (table, keys, slot_of) = (buf("table"), buf("keys"), buf("slot_of"));
-                                    // A group at the root can be read back in the kernel.
-                                    let view = (depth == 1).then(|| HashView {
-                                        order: buf("order"),
-                                        tbl: (0..modes).map(|m| buf(&format!("coord{}", m + 1))).collect(),
-                                        posmap: buf("posmap"),
-                                    });
+                                    let (order, ptr, posmap) = (buf("order"), buf("fiber_ptr"), buf("posmap"));
+                                    let tbl = (0..modes).map(|m| buf(&format!("coord{}", m + 1))).collect();
+                                    let frozen = kernel.local(format!("{}_lvl{depth}_frozen", d.name), ScalarType::Bool);
+                                    let view = HashView { order, ptr, frozen, tbl, posmap };
                                     let mut local = |what: &str, ty| kernel.local(format!("{}_lvl{depth}_{what}", d.name), ty);
                                     let (count, at, dirty) = (local("count", ScalarType::I64), local("at", ScalarType::I64), local("dirty", ScalarType::Bool));
                                     kernel.outputs.push(count);
@@ -1202,7 +1205,7 @@ impl Converter<'_> {
                 let runs = readable_runs(&self.tensors[t]);
                 let hash = matches!(
                     self.tensors[t].levels.first(),
-                    Some(LevelParams::HashOut { view: Some(_), .. })
+                    Some(LevelParams::HashOut { .. })
                 );
                 // A sorted vector workspace: written in order, then read, per iteration.
                 let list = self.tensors[t].kind == DeclKind::Temp

@@ -40,6 +40,8 @@ pub(super) struct HashTable {
     pub(super) count: LocalId,
     pub(super) at: LocalId,
     pub(super) dirty: LocalId,
+    /// The read-back view's flag: cleared by every insertion and declaration.
+    pub(super) frozen: LocalId,
 }
 
 /// The locals one lookup uses.
@@ -223,6 +225,7 @@ impl HashTable {
                 }],
             },
             KStmt::Assign(self.count, KExpr::int(0)),
+            KStmt::Assign(self.frozen, KExpr::Lit(Value::Bool(false))),
         ]
     }
 }
@@ -273,6 +276,7 @@ impl Lowerer {
             },
             KStmt::Assign(h.at, l(h.count)),
             KStmt::Assign(h.count, add(l(h.count), KExpr::int(1))),
+            KStmt::Assign(h.frozen, KExpr::Lit(Value::Bool(false))),
         ]);
         let found = vec![KStmt::Assign(h.at, l(p.entry))];
         let claim_of = move |i: KExpr| {
@@ -297,30 +301,25 @@ impl Lowerer {
         })
     }
 
-    /// Mode `mode` of a written SparseHash group read back in the kernel (a group at the
-    /// root): the first mode sorts the entries and splits their keys into coordinates
-    /// (`view`), then every mode walks them like a SparseCOO level.
+    /// Mode `mode` of a written SparseHash group read back in the kernel: the first read
+    /// after an insertion sorts the entries and splits their keys into coordinates and
+    /// fibers (`view`), then every mode walks them like a SparseCOO level.
     pub(super) fn unfurl_hash_read(
         &mut self,
         f: &Fiber,
         shape: LocalId,
         [mode, modes]: [usize; 2],
         h: HashTable,
-        view: Option<HashView>,
+        view: HashView,
     ) -> Result<Looplet> {
         let name = self.tensors[f.tensor].name.clone();
-        let Some(view) = view else {
-            return Err(Error::Unsupported(format!(
-                "reading the SparseHash levels of `{name}` under other levels in the kernel that writes them (only a tensor whose levels are all SparseHash is read back)"
-            )));
-        };
         let idx = view.tbl.get(mode).copied().ok_or_else(|| {
             Error::Program(format!(
                 "internal: `{name}` has no coordinates for mode {mode}"
             ))
         })?;
         let entries = if mode == 0 {
-            Entries::Until(l(h.count))
+            Entries::Fiber(view.ptr)
         } else {
             Entries::Until(f.end.clone().ok_or_else(|| {
                 Error::Program(format!(
@@ -347,19 +346,32 @@ impl Lowerer {
             return Ok(walk);
         }
         let (t, depth) = (f.tensor, f.depth + 1);
-        let shapes: Vec<LocalId> = self.tensors[t].levels[f.depth..f.depth + modes]
-            .iter()
-            .filter_map(super::LevelParams::shape)
-            .collect();
-        let freeze = self.hash_freeze(t, depth, h, &view, &shapes);
+        let shape_of = |levels: &[super::LevelParams]| -> Vec<LocalId> {
+            levels
+                .iter()
+                .filter_map(super::LevelParams::shape)
+                .collect()
+        };
+        let shapes = shape_of(&self.tensors[t].levels[f.depth..f.depth + modes]);
+        // Positions of the levels above: the product of their sizes (Dense levels).
+        let parents = shape_of(&self.tensors[t].levels[..f.depth])
+            .into_iter()
+            .fold(KExpr::int(1), |p, s| KExpr::bin(Op::Mul, p, l(s)));
+        let mut freeze = self.hash_freeze(t, depth, h, &view, &shapes, parents);
+        freeze.push(KStmt::Assign(view.frozen, KExpr::Lit(Value::Bool(true))));
         Ok(Looplet::Thunk {
-            preamble: freeze,
+            preamble: vec![KStmt::If {
+                cond: KExpr::Op(Op::Not, vec![l(view.frozen)]),
+                then: freeze,
+                otherwise: vec![],
+            }],
             body: Box::new(walk),
             epilogue: vec![],
         })
     }
 
-    /// Sorts a root SparseHash group's keys into `view.order`, splits each into its
+    /// Sorts a SparseHash group's keys into `view.order`, counts the entries of each of the
+    /// `parents` fibers into `view.ptr` (then offsets), and splits each key into its
     /// coordinates (0-based, `shapes` outermost first) and finds its entry.
     fn hash_freeze(
         &mut self,
@@ -368,6 +380,7 @@ impl Lowerer {
         h: HashTable,
         view: &HashView,
         shapes: &[LocalId],
+        parents: KExpr,
     ) -> Vec<KStmt> {
         let p = self.probe_locals(t, depth);
         let r = self.level_local(t, depth, "sorted");
@@ -380,6 +393,19 @@ impl Lowerer {
                 .map(|&b| grow_to(b, n.clone(), Value::I64(0))),
         );
         code.push(grow_to(view.posmap, n.clone(), Value::I64(0)));
+        // Per-fiber counts start at 0.
+        let fibers = add(parents, KExpr::int(1));
+        code.push(grow_to(view.ptr, fibers.clone(), Value::I64(0)));
+        code.push(KStmt::For {
+            var: r,
+            lo: KExpr::int(0),
+            hi: fibers.clone(),
+            body: vec![KStmt::Store {
+                buf: view.ptr,
+                index: l(r),
+                value: KExpr::int(0),
+            }],
+        });
         code.push(KStmt::For {
             var: r,
             lo: KExpr::int(0),
@@ -415,11 +441,32 @@ impl Lowerer {
             });
             body.push(KStmt::Assign(k, KExpr::bin(Op::IntDiv, l(k), l(s))));
         }
+        // What is left of the key is the fiber (the position of the levels above).
+        let slot = add(l(k), KExpr::int(1));
+        body.push(KStmt::Store {
+            buf: view.ptr,
+            index: slot.clone(),
+            value: add(KExpr::load(view.ptr, slot), KExpr::int(1)),
+        });
         code.push(KStmt::For {
             var: r,
             lo: KExpr::int(0),
             hi: n,
             body,
+        });
+        // Counts to offsets.
+        code.push(KStmt::For {
+            var: r,
+            lo: KExpr::int(1),
+            hi: fibers,
+            body: vec![KStmt::Store {
+                buf: view.ptr,
+                index: l(r),
+                value: add(
+                    KExpr::load(view.ptr, l(r)),
+                    KExpr::load(view.ptr, KExpr::bin(Op::Sub, l(r), KExpr::int(1))),
+                ),
+            }],
         });
         code
     }
@@ -427,7 +474,7 @@ impl Lowerer {
 
 impl HashTable {
     /// The table of a written SparseHash mode's parameters.
-    pub(super) fn of(l: &super::LevelParams) -> Option<(HashTable, Option<HashView>)> {
+    pub(super) fn of(l: &super::LevelParams) -> Option<(HashTable, HashView)> {
         match l {
             super::LevelParams::HashOut {
                 table,
@@ -446,6 +493,7 @@ impl HashTable {
                     count: *count,
                     at: *at,
                     dirty: *dirty,
+                    frozen: view.frozen,
                 },
                 view.clone(),
             )),
