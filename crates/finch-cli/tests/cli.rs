@@ -362,7 +362,7 @@ fn code_prints_c_and_ir() {
 
 #[test]
 fn programs_the_compiler_cannot_take_yet_point_to_the_reference_engine() {
-    // A window bounded by a loop index is not compiled yet.
+    // A permissive window is not compiled yet.
     let program = temp_path("window_by_index.fin");
     std::fs::write(
         &program,

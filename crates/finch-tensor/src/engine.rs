@@ -654,6 +654,10 @@ impl CompiledProgram {
                 "an index computed by the program (indirect, shifted by a run-time value, or read out of loop order) is outside `{}`; give it a larger shape or check the index data",
                 infos.get(tensor).map_or("?", |t| t.name.as_str())
             )),
+            Error::WindowMismatch { tensor } => Error::Program(format!(
+                "a window of `{0}` computed from the loop indices does not fit: it lies outside `{0}`, or its length differs from another range of its loop index; check the window bounds",
+                infos.get(tensor).map_or("?", |t| t.name.as_str())
+            )),
             other => other,
         }
         };

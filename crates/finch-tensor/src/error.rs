@@ -87,6 +87,13 @@ pub enum Error {
         /// The tensor's number in the program's declarations.
         tensor: usize,
     },
+    /// A window computed from loop indices in a compiled kernel lies outside its mode, or
+    /// its length differs from another range of its index (the engine names the tensor).
+    #[error("a window computed by the program does not fit tensor #{tensor}")]
+    WindowMismatch {
+        /// The tensor's number in the program's declarations.
+        tensor: usize,
+    },
     /// A feature that exists in the language but not yet in this implementation.
     #[error("not supported yet: {0}")]
     Unsupported(String),

@@ -312,6 +312,12 @@ pub enum Stmt {
     /// Finishes a SparseList output written by earlier statements so later ones can read
     /// it (Finch's `freeze`): its per-fiber counts become offsets.
     Freeze(usize),
+    /// Sets a kernel local to an `i64` value: the extent of a loop over a window whose
+    /// bounds use enclosing indices, computed where those are bound.
+    SetLocal(crate::kernel::LocalId, Expr),
+    /// Stops the kernel with error `code` unless `cond` holds (a window computed from
+    /// enclosing indices that must fit its tensor).
+    Check(Expr, i32),
 }
 
 /// `s` with the index or `let` variable `name` replaced by `with` wherever it is free: a
@@ -387,6 +393,8 @@ pub fn substitute(s: Stmt, name: &str, with: &Expr) -> Stmt {
         }
         Stmt::Block(b) => Stmt::Block(b.into_iter().map(|s| substitute(s, name, with)).collect()),
         Stmt::SetScalar(t, e) => Stmt::SetScalar(t, expr(e, name, with)),
+        Stmt::SetLocal(l, e) => Stmt::SetLocal(l, expr(e, name, with)),
+        Stmt::Check(e, code) => Stmt::Check(expr(e, name, with), code),
         other @ (Stmt::Reset(..) | Stmt::Freeze(_)) => other,
     }
 }

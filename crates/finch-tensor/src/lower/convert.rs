@@ -905,6 +905,8 @@ fn structured_buffers(kind: LevelKind) -> Option<Vec<(&'static str, ScalarType)>
 
 struct Converter<'a> {
     tensors: &'a mut Vec<TensorInfo>,
+    /// The kernel, for locals the conversion needs (window lengths).
+    kernel: &'a mut Kernel,
     by_name: HashMap<String, usize>,
     /// Loop indices in scope, outermost first, with their size source.
     loops: Vec<(String, Option<Size>)>,
@@ -935,6 +937,7 @@ pub fn convert(program: &crate::Program) -> Result<Converted> {
         .collect();
     let mut c = Converter {
         tensors: &mut tensors,
+        kernel: &mut kernel,
         by_name,
         loops: Vec::new(),
         loop_offsets: Vec::new(),
@@ -993,6 +996,11 @@ impl Converter<'_> {
         walk_accesses(s, &mut visit);
     }
 
+    /// A fresh `i64` kernel local.
+    fn kernel_local(&mut self, name: &str) -> LocalId {
+        self.kernel.local(name.to_string(), ScalarType::I64)
+    }
+
     /// How deep the loop binding `name` is (0 = outermost), for an access to `tensor`.
     fn loop_depth(&self, name: &str, tensor: &str) -> Result<usize> {
         self.loops
@@ -1004,21 +1012,68 @@ impl Converter<'_> {
     }
 
     /// Windows `A[(lo:hi)(i)]` of the loop index in `s`: the span each gives `i`.
-    fn window_uses(&self, index: &str, s: &notation::Stmt) -> Result<Vec<Size>> {
-        let mut found: Vec<(notation::Expr, notation::Expr)> = Vec::new();
+    /// Windows whose bounds are known when tensors are bound give a [`Size::Span`]; those
+    /// whose bounds use enclosing loop indices are returned apart, as (tensor, mode, lo,
+    /// hi), to be computed and checked in the kernel.
+    #[allow(clippy::type_complexity)]
+    fn window_uses(
+        &self,
+        index: &str,
+        s: &notation::Stmt,
+    ) -> Result<(
+        Vec<Size>,
+        Vec<(usize, usize, notation::Expr, notation::Expr)>,
+    )> {
+        let mut found: Vec<(String, usize, notation::Expr, notation::Expr)> = Vec::new();
         walk_accesses(s, &mut |a: &notation::Access| {
-            for e in &a.indices {
+            for (m, e) in a.indices.iter().enumerate() {
+                let e = match e {
+                    notation::Expr::Permissive(x) => &**x,
+                    e => e,
+                };
                 if let notation::Expr::Window { lo, hi, index: i } = e {
                     if matches!(&**i, notation::Expr::Index(n) if n == index) {
-                        found.push(((**lo).clone(), (**hi).clone()));
+                        found.push((a.tensor.clone(), m, (**lo).clone(), (**hi).clone()));
                     }
                 }
             }
         });
-        found
-            .iter()
-            .map(|(lo, hi)| Ok(Size::Span(self.bound(lo)?, self.bound(hi)?)))
-            .collect()
+        let (mut known, mut dynamic) = (Vec::new(), Vec::new());
+        for (name, m, lo, hi) in found {
+            match (self.bound(&lo), self.bound(&hi)) {
+                (Ok(lo), Ok(hi)) => known.push(Size::Span(lo, hi)),
+                _ if self.known_at_loop(&lo) && self.known_at_loop(&hi) => {
+                    dynamic.push((self.tensor(&name)?, m, lo, hi))
+                }
+                (lo, hi) => {
+                    lo?;
+                    hi?;
+                }
+            }
+        }
+        Ok((known, dynamic))
+    }
+
+    /// An integer expression of literals, enclosing loop indices and scalars the program
+    /// does not write (`+`, `-`, `*`): known when a loop inside those indices starts.
+    fn known_at_loop(&self, e: &notation::Expr) -> bool {
+        match e {
+            notation::Expr::Literal(v) => v.scalar_type().is_some_and(|t| t.is_integer()),
+            notation::Expr::Index(i) => self.loops.iter().any(|(n, _)| n == i),
+            notation::Expr::Access(a) if a.indices.is_empty() => {
+                self.by_name.get(&a.tensor).is_some_and(|&t| {
+                    let info = &self.tensors[t];
+                    info.scalar.is_some()
+                        && !info.written
+                        && info.format.element_type().is_integer()
+                })
+            }
+            notation::Expr::Call {
+                op: Op::Add | Op::Sub | Op::Mul,
+                args,
+            } => args.iter().all(|a| self.known_at_loop(a)),
+            _ => false,
+        }
     }
 
     /// A bound of a loop range or window: an integer literal, or an integer input scalar
@@ -1304,10 +1359,15 @@ impl Converter<'_> {
                 // An explicit range not starting at 1: the loop's own bounds.
                 let mut range: Option<(KExpr, KExpr)> = None;
                 // Windows `A[(lo:hi)(i)]` give `i` the span of the window.
-                let spans = self.window_uses(index, body)?;
+                let (spans, dynamic) = self.window_uses(index, body)?;
+                // The loop statements run first: spans of windows computed from enclosing
+                // indices, and their checks.
+                let mut before: Vec<Stmt> = Vec::new();
                 let size = match extent {
+                    // Windows alone: a known one gives the extent, else one computed in
+                    // the kernel (below).
                     Extent::Auto
-                        if !spans.is_empty() && {
+                        if !(spans.is_empty() && dynamic.is_empty()) && {
                             let mut bare = Vec::new();
                             self.bare_uses(index, body, &mut bare);
                             let mut shifted = Vec::new();
@@ -1315,7 +1375,7 @@ impl Converter<'_> {
                             bare.is_empty() && shifted.is_empty()
                         } =>
                     {
-                        Some(spans[0].clone())
+                        spans.first().cloned()
                     }
                     Extent::Auto => {
                         // Bare uses (`A[i]`) and offset uses (`A[i + c]`) each give a range
@@ -1406,6 +1466,60 @@ impl Converter<'_> {
                         Some(size)
                     }
                 };
+                // Windows computed from enclosing indices: each lies inside its mode and
+                // has the loop's length, checked each time the loop starts; with nothing
+                // else to give the loop its extent, the first one does.
+                if !dynamic.is_empty() {
+                    let length = match &size {
+                        Some(Size::Const(n)) => Some(Expr::Lit(Value::I64(*n))),
+                        Some(Size::Mode(t, m)) => Some(Expr::Code(self.mode_size(*t, *m)?)),
+                        Some(Size::Span(lo, hi)) => {
+                            Some(Expr::Code(crate::kernel::tidy_expr(KExpr::bin(
+                                Op::Add,
+                                KExpr::bin(Op::Sub, self.bound_value(*hi)?, self.bound_value(*lo)?),
+                                KExpr::int(1),
+                            ))))
+                        }
+                        None => None,
+                    };
+                    if offset != 0 || range.is_some() {
+                        return unsupported(format!(
+                            "a window computed from enclosing indices with an offset read of `{index}` or a range not starting at 1"
+                        ));
+                    }
+                    let span_local = self.kernel_local(&format!("{index}_window_length"));
+                    let mut first = true;
+                    for (t, m, lo, hi) in &dynamic {
+                        let (lo, hi) = (self.expr(lo)?, self.expr(hi)?);
+                        let int = |n: i64| Expr::Lit(Value::I64(n));
+                        let len = Expr::Call(
+                            Op::Add,
+                            vec![Expr::Call(Op::Sub, vec![hi.clone(), lo.clone()]), int(1)],
+                        );
+                        let n = Expr::Code(self.mode_size(*t, *m)?);
+                        let mut ok = vec![
+                            Expr::Call(Op::Le, vec![int(1), lo.clone()]),
+                            Expr::Call(Op::Le, vec![hi.clone(), n]),
+                            Expr::Call(Op::Le, vec![int(0), len.clone()]),
+                        ];
+                        match (&length, first) {
+                            (Some(l), _) => ok.push(Expr::Call(Op::Eq, vec![len, l.clone()])),
+                            (None, true) => before.push(Stmt::SetLocal(span_local, len)),
+                            (None, false) => ok.push(Expr::Call(
+                                Op::Eq,
+                                vec![len, Expr::Code(KExpr::Local(span_local))],
+                            )),
+                        }
+                        first = false;
+                        before.push(Stmt::Check(
+                            Expr::Call(Op::And, ok),
+                            crate::backend::c::WINDOW_MISMATCH_BASE + *t as i32,
+                        ));
+                    }
+                    if length.is_none() {
+                        range = Some((KExpr::int(1), KExpr::Local(span_local)));
+                    }
+                }
                 if let Some(size) = &size {
                     for span in &spans {
                         if span != size {
@@ -1465,11 +1579,17 @@ impl Converter<'_> {
                         )),
                     )
                 };
-                Stmt::Loop {
+                let l = Stmt::Loop {
                     index: index.clone(),
                     lo,
                     hi,
                     body: Box::new(body?),
+                };
+                if before.is_empty() {
+                    l
+                } else {
+                    before.push(l);
+                    Stmt::Block(before)
                 }
             }
             notation::Stmt::Sieve {
@@ -1650,13 +1770,21 @@ impl Converter<'_> {
                         a.tensor
                     ));
                 };
-                let (lo_b, hi_b) = (self.bound(lo)?, self.bound(hi)?);
-                self.windows.push(WindowCheck {
-                    tensor: t,
-                    mode: m,
-                    lo: lo_b,
-                    hi: hi_b,
-                });
+                // Bounds known when tensors are bound are checked then; bounds from
+                // enclosing indices, where the loop over the window starts.
+                match (self.bound(lo), self.bound(hi)) {
+                    (Ok(lo), Ok(hi)) => self.windows.push(WindowCheck {
+                        tensor: t,
+                        mode: m,
+                        lo,
+                        hi,
+                    }),
+                    _ if self.known_at_loop(lo) && self.known_at_loop(hi) => {}
+                    (lo, hi) => {
+                        lo?;
+                        hi?;
+                    }
+                }
                 if is_write {
                     if !self.tensors[t].takes_writes_in_any_order() {
                         return unsupported(format!(

@@ -77,7 +77,7 @@ fn writes_scalar(s: &Stmt, k: usize) -> bool {
             then, otherwise, ..
         } => writes_scalar(then, k) || writes_scalar(otherwise, k),
         Stmt::Block(v) => v.iter().any(|s| writes_scalar(s, k)),
-        Stmt::Reset(..) | Stmt::Freeze(_) => false,
+        Stmt::Reset(..) | Stmt::Freeze(_) | Stmt::SetLocal(..) | Stmt::Check(..) => false,
     }
 }
 
@@ -250,6 +250,8 @@ fn map_exprs(s: Stmt, f: &mut dyn FnMut(Expr) -> Result<Expr>) -> Result<Stmt> {
                 .collect::<Result<_>>()?,
         ),
         Stmt::SetScalar(t, e) => Stmt::SetScalar(t, f(e)?),
+        Stmt::SetLocal(l, e) => Stmt::SetLocal(l, f(e)?),
+        Stmt::Check(e, code) => Stmt::Check(f(e)?, code),
         Stmt::Reset(t, v) => Stmt::Reset(t, v),
         Stmt::Freeze(t) => Stmt::Freeze(t),
     })
@@ -356,7 +358,7 @@ fn mentions(s: &Stmt, index: &str) -> bool {
         } => in_expr(cond, index) || mentions(then, index) || mentions(otherwise, index),
         Stmt::Define { value, body, .. } => in_expr(value, index) || mentions(body, index),
         Stmt::Block(v) => v.iter().any(|s| mentions(s, index)),
-        Stmt::SetScalar(_, e) => in_expr(e, index),
+        Stmt::SetScalar(_, e) | Stmt::SetLocal(_, e) | Stmt::Check(e, _) => in_expr(e, index),
         Stmt::Reset(..) | Stmt::Freeze(_) => false,
     }
 }
@@ -457,6 +459,27 @@ impl Lowerer {
                 let mut out = vec![KStmt::Assign(l, v)];
                 out.extend(self.lower(bind(*body, &var, &KExpr::Local(l)))?);
                 Ok(out)
+            }
+            Stmt::SetLocal(l, e) => {
+                let (v, t) = self.kexpr(&e)?;
+                let v = match t {
+                    ScalarType::I64 => v,
+                    t if t.is_integer() => KExpr::Op(Op::Cast(ScalarType::I64), vec![v]),
+                    t => {
+                        return Err(Error::Program(format!(
+                            "a loop extent has type {t}, not an integer"
+                        )))
+                    }
+                };
+                Ok(vec![KStmt::Assign(l, v)])
+            }
+            Stmt::Check(e, code) => {
+                let (c, _) = self.kexpr(&e)?;
+                Ok(vec![KStmt::If {
+                    cond: KExpr::Op(Op::Not, vec![c]),
+                    then: vec![KStmt::Fail(code)],
+                    otherwise: vec![],
+                }])
             }
             Stmt::Freeze(t) => {
                 let ptr = self.tensors[t].levels.iter().find_map(|l| match l {
@@ -853,7 +876,7 @@ impl Lowerer {
             ],
             Stmt::Sieve { cond, .. } => vec![cond.clone()],
             Stmt::Define { value, .. } => vec![value.clone()],
-            Stmt::SetScalar(_, e) => vec![e.clone()],
+            Stmt::SetScalar(_, e) | Stmt::SetLocal(_, e) => vec![e.clone()],
             _ => return Ok(None),
         };
         // The first access (innermost first) whose last index is a value, and the

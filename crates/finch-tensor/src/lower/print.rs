@@ -201,6 +201,17 @@ impl Printer<'_> {
                 let name = self.tensors.get(*t).map_or("?", |i| i.name.as_str());
                 let _ = writeln!(out, "{pad}{name} .= {}", self.expr(e));
             }
+            Stmt::Check(e, code) => {
+                let _ = writeln!(out, "{pad}check {} else fail {code}", self.expr(e));
+            }
+            Stmt::SetLocal(l, e) => {
+                let _ = writeln!(
+                    out,
+                    "{pad}{} = {}",
+                    self.kexpr(&KExpr::Local(*l)),
+                    self.expr(e)
+                );
+            }
             Stmt::Reset(t, v) => {
                 let name = self.tensors.get(*t).map_or("?", |i| i.name.as_str());
                 let _ = writeln!(out, "{pad}{name} .= {v}");

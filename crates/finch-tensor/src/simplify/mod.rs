@@ -390,6 +390,11 @@ pub fn simplify_stmt(s: Stmt, ty: &dyn Typer) -> Stmt {
             }
         }
         Stmt::SetScalar(s, e) => Stmt::SetScalar(s, simplify_expr(e, ty)),
+        Stmt::SetLocal(l, e) => Stmt::SetLocal(l, simplify_expr(e, ty)),
+        Stmt::Check(e, code) => match simplify_expr(e, ty) {
+            Expr::Lit(Value::Bool(true)) => Stmt::Block(vec![]),
+            e => Stmt::Check(e, code),
+        },
         Stmt::Reset(t, v) => Stmt::Reset(t, v),
         Stmt::Freeze(t) => Stmt::Freeze(t),
     }

@@ -53,9 +53,18 @@ pub enum ErrorCode {
 /// outside its tensor: the kernel fails with this base plus the tensor's number.
 pub const INDEX_OUT_OF_RANGE_BASE: i32 = 100;
 
+/// A window computed from loop indices that does not fit its tensor's mode or the other
+/// ranges of its index: this base plus the tensor's number.
+pub const WINDOW_MISMATCH_BASE: i32 = 1_000_000;
+
 impl ErrorCode {
     /// The error a code stands for.
     pub fn to_error(code: i32, kernel: &str) -> Error {
+        if code >= WINDOW_MISMATCH_BASE {
+            return Error::WindowMismatch {
+                tensor: (code - WINDOW_MISMATCH_BASE) as usize,
+            };
+        }
         if code >= INDEX_OUT_OF_RANGE_BASE {
             return Error::IndexOutOfRange {
                 tensor: (code - INDEX_OUT_OF_RANGE_BASE) as usize,

@@ -14,7 +14,7 @@ mod emit;
 mod simd;
 
 pub use compile::{cache_dir, cache_key, compiler, Compiler};
-pub use emit::{c_type, emit, CheckMode, ErrorCode, INDEX_OUT_OF_RANGE_BASE};
+pub use emit::{c_type, emit, CheckMode, ErrorCode, INDEX_OUT_OF_RANGE_BASE, WINDOW_MISMATCH_BASE};
 
 use std::collections::HashMap;
 use std::ffi::c_void;
