@@ -1087,17 +1087,27 @@ fn sliding_windows_bounded_by_loop_indices() {
         "SparseHash(Element(0.0))",
         "SparseCOO{1}(Element(0.0))",
     ] {
-        let text = format!(
-            "input x :: {format}\ninput w :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = 1:6, j = _\n  y[i] += x[(i:i + 2)(j)] * w[j]\nend\n"
-        );
-        let p = Program::parse(&text).unwrap();
-        let mut b = Bindings::new();
-        b.insert("x", x.clone());
-        b.insert("w", w.clone());
-        p.run_reference(&mut b, &RunOptions::default()).unwrap();
-        for engine in [Engine::Interp, Engine::C] {
-            let got = compiled(&text, engine, &[("x", &x), ("w", &w)]);
-            assert_eq!(&got["y"], b.get("y").unwrap(), "{engine:?} {format}");
+        // Inside `x`, and centred windows reaching past both ends read `missing`.
+        for body in [
+            "for i = 1:6, j = _\n  y[i] += x[(i:i + 2)(j)] * w[j]\nend\n",
+            "for i = 1:8, j = _\n  y[i] += coalesce(x[~(i - 1:i + 1)(j)], 0.25) * w[j]\nend\n",
+        ] {
+            let text = format!(
+                "input x :: {format}\ninput w :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\n{body}"
+            );
+            let p = Program::parse(&text).unwrap();
+            let mut b = Bindings::new();
+            b.insert("x", x.clone());
+            b.insert("w", w.clone());
+            p.run_reference(&mut b, &RunOptions::default()).unwrap();
+            for engine in [Engine::Interp, Engine::C] {
+                let got = compiled(&text, engine, &[("x", &x), ("w", &w)]);
+                assert_eq!(
+                    &got["y"],
+                    b.get("y").unwrap(),
+                    "{engine:?} {format}\n{text}"
+                );
+            }
         }
     }
     // Windows running past `x` (i + 2 > 8 at i = 7), or longer than `w`.

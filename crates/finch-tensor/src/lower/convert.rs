@@ -473,6 +473,16 @@ fn common_reads(s: Stmt, written: Option<usize>, count: &mut usize) -> Stmt {
     out
 }
 
+/// A window whose bounds use enclosing loop indices: computed and checked in the kernel.
+struct DynamicWindow {
+    tensor: usize,
+    mode: usize,
+    lo: notation::Expr,
+    hi: notation::Expr,
+    /// `~(lo:hi)(j)`: it may reach outside the tensor.
+    permissive: bool,
+}
+
 /// Where a size comes from at run time.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Size {
@@ -1013,37 +1023,45 @@ impl Converter<'_> {
 
     /// Windows `A[(lo:hi)(i)]` of the loop index in `s`: the span each gives `i`.
     /// Windows whose bounds are known when tensors are bound give a [`Size::Span`]; those
-    /// whose bounds use enclosing loop indices are returned apart, as (tensor, mode, lo,
-    /// hi), to be computed and checked in the kernel.
-    #[allow(clippy::type_complexity)]
+    /// whose bounds use enclosing loop indices are returned apart, to be computed and
+    /// checked in the kernel.
     fn window_uses(
         &self,
         index: &str,
         s: &notation::Stmt,
-    ) -> Result<(
-        Vec<Size>,
-        Vec<(usize, usize, notation::Expr, notation::Expr)>,
-    )> {
-        let mut found: Vec<(String, usize, notation::Expr, notation::Expr)> = Vec::new();
+    ) -> Result<(Vec<Size>, Vec<DynamicWindow>)> {
+        let mut found: Vec<(String, usize, notation::Expr, notation::Expr, bool)> = Vec::new();
         walk_accesses(s, &mut |a: &notation::Access| {
             for (m, e) in a.indices.iter().enumerate() {
-                let e = match e {
-                    notation::Expr::Permissive(x) => &**x,
-                    e => e,
+                let (e, permissive) = match e {
+                    notation::Expr::Permissive(x) => (&**x, true),
+                    e => (e, false),
                 };
                 if let notation::Expr::Window { lo, hi, index: i } = e {
                     if matches!(&**i, notation::Expr::Index(n) if n == index) {
-                        found.push((a.tensor.clone(), m, (**lo).clone(), (**hi).clone()));
+                        found.push((
+                            a.tensor.clone(),
+                            m,
+                            (**lo).clone(),
+                            (**hi).clone(),
+                            permissive,
+                        ));
                     }
                 }
             }
         });
         let (mut known, mut dynamic) = (Vec::new(), Vec::new());
-        for (name, m, lo, hi) in found {
+        for (name, m, lo, hi, permissive) in found {
             match (self.bound(&lo), self.bound(&hi)) {
                 (Ok(lo), Ok(hi)) => known.push(Size::Span(lo, hi)),
                 _ if self.known_at_loop(&lo) && self.known_at_loop(&hi) => {
-                    dynamic.push((self.tensor(&name)?, m, lo, hi))
+                    dynamic.push(DynamicWindow {
+                        tensor: self.tensor(&name)?,
+                        mode: m,
+                        lo,
+                        hi,
+                        permissive,
+                    })
                 }
                 (lo, hi) => {
                     lo?;
@@ -1489,19 +1507,20 @@ impl Converter<'_> {
                     }
                     let span_local = self.kernel_local(&format!("{index}_window_length"));
                     let mut first = true;
-                    for (t, m, lo, hi) in &dynamic {
-                        let (lo, hi) = (self.expr(lo)?, self.expr(hi)?);
+                    for w in &dynamic {
+                        let (t, m) = (&w.tensor, &w.mode);
+                        let (lo, hi) = (self.expr(&w.lo)?, self.expr(&w.hi)?);
                         let int = |n: i64| Expr::Lit(Value::I64(n));
                         let len = Expr::Call(
                             Op::Add,
                             vec![Expr::Call(Op::Sub, vec![hi.clone(), lo.clone()]), int(1)],
                         );
                         let n = Expr::Code(self.mode_size(*t, *m)?);
-                        let mut ok = vec![
-                            Expr::Call(Op::Le, vec![int(1), lo.clone()]),
-                            Expr::Call(Op::Le, vec![hi.clone(), n]),
-                            Expr::Call(Op::Le, vec![int(0), len.clone()]),
-                        ];
+                        let mut ok = vec![Expr::Call(Op::Le, vec![int(0), len.clone()])];
+                        if !w.permissive {
+                            ok.push(Expr::Call(Op::Le, vec![int(1), lo.clone()]));
+                            ok.push(Expr::Call(Op::Le, vec![hi.clone(), n]));
+                        }
                         match (&length, first) {
                             (Some(l), _) => ok.push(Expr::Call(Op::Eq, vec![len, l.clone()])),
                             (None, true) => before.push(Stmt::SetLocal(span_local, len)),
@@ -1756,12 +1775,18 @@ impl Converter<'_> {
         for (m, e) in a.indices.iter().enumerate() {
             // `(lo:hi)(j)`: index `lo + j - 1`, `j` in `1:hi-lo+1` (Finch's WindowedTensor
             // under an OffsetTensor); the window is checked inside the mode when tensors
-            // are bound.
+            // are bound. `~(lo:hi)(j)` reads `missing` (writes nothing) outside the tensor.
+            let (window, permissive) = match e {
+                notation::Expr::Permissive(x) if matches!(**x, notation::Expr::Window { .. }) => {
+                    (&**x, true)
+                }
+                e => (e, false),
+            };
             if let notation::Expr::Window {
                 lo,
                 hi,
                 index: within,
-            } = e
+            } = window
             {
                 let notation::Expr::Index(name) = &**within else {
                     return unsupported(format!(
@@ -1773,12 +1798,16 @@ impl Converter<'_> {
                 // Bounds known when tensors are bound are checked then; bounds from
                 // enclosing indices, where the loop over the window starts.
                 match (self.bound(lo), self.bound(hi)) {
-                    (Ok(lo), Ok(hi)) => self.windows.push(WindowCheck {
-                        tensor: t,
-                        mode: m,
-                        lo,
-                        hi,
-                    }),
+                    (Ok(lo), Ok(hi)) => {
+                        if !permissive {
+                            self.windows.push(WindowCheck {
+                                tensor: t,
+                                mode: m,
+                                lo,
+                                hi,
+                            })
+                        }
+                    }
                     _ if self.known_at_loop(lo) && self.known_at_loop(hi) => {}
                     (lo, hi) => {
                         lo?;
@@ -1802,7 +1831,12 @@ impl Converter<'_> {
                             },
                         ],
                     };
-                    idx.push(self.expr(&at)?);
+                    let at = self.expr(&at)?;
+                    idx.push(if permissive {
+                        Expr::Permissive(Box::new(at))
+                    } else {
+                        at
+                    });
                     continue;
                 }
                 let depth = self.loop_depth(name, &a.tensor)?;
@@ -1811,8 +1845,8 @@ impl Converter<'_> {
                     index: name.clone(),
                     offset: -1,
                     by: Some(Box::new(self.expr(lo)?)),
-                    permissive: false,
-                    in_bounds: true,
+                    permissive,
+                    in_bounds: !permissive,
                 });
                 continue;
             }

@@ -197,6 +197,10 @@ impl Interp<'_> {
         let mut windows: Vec<(String, usize, &Expr, &Expr)> = Vec::new();
         each_access(body, &mut Vec::new(), &mut |a, _, _| {
             for (m, e) in a.indices.iter().enumerate() {
+                let e = match e {
+                    Expr::Permissive(x) => &**x,
+                    e => e,
+                };
                 if let Expr::Window { lo, hi, index: i } = e {
                     if bare_index(i) == Some(index) {
                         windows.push((a.tensor.clone(), m, lo, hi));
