@@ -114,6 +114,10 @@ fn bench_io(repeat: usize) -> Result<String> {
     Ok(out)
 }
 
+/// How the benchmark binary is run.
+const USAGE: &str =
+    "finch-bench spmv|structure|io|compile-latency [--repeat N] [--quick] [--only MATRIX]";
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut repeat = 5usize;
@@ -134,12 +138,18 @@ fn main() -> Result<()> {
             "structure" => which = Some("structure"),
             "compile-latency" => which = Some("compile-latency"),
             "--quick" => quick = true,
-            "--only" => {
-                only = Some(it.next().context("--only needs a matrix name (or part of one)")?.clone());
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Ok(());
             }
-            other => bail!(
-                "unknown argument `{other}` (usage: finch-bench spmv|structure|io [--repeat N] [--quick] [--only MATRIX])"
-            ),
+            "--only" => {
+                only = Some(
+                    it.next()
+                        .context("--only needs a matrix name (or part of one)")?
+                        .clone(),
+                );
+            }
+            other => bail!("unknown argument `{other}` (usage: {USAGE})"),
         }
     }
     match which {
