@@ -26,17 +26,25 @@ fn compiled(
     inputs: &[(&str, &DenseArray)],
 ) -> HashMap<String, DenseArray> {
     let p = Program::parse(text).unwrap();
-    let mut t = HashMap::new();
-    for (name, a) in inputs {
-        let f = Format::parse(&p.decl(name).unwrap().format.to_string()).unwrap();
-        t.insert(name.to_string(), Tensor::from_dense(&f, a).unwrap());
-    }
+    let mut t = stored(&p, inputs);
     let k = p.compile(engine).unwrap();
     k.run(&mut t, &HashMap::new()).unwrap();
     p.decls()
         .iter()
         .filter(|d| d.kind == finch::notation::DeclKind::Output)
         .map(|d| (d.name.clone(), t[&d.name].to_dense().unwrap()))
+        .collect()
+}
+
+/// The inputs of `p` (those it declares) stored in their declared formats.
+fn stored(p: &Program, inputs: &[(&str, &DenseArray)]) -> HashMap<String, Tensor> {
+    inputs
+        .iter()
+        .filter_map(|(name, a)| {
+            let d = p.decl(name)?;
+            let f = Format::parse(&d.format.to_string()).unwrap();
+            Some((name.to_string(), Tensor::from_dense(&f, a).unwrap()))
+        })
         .collect()
 }
 
@@ -876,11 +884,7 @@ fn windows_read_and_write_slices() {
         p.run_reference(&mut want, &opts)
             .unwrap_or_else(|e| panic!("reference: {e}\n{text}"));
         for engine in [Engine::Interp, Engine::C] {
-            let mut t = HashMap::new();
-            for (name, arr) in &used {
-                let f = Format::parse(&p.decl(name).unwrap().format.to_string()).unwrap();
-                t.insert(name.to_string(), Tensor::from_dense(&f, arr).unwrap());
-            }
+            let mut t = stored(&p, &used);
             let k = p
                 .compile(engine)
                 .unwrap_or_else(|e| panic!("{engine:?}: {e}\n{text}"));
@@ -926,13 +930,7 @@ fn windows_outside_the_tensor_are_errors() {
             .expect_err("the reference refuses it");
         assert!(e.to_string().contains(needle), "reference: {e}");
         for engine in [Engine::Interp, Engine::C] {
-            let mut t = HashMap::new();
-            for (name, arr) in [("x", &x), ("z", &z)] {
-                if let Some(d) = p.decl(name) {
-                    let f = Format::parse(&d.format.to_string()).unwrap();
-                    t.insert(name.to_string(), Tensor::from_dense(&f, arr).unwrap());
-                }
-            }
+            let mut t = stored(&p, &[("x", &x), ("z", &z)]);
             let e = p
                 .compile(engine)
                 .unwrap()
@@ -1121,11 +1119,7 @@ fn sliding_windows_bounded_by_loop_indices() {
         b.insert("w", w.clone());
         assert!(p.run_reference(&mut b, &RunOptions::default()).is_err(), "{text}");
         for engine in [Engine::Interp, Engine::C] {
-            let mut t = HashMap::new();
-            for (name, arr) in [("x", &x), ("w", &w)] {
-                let f = Format::parse(&p.decl(name).unwrap().format.to_string()).unwrap();
-                t.insert(name.to_string(), Tensor::from_dense(&f, arr).unwrap());
-            }
+            let mut t = stored(&p, &[("x", &x), ("w", &w)]);
             let e = p
                 .compile(engine)
                 .unwrap()
