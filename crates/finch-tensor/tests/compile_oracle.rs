@@ -1268,3 +1268,52 @@ proptest! {
         check_engines(&copy, &f, [m, n, 1], 0.4, seed as u64, structure, &[Engine::C])?;
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Windows with random bounds (empty, whole, at either end) over random vector
+    /// formats and data, read into a dense result and reduced, on both engines.
+    #[test]
+    fn windows_match_the_reference(
+        format in prop::sample::select(structured_vectors()),
+        n in 0usize..24,
+        a in 0usize..25, b in 0usize..25,
+        density in prop::sample::select(vec![0.0, 0.3, 1.0]),
+        seed in any::<u32>(),
+    ) {
+        let lo = 1 + a % (n + 1);
+        let hi = (lo - 1 + b % (n + 2 - lo)).min(n);
+        let text = format!(
+            "input x :: {format}\ninput lo :: Scalar(0)\ninput hi :: Scalar(0)\noutput y :: Dense(Element(0.0))\noutput s :: Scalar(0.0)\ny .= 0\ns .= 0\nfor j = _\n  y[j] = x[(lo[]:hi[])(j)] * 2.0\n  s[] += x[(lo[]:hi[])(j)] * x[(lo[]:hi[])(j)]\nend\n"
+        );
+        let program = Program::parse(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        let f = Format::parse(&format).unwrap();
+        let (tx, x) = store(&f, DenseArray::from_f64(&[n], &data(n, density, seed as u64)).unwrap());
+        let int = |v: usize| DenseArray::from_data(
+            finch::ScalarType::I64, &[], vec![finch::Value::I64(v as i64)], finch::Value::I64(0),
+        ).unwrap();
+        let mut dense = Bindings::new();
+        dense.insert("x", x);
+        dense.insert("lo", int(lo));
+        dense.insert("hi", int(hi));
+        program
+            .run_reference(&mut dense, &RunOptions::default())
+            .map_err(|e| TestCaseError::fail(format!("reference: {e}\n{text}")))?;
+        let scalar = |v: usize| Tensor::from_dense(&Format::parse("Scalar(0)").unwrap(), &int(v)).unwrap();
+        for engine in [Engine::Interp, Engine::C] {
+            let mut t = HashMap::from([
+                ("x".to_string(), tx.clone()),
+                ("lo".to_string(), scalar(lo)),
+                ("hi".to_string(), scalar(hi)),
+            ]);
+            program
+                .compile(engine)
+                .and_then(|k| k.run(&mut t, &HashMap::new()))
+                .map_err(|e| TestCaseError::fail(format!("{engine:?}: {e}\n{text}")))?;
+            for name in ["y", "s"] {
+                prop_assert_eq!(&t[name].to_dense().unwrap(), dense.get(name).unwrap(), "{:?} {} [{}:{}]", engine, format, lo, hi);
+            }
+        }
+    }
+}
