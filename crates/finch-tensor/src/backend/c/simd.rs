@@ -265,8 +265,11 @@ fn reduction(
         code,
         "  const __m512i lane_ = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);"
     );
-    let _ = writeln!(code, "  for (; {qv} < e_; {qv} += 8) {{");
-    let _ = writeln!(code, "    const int64_t r_ = e_ - {qv};");
+    // Counted from zero: the compiler keeps the loads' bases out of the loop.
+    let _ = writeln!(code, "  const int64_t len_ = e_ - q0_;");
+    let _ = writeln!(code, "  for (int64_t o_ = 0; o_ < len_; o_ += 8) {{");
+    let _ = writeln!(code, "    {qv} = q0_ + o_;");
+    let _ = writeln!(code, "    const int64_t r_ = len_ - o_;");
     let _ = writeln!(
         code,
         "    const __mmask8 m_ = r_ >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << r_) - 1u);"
