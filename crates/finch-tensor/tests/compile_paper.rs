@@ -858,6 +858,12 @@ fn windows_read_and_write_slices() {
             "input A :: {f}\noutput B :: Dense(Dense(Element(0.0)))\nB .= 0\nfor j = _, i = _\n  B[i, j] = A[(2:3)(i), (2:5)(j)]\nend\n"
         ));
     }
+    // A window indexed by an expression (read at a computed index).
+    for f in ["SparseList(Element(0.0))", "RunList(Element(0.0))"] {
+        programs.push(format!(
+            "input x :: {f}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = 1:3\n  s[] += x[(4:8)(i + 2)] * i\nend\n"
+        ));
+    }
     // Writes through a window into a dense output of a given size.
     programs.push(
         "input x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _\n  y[(4:13)(j)] = x[j] + 1.0\nend\n"

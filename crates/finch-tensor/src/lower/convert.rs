@@ -1789,11 +1789,45 @@ impl Converter<'_> {
             } = window
             {
                 let notation::Expr::Index(name) = &**within else {
-                    return unsupported(format!(
-                        "the window index `{}` of `{}`: compiled windows are indexed by a loop index",
-                        notation::print_expr(within),
-                        a.tensor
-                    ));
+                    // An expression: index `lo + e - 1` computed (and concordized), made
+                    // out of range when `e` is outside the window so the read fails as the
+                    // reference's does.
+                    if permissive {
+                        return unsupported(format!(
+                            "the permissive window of `{}` indexed by `{}` (a permissive window is indexed by a loop index)",
+                            a.tensor,
+                            notation::print_expr(within)
+                        ));
+                    }
+                    if let (Ok(lo), Ok(hi)) = (self.bound(lo), self.bound(hi)) {
+                        self.windows.push(WindowCheck {
+                            tensor: t,
+                            mode: m,
+                            lo,
+                            hi,
+                        });
+                    }
+                    if is_write && !self.tensors[t].takes_writes_in_any_order() {
+                        return unsupported(format!(
+                            "writing `{}` through a window: only Dense, SparseByteMap and SparseHash levels take writes at shifted positions",
+                            a.tensor
+                        ));
+                    }
+                    let call =
+                        |op: Op, args: Vec<notation::Expr>| notation::Expr::Call { op, args };
+                    let int = |n: i64| notation::Expr::Literal(Value::I64(n));
+                    let (e, lo, hi) = ((**within).clone(), (**lo).clone(), (**hi).clone());
+                    let span = call(Op::Add, vec![call(Op::Sub, vec![hi, lo.clone()]), int(1)]);
+                    let inside = call(
+                        Op::And,
+                        vec![
+                            call(Op::Le, vec![int(1), e.clone()]),
+                            call(Op::Le, vec![e.clone(), span]),
+                        ],
+                    );
+                    let at = call(Op::Add, vec![lo, call(Op::Sub, vec![e, int(1)])]);
+                    idx.push(self.expr(&call(Op::IfElse, vec![inside, at, int(0)]))?);
+                    continue;
                 };
                 // Bounds known when tensors are bound are checked then; bounds from
                 // enclosing indices, where the loop over the window starts.
