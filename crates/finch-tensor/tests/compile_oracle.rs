@@ -33,7 +33,9 @@ struct Kernel {
     inputs: &'static [(&'static str, bool, usize, usize)],
 }
 
-const KERNELS: [Kernel; 63] = [
+const KERNELS: [Kernel; 65] = [
+    Kernel { name: "hash_out_overwrite_then_min", text: "input x :: {x}\ninput z :: {z}\noutput w :: SparseHash(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i] - 1.0\nend\nfor i = _\n  w[i] <<min>>= z[i]\nend\nfor i = _\n  if z[i] > 0.5\n    w[i] = z[i] * 0.0\n  end\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },
+    Kernel { name: "hash_matrix_scatter_transposed", text: "input A :: {A}\noutput C :: Dense(SparseHash(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[j, i] += A[i, j]\nend\nfor i = _, j = _\n  C[j, i] <<max>>= A[i, j] * 2.0\nend\n", inputs: &[("A", true, 0, 0)] },
     Kernel { name: "hash_under_dense_read_back", text: "input A :: {A}\noutput C :: Dense(SparseList(Element(0.0)))\ntemp w :: Dense(SparseHash(Element(0.0)))\nw .= 0\nfor i = _, j = _\n  w[i, j] += A[i, j]\nend\nfor j = _, i = _\n  w[i, j] += A[i, j] * 3.0\nend\nC .= 0\nfor j = _, i = _\n  C[i, j] = w[i, j] * 2.0\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "list_workspace_per_column", text: "input A :: {A}\ninput x :: {x}\noutput C :: Dense(SparseList(Element(0.0)))\ntemp w :: SparseList(Element(0.0))\nC .= 0\nfor j = _\n  w .= 0\n  if x[j] > 0.5\n    for i = _\n      w[i] = A[i, j] * 2.0\n    end\n  end\n  for i = _\n    C[i, j] = w[i] * x[j]\n  end\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "pattern_list_out", text: "input x :: {x}\noutput w :: SparseList(Pattern())\nw .= false\nfor i = _\n  w[i] = x[i] > 0.0\nend\n", inputs: &[("x", false, 0, 0)] },
