@@ -188,6 +188,9 @@ struct Emitter<'k> {
     reads: HashMap<LocalId, usize>,
     /// Loops emitted as AVX-512 code.
     vectorized: usize,
+    /// Accumulators an enclosing loop holds as a vector of partial sums (the C name of the
+    /// vector), for the vectorized loops inside it.
+    deferred: HashMap<LocalId, String>,
 }
 
 /// Emits the C source of a kernel (`name` is the exported symbol).
@@ -200,6 +203,7 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
         simd: false,
         reads: HashMap::new(),
         vectorized: 0,
+        deferred: HashMap::new(),
     };
     e.out.push_str(PRELUDE);
     e.searches()?;
@@ -222,6 +226,7 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
             simd: true,
             reads,
             vectorized: 0,
+            deferred: HashMap::new(),
         };
         v.function(
             &format!("{name}_avx512"),
@@ -633,6 +638,38 @@ impl Emitter<'_> {
         }
     }
 
+    /// In the AVX-512 copy: the accumulators a loop (condition or bounds `head`, `body`)
+    /// can hold as vectors of partial sums across its iterations get one, declared before
+    /// the loop; the vectorized loops inside add into it.
+    fn hold_sums(&mut self, head: &[&KExpr], body: &[KStmt], pad: &str) -> Vec<LocalId> {
+        if !self.simd {
+            return vec![];
+        }
+        let held: Vec<LocalId> = super::simd::deferrable(self.k, head, body)
+            .into_iter()
+            .filter(|a| !self.deferred.contains_key(a))
+            .collect();
+        for a in &held {
+            let name = format!("vsum{}_", a.0);
+            let _ = writeln!(self.out, "{pad}__m512d {name} = _mm512_setzero_pd();");
+            self.deferred.insert(*a, name);
+        }
+        held
+    }
+
+    /// After the loop: each held vector of partial sums added into its accumulator.
+    fn release_sums(&mut self, held: Vec<LocalId>, pad: &str) {
+        for a in held {
+            if let Some(name) = self.deferred.remove(&a) {
+                let _ = writeln!(
+                    self.out,
+                    "{pad}v{n} = v{n} + _mm512_reduce_add_pd({name});",
+                    n = a.0
+                );
+            }
+        }
+    }
+
     fn block(&mut self, body: &[KStmt], level: usize) -> Result<()> {
         for s in body {
             self.stmt(s, level)?;
@@ -694,6 +731,7 @@ impl Emitter<'_> {
                         hi,
                         body,
                         &self.reads,
+                        &self.deferred,
                         &lit,
                         &|e| self.expr(e),
                     );
@@ -705,6 +743,7 @@ impl Emitter<'_> {
                         return Ok(());
                     }
                 }
+                let held = self.hold_sums(&[lo, hi], body, &pad);
                 let (l, h) = (self.expr(lo), self.expr(hi));
                 let v = var.0;
                 let _ = writeln!(
@@ -718,13 +757,19 @@ impl Emitter<'_> {
                 );
                 self.block(body, level + 1)?;
                 let _ = writeln!(self.out, "{pad}}} }}");
+                self.release_sums(held, &pad);
             }
             KStmt::While { cond, body } => {
                 if self.simd {
-                    let code =
-                        super::simd::vectorize(self.k, cond, body, &self.reads, &lit, &|e| {
-                            self.expr(e)
-                        });
+                    let code = super::simd::vectorize(
+                        self.k,
+                        cond,
+                        body,
+                        &self.reads,
+                        &self.deferred,
+                        &lit,
+                        &|e| self.expr(e),
+                    );
                     if let Some(code) = code {
                         for line in code.lines() {
                             let _ = writeln!(self.out, "{pad}{line}");
@@ -733,6 +778,7 @@ impl Emitter<'_> {
                         return Ok(());
                     }
                 }
+                let held = self.hold_sums(&[cond], body, &pad);
                 let c = self.expr(cond);
                 let fallible = self.fallible(cond);
                 let _ = writeln!(self.out, "{pad}while (1) {{");
@@ -741,6 +787,7 @@ impl Emitter<'_> {
                 let _ = writeln!(self.out, "{pad}  if (!c_) break;");
                 self.block(body, level + 1)?;
                 let _ = writeln!(self.out, "{pad}}}");
+                self.release_sums(held, &pad);
             }
             KStmt::If {
                 cond,

@@ -80,11 +80,13 @@ struct Vectorizer<'a> {
 /// The AVX-512 code of `while (cond) { body }`, or `None` when the loop does not qualify.
 /// `reads` counts every read of each local in the whole kernel; `lit` renders literals and
 /// `invariant` any expression the loop does not change (the emitter's C for it).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn vectorize(
     k: &Kernel,
     cond: &KExpr,
     body: &[KStmt],
     reads: &HashMap<LocalId, usize>,
+    deferred: &HashMap<LocalId, String>,
     lit: &dyn Fn(&Value) -> String,
     invariant: &dyn Fn(&KExpr) -> String,
 ) -> Option<String> {
@@ -113,7 +115,9 @@ pub(super) fn vectorize(
     }
     let mut in_cond = HashMap::new();
     count_reads(&[KStmt::Assign(*q, cond.clone())], &mut in_cond);
-    reduction(k, *q, None, bound, &rest, &in_cond, reads, lit, invariant)
+    reduction(
+        k, *q, None, bound, &rest, &in_cond, reads, deferred, lit, invariant,
+    )
 }
 
 /// The AVX-512 code of `for var = lo; var < hi; var++ { body }`, or `None` when the loop
@@ -126,6 +130,7 @@ pub(super) fn vectorize_for(
     hi: &KExpr,
     body: &[KStmt],
     reads: &HashMap<LocalId, usize>,
+    deferred: &HashMap<LocalId, String>,
     lit: &dyn Fn(&Value) -> String,
     invariant: &dyn Fn(&KExpr) -> String,
 ) -> Option<String> {
@@ -140,7 +145,18 @@ pub(super) fn vectorize_for(
     if bounds.contains_key(&var) {
         return None;
     }
-    reduction(k, var, Some(lo), hi, body, &bounds, reads, lit, invariant)
+    reduction(
+        k,
+        var,
+        Some(lo),
+        hi,
+        body,
+        &bounds,
+        reads,
+        deferred,
+        lit,
+        invariant,
+    )
 }
 
 /// The shared part: `body` (without the step of `q`) over `q` from its value (or `start`)
@@ -154,6 +170,7 @@ fn reduction(
     rest: &[KStmt],
     extra: &HashMap<LocalId, usize>,
     reads: &HashMap<LocalId, usize>,
+    deferred: &HashMap<LocalId, String>,
     lit: &dyn Fn(&Value) -> String,
     invariant: &dyn Fn(&KExpr) -> String,
 ) -> Option<String> {
@@ -260,7 +277,12 @@ fn reduction(
         "  const int64_t e_ = {}; const int64_t q0_ = {qv};",
         invariant(bound)
     );
-    let _ = writeln!(code, "  {vt} vacc_ = {zero};");
+    // An accumulator an enclosing loop defers keeps its partial sums in that loop's
+    // vector, reduced once after it (a row of blocks: one reduction per row).
+    let held = deferred.get(&acc).filter(|_| acc_ty == ScalarType::F64);
+    if held.is_none() {
+        let _ = writeln!(code, "  {vt} vacc_ = {zero};");
+    }
     let _ = writeln!(
         code,
         "  const __m512i lane_ = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);"
@@ -281,6 +303,10 @@ fn reduction(
     code.push_str(&step);
     let _ = writeln!(code, "  }}");
     let _ = writeln!(code, "  if (q0_ < e_) {qv} = e_;");
+    if let Some(name) = held {
+        code.push('}');
+        return Some(code.replace("vacc_", name));
+    }
     if acc_ty == ScalarType::F64 {
         let _ = writeln!(code, "  {a} = {a} + {reduce}(vacc_);");
     } else {
@@ -291,6 +317,73 @@ fn reduction(
     }
     code.push('}');
     Some(code)
+}
+
+/// The `f64` locals a loop can hold as a vector of partial sums across its iterations:
+/// every mention of one in `body` (and none in `head`, the loop's condition or bounds) is
+/// an accumulation `a = a + e`, at least one of them inside a nested loop (which may then
+/// run eight positions at a time into the vector).
+pub(super) fn deferrable(k: &Kernel, head: &[&KExpr], body: &[KStmt]) -> Vec<LocalId> {
+    fn walk(s: &[KStmt], nested: bool, seen: &mut HashMap<LocalId, (bool, bool)>) {
+        for st in s {
+            match st {
+                KStmt::Assign(l, e) => {
+                    if let Some(t) = accumulation(*l, e) {
+                        let entry = seen.entry(*l).or_insert((true, false));
+                        entry.1 |= nested;
+                        note(t, seen);
+                    } else {
+                        seen.entry(*l).or_insert((true, false)).0 = false;
+                        note(e, seen);
+                    }
+                }
+                KStmt::For { var, lo, hi, body } => {
+                    seen.entry(*var).or_insert((true, false)).0 = false;
+                    note(lo, seen);
+                    note(hi, seen);
+                    walk(body, true, seen);
+                }
+                KStmt::While { cond, body } => {
+                    note(cond, seen);
+                    walk(body, true, seen);
+                }
+                KStmt::If {
+                    cond,
+                    then,
+                    otherwise,
+                } => {
+                    note(cond, seen);
+                    walk(then, nested, seen);
+                    walk(otherwise, nested, seen);
+                }
+                other => {
+                    crate::kernel::visit_exprs(std::slice::from_ref(other), &mut |e| note(e, seen))
+                }
+            }
+        }
+    }
+    // Any other read disqualifies a local.
+    fn note(e: &KExpr, seen: &mut HashMap<LocalId, (bool, bool)>) {
+        let mut reads = HashMap::new();
+        count_reads(&[KStmt::Assign(LocalId(u32::MAX), e.clone())], &mut reads);
+        for l in reads.keys() {
+            seen.entry(*l).or_insert((true, false)).0 = false;
+        }
+    }
+    let mut seen = HashMap::new();
+    walk(body, false, &mut seen);
+    for e in head {
+        note(e, &mut seen);
+    }
+    let mut out: Vec<LocalId> = seen
+        .into_iter()
+        .filter(|(l, (only, nested))| {
+            *only && *nested && k.locals[l.0 as usize].ty == ScalarType::F64
+        })
+        .map(|(l, _)| l)
+        .collect();
+    out.sort_by_key(|l| l.0);
+    out
 }
 
 /// `e` as `acc + term` or `term + acc` (the term free of `acc`).
