@@ -978,6 +978,30 @@ fn reassociated_spmv_runs_eight_positions_at_a_time() {
 }
 
 #[test]
+fn reassociated_block_rows_reduce_once_per_row() {
+    // A SparseBlockList row is several blocks: with `reassociate`, each block's loop adds
+    // into one vector of partial sums held across the row, reduced once after it.
+    let text = "input A :: Dense(SparseBlockList(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n";
+    let k = Program::parse(text)
+        .unwrap()
+        .compile_with(Engine::C, &CompileOptions { reassociate: true })
+        .unwrap();
+    if k.engine() != Engine::C {
+        return;
+    }
+    let c = k.c_source(finch::backend::c::CheckMode::Trusted).unwrap();
+    let simd = &c[c.find("_avx512(").expect("an AVX-512 copy")..];
+    let simd = &simd[..simd.find("\n}\n").unwrap_or(simd.len())];
+    assert_eq!(simd.matches("_mm512_reduce_add_pd").count(), 1, "{simd}");
+    let held = simd.find("_mm512_setzero_pd").expect("a held vector");
+    let walk = simd.find("while (1)").expect("the walk over blocks");
+    assert!(
+        held < walk,
+        "the vector is declared before the walk over blocks:\n{simd}"
+    );
+}
+
+#[test]
 fn reassociated_band_rows_are_contiguous_vector_loads() {
     // A SparseBand row is a dense run: with `reassociate`, its `for` loop reads the values
     // and `x` with masked vector loads, no gathers.
