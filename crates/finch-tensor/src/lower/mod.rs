@@ -1433,16 +1433,38 @@ impl Lowerer {
         let mut out = Vec::new();
         let mut start = lo.clone();
         for (k, (stop, phase)) in phases.iter().enumerate() {
+            let end = match stop {
+                Some(s) if k + 1 < phases.len() => bounds::fold_min_max(
+                    KExpr::Op(Op::Min, vec![hi.clone(), s.clone()]),
+                    &self.at_most,
+                ),
+                _ => hi.clone(),
+            };
+            let next = bounds::fold_min_max(
+                KExpr::Op(
+                    Op::Max,
+                    vec![lo.clone(), KExpr::bin(Op::Add, end.clone(), KExpr::int(1))],
+                ),
+                &self.at_most,
+            );
             // A phase that ends one index after the previous one (a SparsePoint's stored
             // index) holds at most that index: lowered at it, with no loop.
-            let after_previous = k
+            let single = k
                 .checked_sub(1)
                 .and_then(|j| phases[j].0.as_ref())
                 .zip(stop.as_ref())
-                .filter(|(prev, s)| **prev == KExpr::bin(Op::Sub, (*s).clone(), KExpr::int(1)));
-            if let (Some((_, s)), true) = (after_previous, k + 1 < phases.len()) {
-                let is_sequence = |l: &Looplet| matches!(l, Looplet::Sequence(_));
-                let phase_body = self.replace_first(body.clone(), index, is_sequence, phase)?;
+                .filter(|(prev, s)| **prev == KExpr::bin(Op::Sub, (*s).clone(), KExpr::int(1)))
+                .filter(|_| k + 1 < phases.len())
+                .map(|(_, s)| s.clone());
+            // A phase the bounds prover shows empty (its start exceeds its end whatever the
+            // sizes) emits nothing: e.g. the padding before index 1 of `A[~(i + 1)]`.
+            if single.is_none() && bounds::provably_empty(&start, &end, &self.at_most) {
+                start = next;
+                continue;
+            }
+            let is_sequence = |l: &Looplet| matches!(l, Looplet::Sequence(_));
+            let phase_body = self.replace_first(body.clone(), index, is_sequence, phase)?;
+            if let Some(s) = single {
                 let code = self.lower(Stmt::Loop {
                     index: index.into(),
                     lo: s.clone(),
@@ -1454,7 +1476,7 @@ impl Lowerer {
                         Op::And,
                         vec![
                             KExpr::bin(Op::Le, lo.clone(), s.clone()),
-                            KExpr::bin(Op::Le, s.clone(), hi.clone()),
+                            KExpr::bin(Op::Le, s, hi.clone()),
                         ],
                     );
                     out.push(KStmt::If {
@@ -1463,39 +1485,7 @@ impl Lowerer {
                         otherwise: vec![],
                     });
                 }
-                start = bounds::fold_min_max(
-                    KExpr::Op(
-                        Op::Max,
-                        vec![
-                            lo.clone(),
-                            KExpr::bin(
-                                Op::Add,
-                                KExpr::Op(Op::Min, vec![hi.clone(), s.clone()]),
-                                KExpr::int(1),
-                            ),
-                        ],
-                    ),
-                    &self.at_most,
-                );
-                continue;
-            }
-            let end = match stop {
-                Some(s) if k + 1 < phases.len() => bounds::fold_min_max(
-                    KExpr::Op(Op::Min, vec![hi.clone(), s.clone()]),
-                    &self.at_most,
-                ),
-                _ => hi.clone(),
-            };
-            // A phase the bounds prover shows empty (its start exceeds its end whatever the
-            // sizes) emits nothing: e.g. the padding before index 1 of `A[~(i + 1)]`.
-            if bounds::provably_empty(&start, &end, &self.at_most) {
-                start = bounds::fold_min_max(
-                    KExpr::Op(
-                        Op::Max,
-                        vec![lo.clone(), KExpr::bin(Op::Add, end, KExpr::int(1))],
-                    ),
-                    &self.at_most,
-                );
+                start = next;
                 continue;
             }
             let s_local = self.fresh(&format!("{index}_phase_start"), ScalarType::I64);
@@ -1504,8 +1494,6 @@ impl Lowerer {
                 // The phase stop is that local's value (the prover may compare with it).
                 self.at_most.extend([(x, e_local), (e_local, x)]);
             }
-            let is_sequence = |l: &Looplet| matches!(l, Looplet::Sequence(_));
-            let phase_body = self.replace_first(body.clone(), index, is_sequence, phase)?;
             // A constant start stays visible to the rules below (a seek to index 1 is free).
             let phase_lo = match &start {
                 KExpr::Lit(_) => start.clone(),
@@ -1520,20 +1508,14 @@ impl Lowerer {
             // Phases whose body vanished (e.g. a run of fill values) cost nothing.
             if !code.is_empty() {
                 out.push(KStmt::Assign(s_local, start.clone()));
-                out.push(KStmt::Assign(e_local, end.clone()));
+                out.push(KStmt::Assign(e_local, end));
                 out.push(KStmt::If {
                     cond: KExpr::bin(Op::Le, KExpr::Local(s_local), KExpr::Local(e_local)),
                     then: code,
                     otherwise: vec![],
                 });
             }
-            start = bounds::fold_min_max(
-                KExpr::Op(
-                    Op::Max,
-                    vec![lo.clone(), KExpr::bin(Op::Add, end, KExpr::int(1))],
-                ),
-                &self.at_most,
-            );
+            start = next;
         }
         Ok(out)
     }
