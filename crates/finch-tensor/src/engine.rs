@@ -428,35 +428,26 @@ impl CompiledProgram {
                             // Block ends start with the first block's start.
                             LevelParams::SparseBlockListOut { .. } => b.aux = vec![0],
                             // Entries are recorded by their linear position over every
-                            // mode down to the level's last, which must fit the kernel's
-                            // `i64`.
-                            LevelParams::HashOut { .. } => {
-                                // Keys are linear positions over every mode.
-                                let fits = checked_len(shape)
-                                    .ok()
-                                    .is_some_and(|n| i64::try_from(n).is_ok());
-                                if !fits {
-                                    return Err(Error::Program(format!(
-                                        "`{}` ({}) of shape {} is too large to be written: its SparseHash levels key entries by their position in 64 bits",
-                                        info.name,
-                                        info.format,
-                                        fmt_shape(shape)
-                                    )));
-                                }
-                                b.ptr = Vec::new();
-                            }
-                            LevelParams::CooOut { modes, .. } => {
+                            // mode from the root down to the group's last, which must fit
+                            // the kernel's `i64`.
+                            l @ (LevelParams::HashOut { modes, .. }
+                            | LevelParams::CooOut { modes, .. }) => {
                                 let below = shape.len() - d - modes;
                                 let fits = checked_len(&shape[below..])
                                     .ok()
                                     .is_some_and(|n| i64::try_from(n).is_ok());
+                                let hash = matches!(l, LevelParams::HashOut { .. });
                                 if !fits {
                                     return Err(Error::Program(format!(
-                                        "`{}` ({}) of shape {} is too large to be written: its SparseCOO level records positions in 64 bits",
+                                        "`{}` ({}) of shape {} is too large to be written: its {} levels record entries by their position in 64 bits",
                                         info.name,
                                         info.format,
-                                        fmt_shape(shape)
+                                        fmt_shape(shape),
+                                        if hash { "SparseHash" } else { "sparse" }
                                     )));
+                                }
+                                if hash {
+                                    b.ptr = Vec::new();
                                 }
                             }
                             // SparseList and run-length levels: per-fiber counts in `ptr`.

@@ -1135,3 +1135,37 @@ fn sliding_windows_bounded_by_loop_indices() {
         }
     }
 }
+
+/// Written SparseCOO, recorded and SparseHash levels record entries by their linear
+/// position in 64 bits: an output whose shape's product does not fit is refused with a
+/// clear error before the kernel runs (the shapes here only fit an unsigned 64-bit size).
+#[test]
+fn outputs_too_large_for_64_bit_positions_are_refused() {
+    let shape = [1usize << 32, (1usize << 31) + 1];
+    let mut coo = finch::tensor::Coo::new(ScalarType::F64, &shape);
+    coo.push(&[5, 7], Value::F64(1.5)).unwrap();
+    let fa = Format::parse("SparseCOO{2}(Element(0.0))").unwrap();
+    let a = Tensor::from_coo(&fa, &coo).unwrap();
+    for (out, needle) in [
+        ("SparseCOO{2}(Element(0.0))", "sparse levels"),
+        ("SparseList(SparseList(Element(0.0)))", "sparse levels"),
+        ("SparseHash(SparseHash(Element(0.0)))", "SparseHash levels"),
+    ] {
+        let text = format!(
+            "input A :: SparseCOO{{2}}(Element(0.0))\noutput C :: {out}\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n"
+        );
+        let p = Program::parse(&text).unwrap();
+        for engine in [Engine::Interp, Engine::C] {
+            let mut t = HashMap::from([("A".to_string(), a.clone())]);
+            let e = p
+                .compile(engine)
+                .unwrap()
+                .run(&mut t, &HashMap::new())
+                .expect_err("too large");
+            assert!(
+                e.to_string().contains("too large to be written") && e.to_string().contains(needle),
+                "{engine:?} {out}: {e}"
+            );
+        }
+    }
+}

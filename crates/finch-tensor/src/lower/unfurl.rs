@@ -38,14 +38,7 @@ impl Lowerer {
         match level {
             LevelParams::Dense { shape } => Ok(dense_lookup(f, shape)),
             LevelParams::SparseList { ptr, idx, shape } => {
-                let list = SortedList {
-                    entries: Entries::Fiber(ptr),
-                    idx,
-                    child_of: Rc::new(|q| q),
-                    shape,
-                    runs: false,
-                };
-                Ok(self.sorted_read(f, list))
+                Ok(self.sorted_read(f, SortedList::of_list(ptr, idx, shape)))
             }
             LevelParams::Structured { kind, shape, bufs } => {
                 self.check_protocols(f, kind)?;
@@ -55,14 +48,7 @@ impl Lowerer {
                 ptr, idx, shape, ..
             } if f.protocols & crate::looplets::WRITTEN == 0 => {
                 // Read by a later statement, after the kernel froze it: a sorted list.
-                let list = SortedList {
-                    entries: Entries::Fiber(ptr),
-                    idx,
-                    child_of: Rc::new(|q| q),
-                    shape,
-                    runs: false,
-                };
-                Ok(self.sorted_read(f, list))
+                Ok(self.sorted_read(f, SortedList::of_list(ptr, idx, shape)))
             }
             LevelParams::SparseListOut {
                 shape,
@@ -1722,6 +1708,23 @@ pub(super) struct SortedList {
     /// For a SparseCOO mode above its last: entries with equal indices (nondecreasing
     /// here) form one child, the run `q .. r` handed down as a fiber with an `end`.
     pub(super) runs: bool,
+}
+
+impl SortedList {
+    /// A SparseList level's entries: `ptr` over `idx`, each its own child position.
+    fn of_list(
+        ptr: crate::kernel::BufId,
+        idx: crate::kernel::BufId,
+        shape: crate::kernel::LocalId,
+    ) -> SortedList {
+        SortedList {
+            entries: Entries::Fiber(ptr),
+            idx,
+            child_of: Rc::new(|q| q),
+            shape,
+            runs: false,
+        }
+    }
 }
 
 /// Where a sorted list's entries for fiber `pos` lie.
