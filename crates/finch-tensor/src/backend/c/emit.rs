@@ -638,6 +638,33 @@ impl Emitter<'_> {
         }
     }
 
+    /// In the AVX-512 copy: emits the loop as AVX-512 code if `vectorize` takes it.
+    fn vectorized(
+        &mut self,
+        pad: &str,
+        vectorize: impl FnOnce(&super::simd::Context) -> Option<String>,
+    ) -> bool {
+        if !self.simd {
+            return false;
+        }
+        let invariant = |e: &KExpr| self.expr(e);
+        let cx = super::simd::Context {
+            k: self.k,
+            reads: &self.reads,
+            deferred: &self.deferred,
+            lit: &lit,
+            invariant: &invariant,
+        };
+        let Some(code) = vectorize(&cx) else {
+            return false;
+        };
+        for line in code.lines() {
+            let _ = writeln!(self.out, "{pad}{line}");
+        }
+        self.vectorized += 1;
+        true
+    }
+
     /// In the AVX-512 copy: the accumulators a loop (condition or bounds `head`, `body`)
     /// can hold as vectors of partial sums across its iterations get one, declared before
     /// the loop; the vectorized loops inside add into it.
@@ -723,25 +750,10 @@ impl Emitter<'_> {
                 );
             }
             KStmt::For { var, lo, hi, body } => {
-                if self.simd {
-                    let code = super::simd::vectorize_for(
-                        self.k,
-                        *var,
-                        lo,
-                        hi,
-                        body,
-                        &self.reads,
-                        &self.deferred,
-                        &lit,
-                        &|e| self.expr(e),
-                    );
-                    if let Some(code) = code {
-                        for line in code.lines() {
-                            let _ = writeln!(self.out, "{pad}{line}");
-                        }
-                        self.vectorized += 1;
-                        return Ok(());
-                    }
+                if self.vectorized(&pad, |cx| {
+                    super::simd::vectorize_for(cx, *var, lo, hi, body)
+                }) {
+                    return Ok(());
                 }
                 let held = self.hold_sums(&[lo, hi], body, &pad);
                 let (l, h) = (self.expr(lo), self.expr(hi));
@@ -760,23 +772,8 @@ impl Emitter<'_> {
                 self.release_sums(held, &pad);
             }
             KStmt::While { cond, body } => {
-                if self.simd {
-                    let code = super::simd::vectorize(
-                        self.k,
-                        cond,
-                        body,
-                        &self.reads,
-                        &self.deferred,
-                        &lit,
-                        &|e| self.expr(e),
-                    );
-                    if let Some(code) = code {
-                        for line in code.lines() {
-                            let _ = writeln!(self.out, "{pad}{line}");
-                        }
-                        self.vectorized += 1;
-                        return Ok(());
-                    }
+                if self.vectorized(&pad, |cx| super::simd::vectorize(cx, cond, body)) {
+                    return Ok(());
                 }
                 let held = self.hold_sums(&[cond], body, &pad);
                 let c = self.expr(cond);

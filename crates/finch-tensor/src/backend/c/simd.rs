@@ -77,19 +77,22 @@ struct Vectorizer<'a> {
     temps: usize,
 }
 
+/// What the vectorizer needs from the emitter.
+pub(super) struct Context<'a> {
+    /// The kernel.
+    pub k: &'a Kernel,
+    /// Every read of each local in the whole kernel.
+    pub reads: &'a HashMap<LocalId, usize>,
+    /// Accumulators an enclosing loop holds as vectors of partial sums (their C names).
+    pub deferred: &'a HashMap<LocalId, String>,
+    /// C for a literal.
+    pub lit: &'a dyn Fn(&Value) -> String,
+    /// C for an expression the loop does not change.
+    pub invariant: &'a dyn Fn(&KExpr) -> String,
+}
+
 /// The AVX-512 code of `while (cond) { body }`, or `None` when the loop does not qualify.
-/// `reads` counts every read of each local in the whole kernel; `lit` renders literals and
-/// `invariant` any expression the loop does not change (the emitter's C for it).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn vectorize(
-    k: &Kernel,
-    cond: &KExpr,
-    body: &[KStmt],
-    reads: &HashMap<LocalId, usize>,
-    deferred: &HashMap<LocalId, String>,
-    lit: &dyn Fn(&Value) -> String,
-    invariant: &dyn Fn(&KExpr) -> String,
-) -> Option<String> {
+pub(super) fn vectorize(cx: &Context, cond: &KExpr, body: &[KStmt]) -> Option<String> {
     let KExpr::Op(Op::Lt, c) = cond else {
         return None;
     };
@@ -115,24 +118,17 @@ pub(super) fn vectorize(
     }
     let mut in_cond = HashMap::new();
     count_reads(&[KStmt::Assign(*q, cond.clone())], &mut in_cond);
-    reduction(
-        k, *q, None, bound, &rest, &in_cond, reads, deferred, lit, invariant,
-    )
+    reduction(cx, *q, None, bound, &rest, &in_cond)
 }
 
 /// The AVX-512 code of `for var = lo; var < hi; var++ { body }`, or `None` when the loop
 /// does not qualify (the conditions of [`vectorize`], with `var` as `q`).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn vectorize_for(
-    k: &Kernel,
+    cx: &Context,
     var: LocalId,
     lo: &KExpr,
     hi: &KExpr,
     body: &[KStmt],
-    reads: &HashMap<LocalId, usize>,
-    deferred: &HashMap<LocalId, String>,
-    lit: &dyn Fn(&Value) -> String,
-    invariant: &dyn Fn(&KExpr) -> String,
 ) -> Option<String> {
     let mut bounds = HashMap::new();
     count_reads(
@@ -145,35 +141,26 @@ pub(super) fn vectorize_for(
     if bounds.contains_key(&var) {
         return None;
     }
-    reduction(
-        k,
-        var,
-        Some(lo),
-        hi,
-        body,
-        &bounds,
-        reads,
-        deferred,
-        lit,
-        invariant,
-    )
+    reduction(cx, var, Some(lo), hi, body, &bounds)
 }
 
 /// The shared part: `body` (without the step of `q`) over `q` from its value (or `start`)
 /// up to `bound`. `extra` counts the reads of the loop's own bounds or condition.
-#[allow(clippy::too_many_arguments)]
 fn reduction(
-    k: &Kernel,
+    cx: &Context,
     q: LocalId,
     start: Option<&KExpr>,
     bound: &KExpr,
     rest: &[KStmt],
     extra: &HashMap<LocalId, usize>,
-    reads: &HashMap<LocalId, usize>,
-    deferred: &HashMap<LocalId, String>,
-    lit: &dyn Fn(&Value) -> String,
-    invariant: &dyn Fn(&KExpr) -> String,
 ) -> Option<String> {
+    let Context {
+        k,
+        reads,
+        deferred,
+        lit,
+        invariant,
+    } = *cx;
     let q = &q;
     // Assignments only; one accumulator.
     let mut assigned = HashSet::new();
