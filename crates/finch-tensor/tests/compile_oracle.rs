@@ -977,19 +977,24 @@ fn reassociated_spmv_runs_eight_positions_at_a_time() {
     }
 }
 
+/// The C of row-major SpMV over `Dense(<level>(Element))` compiled with `reassociate`
+/// (`None` where no C compiler is available).
+fn reassociated_row_spmv_c(level: &str) -> Option<String> {
+    let text = format!("input A :: Dense({level}(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n");
+    let k = Program::parse(&text)
+        .unwrap()
+        .compile_with(Engine::C, &CompileOptions { reassociate: true })
+        .unwrap();
+    (k.engine() == Engine::C).then(|| k.c_source(finch::backend::c::CheckMode::Trusted).unwrap())
+}
+
 #[test]
 fn reassociated_block_rows_reduce_once_per_row() {
     // A SparseBlockList row is several blocks: with `reassociate`, each block's loop adds
     // into one vector of partial sums held across the row, reduced once after it.
-    let text = "input A :: Dense(SparseBlockList(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n";
-    let k = Program::parse(text)
-        .unwrap()
-        .compile_with(Engine::C, &CompileOptions { reassociate: true })
-        .unwrap();
-    if k.engine() != Engine::C {
+    let Some(c) = reassociated_row_spmv_c("SparseBlockList") else {
         return;
-    }
-    let c = k.c_source(finch::backend::c::CheckMode::Trusted).unwrap();
+    };
     let simd = &c[c.find("_avx512(").expect("an AVX-512 copy")..];
     let simd = &simd[..simd.find("\n}\n").unwrap_or(simd.len())];
     assert_eq!(simd.matches("_mm512_reduce_add_pd").count(), 1, "{simd}");
@@ -1005,15 +1010,9 @@ fn reassociated_block_rows_reduce_once_per_row() {
 fn reassociated_band_rows_are_contiguous_vector_loads() {
     // A SparseBand row is a dense run: with `reassociate`, its `for` loop reads the values
     // and `x` with masked vector loads, no gathers.
-    let text = "input A :: Dense(SparseBand(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n";
-    let k = Program::parse(text)
-        .unwrap()
-        .compile_with(Engine::C, &CompileOptions { reassociate: true })
-        .unwrap();
-    if k.engine() != Engine::C {
+    let Some(c) = reassociated_row_spmv_c("SparseBand") else {
         return;
-    }
-    let c = k.c_source(finch::backend::c::CheckMode::Trusted).unwrap();
+    };
     let vector = &c[c.find("AVX-512: 8 positions").expect("a vectorized loop")..];
     assert!(vector.contains("_mm512_maskz_loadu_pd"), "{c}");
     assert!(!vector.contains("gather"), "{c}");

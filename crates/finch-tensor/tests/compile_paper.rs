@@ -3,6 +3,7 @@
 //! run-length, dense and bitwise forms, against the reference interpreter, a direct
 //! implementation, and each other, bit for bit.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use finch::engine::Engine;
@@ -37,23 +38,32 @@ fn compiled(
 }
 
 /// The inputs of `p` (those it declares) stored in their declared formats.
-fn stored(p: &Program, inputs: &[(&str, &DenseArray)]) -> HashMap<String, Tensor> {
+fn stored<A: Borrow<DenseArray>>(p: &Program, inputs: &[(&str, A)]) -> HashMap<String, Tensor> {
     inputs
         .iter()
         .filter_map(|(name, a)| {
             let d = p.decl(name)?;
             let f = Format::parse(&d.format.to_string()).unwrap();
-            Some((name.to_string(), Tensor::from_dense(&f, a).unwrap()))
+            Some((
+                name.to_string(),
+                Tensor::from_dense(&f, a.borrow()).unwrap(),
+            ))
         })
         .collect()
 }
 
-fn reference(text: &str, inputs: &[(&str, &DenseArray)]) -> Bindings {
-    let p = Program::parse(text).unwrap();
+/// The inputs as dense bindings for the reference interpreter.
+fn bindings<A: Borrow<DenseArray>>(inputs: &[(&str, A)]) -> Bindings {
     let mut b = Bindings::new();
     for (name, a) in inputs {
-        b.insert(*name, (*a).clone());
+        b.insert(*name, a.borrow().clone());
     }
+    b
+}
+
+fn reference(text: &str, inputs: &[(&str, &DenseArray)]) -> Bindings {
+    let p = Program::parse(text).unwrap();
+    let mut b = bindings(inputs);
     p.run_reference(&mut b, &RunOptions::default()).unwrap();
     b
 }
@@ -344,17 +354,10 @@ fn fig24_bfs_compiled_matches_the_reference() {
                     ("P", p_in),
                 ];
                 // The reference step.
-                let mut b = Bindings::new();
-                for (name, a) in &inputs {
-                    b.insert(*name, a.clone());
-                }
+                let mut b = bindings(&inputs);
                 p.run_reference(&mut b, &RunOptions::default()).unwrap();
                 // The compiled step.
-                let mut t = HashMap::new();
-                for (name, a) in &inputs {
-                    let f = Format::parse(&p.decl(name).unwrap().format.to_string()).unwrap();
-                    t.insert(name.to_string(), Tensor::from_dense(&f, a).unwrap());
-                }
+                let mut t = stored(&p, &inputs);
                 k.run(&mut t, &HashMap::new()).unwrap();
                 let next = t["_F"].to_dense().unwrap();
                 let new_parents = t["P"].to_dense().unwrap();
@@ -424,16 +427,9 @@ fn fig24_bellman_ford_compiled_matches_the_reference() {
             )
             .unwrap();
             let inputs = [("_D", &dist), ("_F", &act), ("A", &a), ("D", &dist)];
-            let mut b = Bindings::new();
-            for (name, x) in &inputs {
-                b.insert(*name, (*x).clone());
-            }
+            let mut b = bindings(&inputs);
             p.run_reference(&mut b, &RunOptions::default()).unwrap();
-            let mut t = HashMap::new();
-            for (name, x) in &inputs {
-                let f = Format::parse(&p.decl(name).unwrap().format.to_string()).unwrap();
-                t.insert(name.to_string(), Tensor::from_dense(&f, x).unwrap());
-            }
+            let mut t = stored(&p, &inputs);
             k.run(&mut t, &HashMap::new()).unwrap();
             let (new_d, new_f) = (t["D"].to_dense().unwrap(), t["F"].to_dense().unwrap());
             assert_eq!(&new_d, b.get("D").unwrap(), "{engine:?} round {rounds}");
@@ -511,10 +507,7 @@ fn concatenation_and_convolution_by_padding_compile() {
         let text = example(file);
         let p = Program::parse(&text).unwrap();
         let shapes = HashMap::from([(out.to_string(), vec![size])]);
-        let mut bind = Bindings::new();
-        for (name, x) in &inputs {
-            bind.insert(*name, (*x).clone());
-        }
+        let mut bind = bindings(&inputs);
         p.run_reference(
             &mut bind,
             &RunOptions {
@@ -524,11 +517,7 @@ fn concatenation_and_convolution_by_padding_compile() {
         .unwrap();
         assert_eq!(bind.get(out).unwrap(), &f(&want), "{file} reference");
         for engine in [Engine::Interp, Engine::C] {
-            let mut t = HashMap::new();
-            for (name, x) in &inputs {
-                let fm = Format::parse(&p.decl(name).unwrap().format.to_string()).unwrap();
-                t.insert(name.to_string(), Tensor::from_dense(&fm, x).unwrap());
-            }
+            let mut t = stored(&p, &inputs);
             p.compile(engine).unwrap().run(&mut t, &shapes).unwrap();
             assert_eq!(t[out].to_dense().unwrap(), f(&want), "{file} {engine:?}");
         }
@@ -883,10 +872,7 @@ fn windows_read_and_write_slices() {
             shapes.insert("y".to_string(), vec![15]);
             opts.shapes.insert("y".to_string(), vec![15]);
         }
-        let mut want = Bindings::new();
-        for (name, arr) in &used {
-            want.insert(*name, (*arr).clone());
-        }
+        let mut want = bindings(&used);
         p.run_reference(&mut want, &opts)
             .unwrap_or_else(|e| panic!("reference: {e}\n{text}"));
         for engine in [Engine::Interp, Engine::C] {
