@@ -1075,21 +1075,34 @@ impl Converter<'_> {
     /// An integer expression of literals, enclosing loop indices and scalars the program
     /// does not write (`+`, `-`, `*`): known when a loop inside those indices starts.
     fn known_at_loop(&self, e: &notation::Expr) -> bool {
+        let mut used = Vec::new();
+        self.index_terms(e, true, &mut used)
+            && used.iter().all(|i| self.loops.iter().any(|(n, _)| n == i))
+    }
+
+    /// Whether `e` is built from loop indices (collected into `out`), literals, `+ - *`
+    /// and reads of scalars the program never writes (`n[]`); with `integer`, literals and
+    /// scalars must be integers.
+    fn index_terms(&self, e: &notation::Expr, integer: bool, out: &mut Vec<String>) -> bool {
+        let integer_typed = |t: Option<ScalarType>| !integer || t.is_some_and(|t| t.is_integer());
         match e {
-            notation::Expr::Literal(v) => v.scalar_type().is_some_and(|t| t.is_integer()),
-            notation::Expr::Index(i) => self.loops.iter().any(|(n, _)| n == i),
+            notation::Expr::Index(i) => {
+                out.push(i.clone());
+                true
+            }
+            notation::Expr::Literal(v) => integer_typed(v.scalar_type()),
             notation::Expr::Access(a) if a.indices.is_empty() => {
                 self.by_name.get(&a.tensor).is_some_and(|&t| {
                     let info = &self.tensors[t];
                     info.scalar.is_some()
                         && !info.written
-                        && info.format.element_type().is_integer()
+                        && integer_typed(Some(info.format.element_type()))
                 })
             }
             notation::Expr::Call {
                 op: Op::Add | Op::Sub | Op::Mul,
                 args,
-            } => args.iter().all(|a| self.known_at_loop(a)),
+            } => args.iter().all(|a| self.index_terms(a, integer, out)),
             _ => false,
         }
     }
@@ -1676,37 +1689,14 @@ impl Converter<'_> {
                 other => out.push((sign, other.clone())),
             }
         }
-        // Indices used (into `out`); false for anything but indices, literals, `+ - *`
-        // and reads of scalars the program never writes (`n[]`).
-        let fixed_scalar = |name: &str| {
-            self.by_name
-                .get(name)
-                .is_some_and(|&t| self.tensors[t].scalar.is_some() && !self.tensors[t].written)
-        };
-        fn indices(
-            e: &notation::Expr,
-            out: &mut Vec<String>,
-            fixed: &dyn Fn(&str) -> bool,
-        ) -> bool {
-            match e {
-                notation::Expr::Index(i) => {
-                    out.push(i.clone());
-                    true
-                }
-                notation::Expr::Literal(_) => true,
-                notation::Expr::Access(a) => a.indices.is_empty() && fixed(&a.tensor),
-                notation::Expr::Call {
-                    op: Op::Add | Op::Sub | Op::Mul,
-                    args,
-                } => args.iter().all(|a| indices(a, out, fixed)),
-                _ => false,
-            }
-        }
         let depth = |n: &str| self.loops.iter().position(|(l, _)| l == n);
         let mut ts = Vec::new();
         terms(x, true, &mut ts);
         let mut used = Vec::new();
-        if !ts.iter().all(|(_, t)| indices(t, &mut used, &fixed_scalar)) {
+        if !ts
+            .iter()
+            .all(|(_, t)| self.index_terms(t, false, &mut used))
+        {
             return None;
         }
         let deepest = used.iter().max_by_key(|n| depth(n))?.clone();
