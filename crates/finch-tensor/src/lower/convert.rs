@@ -610,21 +610,11 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                 LevelKind::Dense => info.levels.push(LevelParams::Dense { shape }),
                                 LevelKind::SparseCoo(modes) if !is_written || matches!(**child, LevelFormat::Element(_) | LevelFormat::Pattern) => {
                                     // One entry per mode; the first mode's shape local is `shape`.
-                                    let mut shapes = vec![shape];
-                                    for m in 1..*modes {
-                                        let s = kernel.local(format!("{}_lvl{}_shape", d.name, depth + m), ScalarType::I64);
-                                        kernel.inputs.push(s);
-                                        shapes.push(s);
-                                    }
-                                    let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, is_written, false);
+                                    let shapes = mode_shapes(kernel, &d.name, depth, shape, *modes);
                                     if is_written {
-                                        let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, true);
-                                        let qos = kernel.local(format!("{}_lvl{depth}_qos", d.name), ScalarType::I64);
-                                        let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
-                                        for (mode, &shape) in shapes.iter().enumerate() {
-                                            info.levels.push(LevelParams::CooOut { shape, ptr, idx, qos, dirty, mode, modes: *modes, rebuilt: false });
-                                        }
+                                        info.levels.extend(recorded_levels(kernel, &d.name, depth, &shapes, false));
                                     } else {
+                                        let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, false, false);
                                         let tbl: Vec<BufId> = (0..*modes).map(|k| kernel.buf(format!("{}_lvl{depth}_tbl{}", d.name, k + 1), ScalarType::I64, false, false)).collect();
                                         for (mode, &shape) in shapes.iter().enumerate() {
                                             info.levels.push(LevelParams::Coo { shape, ptr, tbl: tbl.clone(), mode, modes: *modes });
@@ -639,12 +629,7 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                 }
                                 LevelKind::SparseHash if is_written && hash_group(level).is_some() => {
                                     let modes = hash_group(level).unwrap_or(1);
-                                    let mut shapes = vec![shape];
-                                    for m in 1..modes {
-                                        let s = kernel.local(format!("{}_lvl{}_shape", d.name, depth + m), ScalarType::I64);
-                                        kernel.inputs.push(s);
-                                        shapes.push(s);
-                                    }
+                                    let shapes = mode_shapes(kernel, &d.name, depth, shape, modes);
                                     let mut buf = |what: &str| kernel.buf(format!("{}_lvl{depth}_{what}", d.name), ScalarType::I64, true, true);
                                     let (table, keys, slot_of) = (buf("table"), buf("keys"), buf("slot_of"));
                                     let (order, ptr, posmap) = (buf("order"), buf("fiber_ptr"), buf("posmap"));
@@ -736,19 +721,8 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                 // builds the levels from them.
                                 _ if is_written && matches!(leaf_of(level), LevelFormat::Element(_) | LevelFormat::Pattern) => {
                                     let modes = level.ndims();
-                                    let mut shapes = vec![shape];
-                                    for m in 1..modes {
-                                        let s = kernel.local(format!("{}_lvl{}_shape", d.name, depth + m), ScalarType::I64);
-                                        kernel.inputs.push(s);
-                                        shapes.push(s);
-                                    }
-                                    let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, true, false);
-                                    let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, true);
-                                    let qos = kernel.local(format!("{}_lvl{depth}_qos", d.name), ScalarType::I64);
-                                    let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
-                                    for (mode, &shape) in shapes.iter().enumerate() {
-                                        info.levels.push(LevelParams::CooOut { shape, ptr, idx, qos, dirty, mode, modes, rebuilt: true });
-                                    }
+                                    let shapes = mode_shapes(kernel, &d.name, depth, shape, modes);
+                                    info.levels.extend(recorded_levels(kernel, &d.name, depth, &shapes, true));
                                     level = leaf_of(level);
                                     depth += modes;
                                     continue;
@@ -825,6 +799,64 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
         tensors.push(info);
     }
     Ok(tensors)
+}
+
+/// The shape locals of a level spanning `modes` modes from `depth` (the first is `first`,
+/// already a kernel input; the others become inputs too).
+fn mode_shapes(
+    kernel: &mut Kernel,
+    name: &str,
+    depth: usize,
+    first: LocalId,
+    modes: usize,
+) -> Vec<LocalId> {
+    let mut shapes = vec![first];
+    for m in 1..modes {
+        let s = kernel.local(format!("{name}_lvl{}_shape", depth + m), ScalarType::I64);
+        kernel.inputs.push(s);
+        shapes.push(s);
+    }
+    shapes
+}
+
+/// The levels of a written group recorded as entries (a SparseCOO level, or levels the run
+/// time builds), one per mode, sharing their buffers and cursor.
+fn recorded_levels(
+    kernel: &mut Kernel,
+    name: &str,
+    depth: usize,
+    shapes: &[LocalId],
+    rebuilt: bool,
+) -> Vec<LevelParams> {
+    let ptr = kernel.buf(
+        format!("{name}_lvl{depth}_ptr"),
+        ScalarType::I64,
+        true,
+        false,
+    );
+    let idx = kernel.buf(
+        format!("{name}_lvl{depth}_idx"),
+        ScalarType::I64,
+        true,
+        true,
+    );
+    let qos = kernel.local(format!("{name}_lvl{depth}_qos"), ScalarType::I64);
+    let dirty = kernel.local(format!("{name}_lvl{depth}_dirty"), ScalarType::Bool);
+    let modes = shapes.len();
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(mode, &shape)| LevelParams::CooOut {
+            shape,
+            ptr,
+            idx,
+            qos,
+            dirty,
+            mode,
+            modes,
+            rebuilt,
+        })
+        .collect()
 }
 
 /// The leaf under `level`.
