@@ -6,7 +6,9 @@
 //! 1-based line number. Decisions:
 //! * `real` -> `f64` (`nan`, `inf`, `-inf`, `infinity` accepted), `integer` -> `i64`,
 //!   `pattern` -> `bool` (`true` per entry). `complex` (and so `hermitian`) is rejected:
-//!   complex values are not supported.
+//!   complex values are not supported. [`read_matrix_market_structure`] reads the
+//!   structure of any file, complex ones included: `true` per entry, the values checked
+//!   to be numbers and dropped.
 //! * `symmetric`/`skew-symmetric` files are expanded to the full matrix (skew negates);
 //!   they must store only the lower triangle (`i >= j`; strictly for skew), as the format
 //!   says — an upper entry is an error rather than a guess.
@@ -53,7 +55,7 @@ pub enum MtxSymmetry {
     Symmetric,
     /// `A[i,j] == -A[j,i]`; the strict lower triangle is stored.
     SkewSymmetric,
-    /// `A[i,j] == conj(A[j,i])` (complex only; rejected by the reader).
+    /// `A[i,j] == conj(A[j,i])` (complex only; only its structure can be read).
     Hermitian,
 }
 
@@ -220,6 +222,25 @@ fn negate(v: Value) -> Value {
 
 /// Parses Matrix Market text; `path` names the source in errors.
 pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
+    parse(text, path, Values::Keep)
+}
+
+/// Parses the structure of Matrix Market text of any field, complex and hermitian files
+/// included: each entry (after expanding symmetry; every position of an array file)
+/// becomes `true` of type `bool`. Values must still be numbers of the banner's field; the
+/// header keeps the file's field.
+pub fn read_matrix_market_structure(text: &str, path: &str) -> Result<MatrixMarket> {
+    parse(text, path, Values::Structure)
+}
+
+/// Whether a read keeps the values or only the structure.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Values {
+    Keep,
+    Structure,
+}
+
+fn parse(text: &str, path: &str, values: Values) -> Result<MatrixMarket> {
     let mut lines = Lines::new(text, path);
     // The banner must be the very first line.
     let first = text.split('\n').next().unwrap_or("").trim_end_matches('\r');
@@ -283,10 +304,13 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
             ))
         }
     };
-    if field == MtxField::Complex {
-        return Err(lines.err(1, "complex matrices are not supported"));
+    if field == MtxField::Complex && values == Values::Keep {
+        return Err(lines.err(
+            1,
+            "complex matrices are not supported (their structure can be read)",
+        ));
     }
-    if symmetry == MtxSymmetry::Hermitian {
+    if symmetry == MtxSymmetry::Hermitian && field != MtxField::Complex {
         return Err(lines.err(
             1,
             format!(
@@ -342,10 +366,24 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
         ));
     }
     let ty = match field {
+        _ if values == Values::Structure => ScalarType::Bool,
         MtxField::Integer => ScalarType::I64,
         MtxField::Pattern => ScalarType::Bool,
         _ => ScalarType::F64,
     };
+    // The value an entry gets: parsed, or `true` once its tokens are checked.
+    let value = |toks: &[&str], ln: usize, lines: &Lines| -> Result<Value> {
+        let mut v = Value::Bool(true);
+        for tok in toks {
+            v = parse_value(tok, field, ln, lines)?;
+        }
+        Ok(if values == Values::Structure {
+            Value::Bool(true)
+        } else {
+            v
+        })
+    };
+    let per_value = if field == MtxField::Complex { 2 } else { 1 };
     let mut coo = Coo::new(ty, &[m, n]);
     // Never trust the declared count for allocation beyond what the text can hold.
     let cap = |k: usize| k.min(text.len() / 4 + 1);
@@ -366,7 +404,11 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
             coo.coords[0].reserve(cap(nnz * expand));
             coo.coords[1].reserve(cap(nnz * expand));
             coo.vals.reserve(cap(nnz * expand));
-            let ncols = if field == MtxField::Pattern { 2 } else { 3 };
+            let ncols = if field == MtxField::Pattern {
+                2
+            } else {
+                2 + per_value
+            };
             let mut count = 0usize;
             while let Some((ln, line)) = lines.next_data(None) {
                 if count == nnz {
@@ -376,10 +418,10 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
                     ));
                 }
                 let mut toks = line.split_whitespace();
-                let mut t = [""; 3];
+                let mut t = [""; 4];
                 let mut k = 0;
                 for tok in toks.by_ref() {
-                    if k == 3 {
+                    if k == ncols {
                         k += 1;
                         break;
                     }
@@ -391,13 +433,13 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
                         ln,
                         format!(
                             "expected {ncols} numbers ({}) on an entry line, found {}",
-                            if ncols == 2 {
-                                "row column; the banner says pattern"
-                            } else {
-                                "row column value"
+                            match ncols {
+                                2 => "row column; the banner says pattern",
+                                3 => "row column value",
+                                _ => "row column real imaginary; the banner says complex",
                             },
-                            if k > 3 {
-                                "more than 3".to_string()
+                            if k > ncols {
+                                format!("more than {ncols}")
                             } else {
                                 k.to_string()
                             }
@@ -406,17 +448,14 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
                 }
                 let i = parse_index(t[0], ln, m, "row", &lines)?;
                 let j = parse_index(t[1], ln, n, "column", &lines)?;
-                let v = if field == MtxField::Pattern {
-                    Value::Bool(true)
-                } else {
-                    parse_value(t[2], field, ln, &lines)?
-                };
+                let v = value(&t[2..ncols], ln, &lines)?;
                 match symmetry {
-                    MtxSymmetry::Symmetric if i < j => {
+                    MtxSymmetry::Symmetric | MtxSymmetry::Hermitian if i < j => {
                         return Err(lines.err(ln, format!(
-                            "entry ({}, {}) is above the diagonal; a symmetric file stores the lower triangle only",
+                            "entry ({}, {}) is above the diagonal; a {} file stores the lower triangle only",
                             i + 1,
-                            j + 1
+                            j + 1,
+                            symmetry.name()
                         )))
                     }
                     MtxSymmetry::SkewSymmetric if i <= j => {
@@ -455,7 +494,7 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
                 MtxSymmetry::General => {
                     Box::new((0..n).flat_map(move |j| (0..m).map(move |i| (i, j))))
                 }
-                MtxSymmetry::Symmetric => {
+                MtxSymmetry::Symmetric | MtxSymmetry::Hermitian => {
                     Box::new((0..n).flat_map(move |j| (j..m).map(move |i| (i, j))))
                 }
                 _ => Box::new((0..n).flat_map(move |j| (j + 1..m).map(move |i| (i, j)))),
@@ -474,16 +513,21 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
                     ));
                 };
                 let toks: Vec<&str> = line.split_whitespace().collect();
-                if toks.len() != 1 {
+                if toks.len() != per_value {
                     return Err(lines.err(
                         ln,
                         format!(
-                            "expected one value per line in an array file, found {}",
+                            "expected {} per line in an array file, found {} numbers",
+                            if per_value == 1 {
+                                "one value"
+                            } else {
+                                "two numbers (real imaginary)"
+                            },
                             toks.len()
                         ),
                     ));
                 }
-                let v = parse_value(toks[0], field, ln, &lines)?;
+                let v = value(&toks, ln, &lines)?;
                 coo.coords[0].push(i);
                 coo.coords[1].push(j);
                 coo.vals.push(v);
@@ -502,7 +546,11 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
                 for d in 0..n {
                     coo.coords[0].push(d);
                     coo.coords[1].push(d);
-                    coo.vals.push(Value::zero_of(ty));
+                    coo.vals.push(if values == Values::Structure {
+                        Value::Bool(true)
+                    } else {
+                        Value::zero_of(ty)
+                    });
                 }
             }
             if let Some((ln, _)) = lines.next_data(None) {
@@ -528,6 +576,12 @@ pub fn read_matrix_market(text: &str, path: &str) -> Result<MatrixMarket> {
 pub fn read_matrix_market_file(path: &Path) -> Result<MatrixMarket> {
     let text = read_text(path)?;
     read_matrix_market(&text, &path.display().to_string())
+}
+
+/// Reads the structure of a Matrix Market file (see [`read_matrix_market_structure`]).
+pub fn read_matrix_market_structure_file(path: &Path) -> Result<MatrixMarket> {
+    let text = read_text(path)?;
+    read_matrix_market_structure(&text, &path.display().to_string())
 }
 
 pub(crate) fn read_text(path: &Path) -> Result<String> {
@@ -767,6 +821,45 @@ mod tests {
         )
         .unwrap();
         assert_eq!(a.coo.len(), 4);
+    }
+
+    #[test]
+    fn structure_reads_any_field_and_checks_values() {
+        let c = "%%MatrixMarket matrix coordinate complex hermitian\n3 3 3\n1 1 2 0\n3 1 1.5 -2\n3 3 0 0\n";
+        let mm = read_matrix_market_structure(c, "t").unwrap();
+        assert_eq!(mm.header.field, MtxField::Complex);
+        assert_eq!(mm.coo.ty, ScalarType::Bool);
+        assert_eq!(mm.coo.coords, vec![vec![0, 2, 0, 2], vec![0, 0, 2, 2]]);
+        assert!(mm.coo.vals.iter().all(|v| *v == Value::Bool(true)));
+        // The values are still checked, and the complex reader still refuses.
+        let bad = "%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 2 1.0 x\n";
+        match read_matrix_market_structure(bad, "t") {
+            Err(Error::Io {
+                line: 3, message, ..
+            }) => assert!(message.contains("`x`"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        let short = "%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 2 1.0\n";
+        match read_matrix_market_structure(short, "t") {
+            Err(Error::Io {
+                line: 3, message, ..
+            }) => {
+                assert!(message.contains("real imaginary"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let upper = "%%MatrixMarket matrix coordinate complex hermitian\n2 2 1\n1 2 1 1\n";
+        assert!(read_matrix_market_structure(upper, "t").is_err());
+        assert!(read_matrix_market(c, "t").is_err());
+        // Real files: the same entries as the value reader, as `true`; arrays are full.
+        let r = read_matrix_market_structure(&format!("{H}2 3 2\n1 1 1.5\n2 3 0\n"), "t").unwrap();
+        assert_eq!(r.coo.coords, vec![vec![0, 1], vec![0, 2]]);
+        let a = "%%MatrixMarket matrix array complex general\n2 1\n1 0\n0 0\n";
+        assert_eq!(read_matrix_market_structure(a, "t").unwrap().coo.len(), 2);
+        let k = "%%MatrixMarket matrix array real skew-symmetric\n2 2\n3\n";
+        let k = read_matrix_market_structure(k, "t").unwrap();
+        assert_eq!(k.coo.len(), 4);
+        assert!(k.coo.vals.iter().all(|v| *v == Value::Bool(true)));
     }
 
     #[test]

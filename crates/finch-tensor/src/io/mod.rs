@@ -7,7 +7,8 @@ mod summary;
 
 pub use frostt::{read_tns, read_tns_file, write_tns, write_tns_file};
 pub use matrix_market::{
-    read_matrix_market, read_matrix_market_file, write_matrix_market, write_matrix_market_file,
-    MatrixMarket, MtxField, MtxHeader, MtxLayout, MtxSymmetry, MtxWriteOptions,
+    read_matrix_market, read_matrix_market_file, read_matrix_market_structure,
+    read_matrix_market_structure_file, write_matrix_market, write_matrix_market_file, MatrixMarket,
+    MtxField, MtxHeader, MtxLayout, MtxSymmetry, MtxWriteOptions,
 };
 pub use summary::{structure_summary, MatrixStats, StructureSummary};
