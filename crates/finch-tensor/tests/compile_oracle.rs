@@ -1019,6 +1019,34 @@ fn reassociated_band_rows_are_contiguous_vector_loads() {
 }
 
 #[test]
+fn vector_loops_prefetch_the_loads_that_move_on() {
+    // A band row's values (positions in the level) are prefetched ahead; `x`, read at the
+    // row's own coordinates and again by the next rows, is not. A walk over a SparseList
+    // row prefetches its index and value streams; `x` is gathered.
+    let prefetched = |c: &str| -> Vec<String> {
+        c.lines()
+            .filter(|l| l.contains("__builtin_prefetch"))
+            .map(|l| {
+                let name = |p: &str| {
+                    c.lines()
+                        .find(|d| d.contains(&format!(" *restrict {p} = ")))
+                        .and_then(|d| d.rsplit("/* ").next())
+                        .map(|n| n.trim_end_matches(" */").to_string())
+                };
+                let at = l.split("(uintptr_t)(").nth(1).expect("an address");
+                name(at.split(' ').next().unwrap_or("")).expect("a buffer")
+            })
+            .collect()
+    };
+    let Some(band) = reassociated_row_spmv_c("SparseBand") else {
+        return;
+    };
+    assert_eq!(prefetched(&band), ["A_lvl3_val"], "{band}");
+    let list = reassociated_row_spmv_c("SparseList").expect("C");
+    assert_eq!(prefetched(&list), ["A_lvl2_idx", "A_lvl3_val"], "{list}");
+}
+
+#[test]
 fn a_repeated_read_is_read_once() {
     // `s[] += x[i] * x[i]` loads each stored value of `x` once (a `let`), like
     // `s[] += x[i] * 2.0`: the repeated read is not walked twice in lockstep.
