@@ -362,11 +362,11 @@ fn code_prints_c_and_ir() {
 
 #[test]
 fn programs_the_compiler_cannot_take_yet_point_to_the_reference_engine() {
-    // A permissive window indexed by an expression is not compiled yet.
-    let program = temp_path("permissive_window_by_expression.fin");
+    // A permissive shifted write into a SparseList level is not compiled yet.
+    let program = temp_path("shifted_sparse_write.fin");
     std::fs::write(
         &program,
-        "input A :: Dense(SparseList(Element(0.0)))\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = 1:2\n  s[] += coalesce(A[~(1:3)(i + 1), j], 0.0)\nend\n",
+        "input A :: Dense(SparseList(Element(0.0)))\noutput B :: Dense(SparseList(Element(0.0)))\nB .= 0\nfor j = _, i = _\n  B[~(i + 1), j] = A[i, j]\nend\n",
     )
     .expect("write program");
     let o = finch(&[

@@ -649,6 +649,10 @@ impl CompiledProgram {
                 "a window of `{0}` computed from the loop indices does not fit: it lies outside `{0}`, or its length differs from another range of its loop index; check the window bounds",
                 infos.get(tensor).map_or("?", |t| t.name.as_str())
             )),
+            Error::OutsideWindow { tensor } => Error::Program(format!(
+                "an index of a window of `{}` is outside the window: the window `(lo:hi)` is indexed from 1 to hi - lo + 1",
+                infos.get(tensor).map_or("?", |t| t.name.as_str())
+            )),
             other => other,
         }
         };

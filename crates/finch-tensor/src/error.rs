@@ -94,6 +94,13 @@ pub enum Error {
         /// The tensor's number in the program's declarations.
         tensor: usize,
     },
+    /// An expression indexing a window of a tensor in a compiled kernel left the
+    /// window's indices (the engine names the tensor).
+    #[error("an index of a window of tensor #{tensor} is outside the window")]
+    OutsideWindow {
+        /// The tensor's number in the program's declarations.
+        tensor: usize,
+    },
     /// A feature that exists in the language but not yet in this implementation.
     #[error("not supported yet: {0}")]
     Unsupported(String),

@@ -847,10 +847,18 @@ fn windows_read_and_write_slices() {
             "input A :: {f}\noutput B :: Dense(Dense(Element(0.0)))\nB .= 0\nfor j = _, i = _\n  B[i, j] = A[(2:3)(i), (2:5)(j)]\nend\n"
         ));
     }
-    // A window indexed by an expression (read at a computed index).
-    for f in ["SparseList(Element(0.0))", "RunList(Element(0.0))"] {
+    // A window indexed by an expression (read at a computed index); a permissive one
+    // reaching past the tensor (`x` has 10 entries) reads `missing` there.
+    for f in [
+        "SparseList(Element(0.0))",
+        "RunList(Element(0.0))",
+        "SparseBand(Element(0.0))",
+    ] {
         programs.push(format!(
             "input x :: {f}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = 1:3\n  s[] += x[(4:8)(i + 2)] * i\nend\n"
+        ));
+        programs.push(format!(
+            "input x :: {f}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = 1:5\n  s[] += coalesce(x[~(7:12)(i + 1)], 10.0) * i\nend\n"
         ));
     }
     // Writes through a window into a dense output of a given size.
@@ -908,6 +916,12 @@ fn windows_outside_the_tensor_are_errors() {
         (
             "input x :: SparseList(Element(0.0))\ninput z :: Dense(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _\n  s[] += x[(1:3)(j)] * z[j]\nend\n",
             "3",
+        ),
+        // A permissive window reads `missing` outside the tensor, but its index may not
+        // leave the window.
+        (
+            "input x :: SparseList(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = 1:4\n  s[] += coalesce(x[~(4:6)(i + 1)], 0.0)\nend\n",
+            "outside the window",
         ),
     ];
     for (text, needle) in cases {

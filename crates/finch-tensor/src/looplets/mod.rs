@@ -237,8 +237,10 @@ pub enum Expr {
     /// A loop index that is not yet bound (the loop is still being lowered).
     Index(String),
     /// A permissive computed access index (`x[~(i + j - 2)]`): outside the tensor the
-    /// read is `missing`.
-    Permissive(Box<Expr>),
+    /// read is `missing`. With a guard (a permissive window indexed by an expression,
+    /// `x[~(lo:hi)(i + 1)]`), the read is an error where the guard is false: the index
+    /// left the window.
+    Permissive(Box<Expr>, Option<Box<Expr>>),
     /// An access index `index + offset`, permissive (`~(...)`: out of bounds reads
     /// `missing`) or not; only in access index lists, until the level is unfurled.
     Wrapped {
@@ -339,7 +341,10 @@ pub fn substitute(s: Stmt, name: &str, with: &Expr) -> Stmt {
                 permissive,
                 in_bounds,
             },
-            Expr::Permissive(x) => Expr::Permissive(Box::new(expr(*x, name, with))),
+            Expr::Permissive(x, guard) => Expr::Permissive(
+                Box::new(expr(*x, name, with)),
+                guard.map(|g| Box::new(expr(*g, name, with))),
+            ),
             Expr::Call(op, a) => {
                 Expr::Call(op, a.into_iter().map(|x| expr(x, name, with)).collect())
             }

@@ -1813,15 +1813,10 @@ impl Converter<'_> {
                 let notation::Expr::Index(name) = &**within else {
                     // An expression: index `lo + e - 1` computed (and concordized), made
                     // out of range when `e` is outside the window so the read fails as the
-                    // reference's does.
-                    if permissive {
-                        return unsupported(format!(
-                            "the permissive window of `{}` indexed by `{}` (a permissive window is indexed by a loop index)",
-                            a.tensor,
-                            notation::print_expr(within)
-                        ));
-                    }
-                    if let (Ok(lo), Ok(hi)) = (self.bound(lo), self.bound(hi)) {
+                    // reference's does. A permissive window reads `missing` outside the
+                    // tensor, but `e` outside the window is still an error: the read's
+                    // guard.
+                    if let (Ok(lo), Ok(hi), false) = (self.bound(lo), self.bound(hi), permissive) {
                         self.windows.push(WindowCheck {
                             tensor: t,
                             mode: m,
@@ -1848,6 +1843,11 @@ impl Converter<'_> {
                         ],
                     );
                     let at = call(Op::Add, vec![lo, call(Op::Sub, vec![e, int(1)])]);
+                    if permissive {
+                        let guard = Box::new(self.expr(&inside)?);
+                        idx.push(Expr::Permissive(Box::new(self.expr(&at)?), Some(guard)));
+                        continue;
+                    }
                     idx.push(self.expr(&call(Op::IfElse, vec![inside, at, int(0)]))?);
                     continue;
                 };
@@ -1889,7 +1889,7 @@ impl Converter<'_> {
                     };
                     let at = self.expr(&at)?;
                     idx.push(if permissive {
-                        Expr::Permissive(Box::new(at))
+                        Expr::Permissive(Box::new(at), None)
                     } else {
                         at
                     });
@@ -1928,7 +1928,9 @@ impl Converter<'_> {
                     // A shifted write is a write at a computed index (concordized at the
                     // leaf); a permissive one outside the tensor is dropped.
                     let at = match e {
-                        notation::Expr::Permissive(x) => Expr::Permissive(Box::new(self.expr(x)?)),
+                        notation::Expr::Permissive(x) => {
+                            Expr::Permissive(Box::new(self.expr(x)?), None)
+                        }
                         other => self.expr(other)?,
                     };
                     let _ = (name, offset, permissive);
@@ -1986,7 +1988,7 @@ impl Converter<'_> {
                 }
                 // `~(expr)`: out of the tensor a read is `missing` and a write is dropped.
                 if let notation::Expr::Permissive(x) = e {
-                    idx.push(Expr::Permissive(Box::new(self.expr(x)?)));
+                    idx.push(Expr::Permissive(Box::new(self.expr(x)?), None));
                     continue;
                 }
                 idx.push(self.expr(e)?);

@@ -277,7 +277,12 @@ fn map_accesses(e: Expr, f: &mut dyn FnMut(Tensor, Vec<Expr>) -> Result<Expr>) -
                 .map(|x| map_accesses(x, f))
                 .collect::<Result<_>>()?,
         ),
-        Expr::Permissive(x) => Expr::Permissive(Box::new(map_accesses(*x, f)?)),
+        Expr::Permissive(x, guard) => Expr::Permissive(
+            Box::new(map_accesses(*x, f)?),
+            guard
+                .map(|g| map_accesses(*g, f).map(Box::new))
+                .transpose()?,
+        ),
         other => other,
     })
 }
@@ -337,7 +342,9 @@ fn mentions(s: &Stmt, index: &str) -> bool {
             Expr::Wrapped { index: i, by, .. } => {
                 i == index || by.as_ref().is_some_and(|b| in_expr(b, index))
             }
-            Expr::Permissive(x) => in_expr(x, index),
+            Expr::Permissive(x, guard) => {
+                in_expr(x, index) || guard.as_ref().is_some_and(|g| in_expr(g, index))
+            }
             Expr::Call(_, a) => a.iter().any(|x| in_expr(x, index)),
             Expr::Access(t, idx) => {
                 idx.iter().any(|x| in_expr(x, index))
@@ -898,10 +905,11 @@ impl Lowerer {
         let Some((fiber, value)) = exprs.iter().find_map(find) else {
             return Ok(None);
         };
-        // A permissive computed index reads `missing` outside the tensor.
-        let (value, permissive) = match value {
-            Expr::Permissive(x) => (*x, true),
-            v => (v, false),
+        // A permissive computed index reads `missing` outside the tensor; its guard, if
+        // any, is checked first.
+        let (value, permissive, guard) = match value {
+            Expr::Permissive(x, guard) => (*x, true, guard),
+            v => (v, false, None),
         };
         let v = self.index_value(&value, fiber.tensor)?;
         let k = self.fresh("concordant", ScalarType::I64);
@@ -933,7 +941,18 @@ impl Lowerer {
             hi: KExpr::Local(k),
             body: Box::new(body),
         })?;
-        let mut code = vec![KStmt::Assign(k, v)];
+        let mut code = Vec::new();
+        if let Some(g) = guard {
+            let (ok, _) = self.kexpr(&g)?;
+            code.push(KStmt::If {
+                cond: ok,
+                then: vec![],
+                otherwise: vec![KStmt::Fail(
+                    crate::backend::c::OUTSIDE_WINDOW_BASE + fiber.tensor as i32,
+                )],
+            });
+        }
+        code.push(KStmt::Assign(k, v));
         let written = match s {
             Stmt::Assign { lhs, .. } => bound_access(&lhs.0, &lhs.1) == Some(&fiber),
             _ => false,
@@ -961,7 +980,7 @@ impl Lowerer {
             let mut miss = |t: Tensor, idx: Vec<Expr>| -> Result<Expr> {
                 if !gone {
                     if let Tensor::Fiber(f) = &t {
-                        if *f == fiber && matches!(idx.last(), Some(Expr::Permissive(_))) {
+                        if *f == fiber && matches!(idx.last(), Some(Expr::Permissive(..))) {
                             gone = true;
                             return Ok(Expr::Lit(crate::algebra::Value::Missing));
                         }
@@ -1300,7 +1319,7 @@ impl Lowerer {
             match e {
                 Expr::Lit(_) | Expr::Code(_) => true,
                 Expr::Call(_, a) => a.iter().all(bound),
-                Expr::Index(_) | Expr::Wrapped { .. } | Expr::Permissive(_) | Expr::Access(..) => {
+                Expr::Index(_) | Expr::Wrapped { .. } | Expr::Permissive(..) | Expr::Access(..) => {
                     false
                 }
             }
@@ -2174,7 +2193,7 @@ impl Lowerer {
             Expr::Index(i) | Expr::Wrapped { index: i, .. } => Err(Error::Program(format!(
                 "internal: the index `{i}` is unbound at a leaf"
             ))),
-            Expr::Permissive(_) => Err(Error::Program(
+            Expr::Permissive(..) => Err(Error::Program(
                 "internal: a permissive index outside an access".into(),
             )),
             Expr::Access(t, idx) => {

@@ -87,7 +87,10 @@ impl Printer<'_> {
             Expr::Lit(v) => v.to_string(),
             Expr::Code(k) => self.kexpr(k),
             Expr::Index(i) => i.trim_start_matches("let:").to_string(),
-            Expr::Permissive(x) => format!("~({})", self.expr(x)),
+            Expr::Permissive(x, None) => format!("~({})", self.expr(x)),
+            Expr::Permissive(x, Some(g)) => {
+                format!("~({} if {} else error)", self.expr(x), self.expr(g))
+            }
             Expr::Wrapped {
                 index,
                 offset,

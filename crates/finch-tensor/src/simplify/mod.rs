@@ -38,7 +38,7 @@ pub fn type_of(e: &Expr, ty: &dyn Typer) -> Option<ScalarType> {
         Expr::Lit(v) => v.scalar_type(),
         Expr::Code(k) => Some(ty.code_type(k)),
         Expr::Index(_) | Expr::Wrapped { .. } => Some(ScalarType::I64),
-        Expr::Permissive(x) => type_of(x, ty),
+        Expr::Permissive(x, _) => type_of(x, ty),
         Expr::Access(t, _) => Some(ty.tensor_type(t)),
         Expr::Call(op, args) => {
             let tys: Option<Vec<ScalarType>> = args.iter().map(|a| type_of(a, ty)).collect();
@@ -95,7 +95,7 @@ pub fn may_be_missing(e: &Expr) -> bool {
     }
     match e {
         Expr::Lit(v) => v.is_missing(),
-        Expr::Code(_) | Expr::Index(_) | Expr::Wrapped { .. } | Expr::Permissive(_) => false,
+        Expr::Code(_) | Expr::Index(_) | Expr::Wrapped { .. } | Expr::Permissive(..) => false,
         Expr::Call(_, args) => args.iter().any(may_be_missing),
         Expr::Access(t, idx) => {
             idx.iter().any(|x| {
@@ -104,7 +104,7 @@ pub fn may_be_missing(e: &Expr) -> bool {
                     Expr::Wrapped {
                         permissive: true,
                         ..
-                    } | Expr::Permissive(_)
+                    } | Expr::Permissive(..)
                 )
             }) || tensor(t)
         }

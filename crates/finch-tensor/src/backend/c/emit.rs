@@ -57,9 +57,18 @@ pub const INDEX_OUT_OF_RANGE_BASE: i32 = 100;
 /// ranges of its index: this base plus the tensor's number.
 pub const WINDOW_MISMATCH_BASE: i32 = 1_000_000;
 
+/// An expression indexing a permissive window (`x[~(lo:hi)(i + 1)]`) outside the window's
+/// indices `1:hi-lo+1`: this base plus the tensor's number.
+pub const OUTSIDE_WINDOW_BASE: i32 = 2_000_000;
+
 impl ErrorCode {
     /// The error a code stands for.
     pub fn to_error(code: i32, kernel: &str) -> Error {
+        if code >= OUTSIDE_WINDOW_BASE {
+            return Error::OutsideWindow {
+                tensor: (code - OUTSIDE_WINDOW_BASE) as usize,
+            };
+        }
         if code >= WINDOW_MISMATCH_BASE {
             return Error::WindowMismatch {
                 tensor: (code - WINDOW_MISMATCH_BASE) as usize,

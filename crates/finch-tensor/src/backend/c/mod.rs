@@ -14,7 +14,10 @@ mod emit;
 mod simd;
 
 pub use compile::{cache_dir, cache_key, compiler, Compiler};
-pub use emit::{c_type, emit, CheckMode, ErrorCode, INDEX_OUT_OF_RANGE_BASE, WINDOW_MISMATCH_BASE};
+pub use emit::{
+    c_type, emit, CheckMode, ErrorCode, INDEX_OUT_OF_RANGE_BASE, OUTSIDE_WINDOW_BASE,
+    WINDOW_MISMATCH_BASE,
+};
 
 use std::collections::HashMap;
 use std::ffi::c_void;
