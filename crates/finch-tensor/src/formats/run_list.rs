@@ -8,7 +8,8 @@
 //! * **I5** when `shape > 0`, every fiber has at least one run, `right` is strictly
 //!   increasing within it and its last run ends at `shape - 1`
 //!
-//! Properties: ordered, unique, full. Protocols: read walk.
+//! Properties: ordered, unique, full. Protocols: read walk, gallop,
+//! follow (a binary search over the run ends).
 
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;

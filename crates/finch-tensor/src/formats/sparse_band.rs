@@ -10,7 +10,7 @@
 //! * **I3** a non-empty block lies in `0 .. shape`: `idx[p] < shape`, `w <= idx[p] + 1`
 //! * **I4** an empty fiber's `idx[p] <= shape` (it is otherwise ignored)
 //!
-//! Properties: ordered, unique, not full. Protocols: read walk.
+//! Properties: ordered, unique, not full. Protocols: read walk, follow.
 
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;

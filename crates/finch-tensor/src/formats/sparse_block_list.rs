@@ -10,7 +10,8 @@
 //! * **I6** a block lies in `0 .. shape`
 //! * **I7** within a fiber each block starts after the previous one ends
 //!
-//! Properties: ordered, unique, not full. Protocols: read walk, gallop.
+//! Properties: ordered, unique, not full. Protocols: read walk, gallop,
+//! follow (a binary search over the block ends).
 
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;

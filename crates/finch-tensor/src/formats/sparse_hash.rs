@@ -9,7 +9,7 @@
 //! * **I6** `idx[q] < shape`, strictly increasing within a fiber
 //!
 //! Properties: ordered (when frozen), unique, not full, random access. Protocols: read
-//! walk, follow.
+//! walk, gallop, follow.
 
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;

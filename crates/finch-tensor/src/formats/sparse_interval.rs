@@ -9,7 +9,7 @@
 //! * **I2** a non-empty run lies in `0 .. shape`
 //! * **I3** the child of an empty fiber is all fill
 //!
-//! Properties: ordered, unique, not full. Protocols: read walk.
+//! Properties: ordered, unique, not full. Protocols: read walk, follow.
 
 use super::level::{KernelBuf, LevelStorage};
 use crate::error::{Error, Result};

@@ -8,7 +8,7 @@
 //! * **I2** `idx[p] <= shape` (`shape` = empty)
 //! * **I3** the child of an empty fiber is all fill
 //!
-//! Properties: ordered, unique, not full. Protocols: read walk.
+//! Properties: ordered, unique, not full. Protocols: read walk, follow.
 
 use super::level::{KernelBuf, LevelStorage};
 use crate::error::{Error, Result};

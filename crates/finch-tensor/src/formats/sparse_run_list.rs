@@ -7,7 +7,8 @@
 //! * **I5** `len(left) == len(right)`, `left[q] <= right[q] < shape`
 //! * **I6** within a fiber each run starts after the previous one ends
 //!
-//! Properties: ordered, unique, not full. Protocols: read walk.
+//! Properties: ordered, unique, not full. Protocols: read walk, gallop,
+//! follow (a binary search over the run ends).
 
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;
