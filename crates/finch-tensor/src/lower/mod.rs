@@ -2121,12 +2121,18 @@ impl Lowerer {
             otherwise: vec![],
         }];
         code.extend(store);
-        if h.skip_fill_values && op.is_none() {
-            // Only values other than the fill are stored (and claim the index).
+        if h.skip_fill_values {
+            // Only stores of values other than the fill, and updates by values other than
+            // the operator's identity (`+= 0` changes nothing), claim the index: the
+            // result holds what a dense run would store.
             let (v, ty) = self.kexpr(&rhs)?;
-            if let Some(f) = fill.convert_exact(ty) {
+            let unchanged = match op {
+                None => fill.convert_exact(ty),
+                Some(op) => op.identity(ty, crate::algebra::Side::Right),
+            };
+            if let Some(u) = unchanged {
                 return Ok(vec![KStmt::If {
-                    cond: KExpr::bin(Op::Ne, v, KExpr::Lit(f)),
+                    cond: KExpr::bin(Op::Ne, v, KExpr::Lit(u)),
                     then: code,
                     otherwise: vec![],
                 }]);
