@@ -627,27 +627,23 @@ fn sparse_outputs_store_only_the_structure() {
 /// does not fit is refused by both. (Found by a differential fuzz against the reference.)
 #[test]
 fn identity_updates_claim_no_index_of_single_entry_outputs() {
-    // Column 1 of A is empty and x is non-zero only there: y is all zeros, though the
-    // kernel adds a zero of the first column's zero run to each y[i]. Then x = e2 adds
-    // A's second column, one non-zero (y = [0, 0, 7, 0]) or two (refused).
-    let a = |col2: [f64; 4]| {
+    // `y[i] = sum_j A[j, i] x[j]`. Fiber 1 of A is one zero run (`y[1] += 0 * x[j]`), fiber
+    // 3 holds 7 at j = 3; fiber 2 is empty (y = [0, 0, 7, 0]: fits) or holds 3 (two
+    // non-zeros: fits neither format).
+    let a = |fiber2: [f64; 4]| {
         let mut d = vec![0.0; 4];
-        d.extend(col2);
-        d.extend([0.0; 8]);
+        d.extend(fiber2);
+        d.extend([0.0, 0.0, 7.0, 0.0]);
+        d.extend([0.0; 4]);
         DenseArray::from_f64(&[4, 4], &d).unwrap()
     };
-    let x1 = DenseArray::from_f64(&[4], &[5.0, 0.0, 0.0, 0.0]).unwrap();
-    let x2 = DenseArray::from_f64(&[4], &[0.0, 1.0, 0.0, 0.0]).unwrap();
+    let x = DenseArray::from_f64(&[4], &[5.0, 1.0, 1.0, 0.0]).unwrap();
     for out in ["SparsePoint", "SparseInterval"] {
-        let text = format!("input A :: Dense(RunList(Element(0.0)))\ninput x :: SparseBand(Element(0.0))\noutput y :: {out}(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[j]\nend\n");
+        let text = format!("input A :: Dense(RunList(Element(0.0)))\ninput x :: SparseBand(Element(0.0))\noutput y :: {out}(Element(0.0))\ny .= 0\nfor i = _, j = _\n  y[i] += A[j, i] * x[j]\nend\n");
         let p = Program::parse(&text).unwrap();
         let format = Format::parse(&format!("{out}(Element(0.0))")).unwrap();
-        for (col2, x, fits) in [
-            ([0.0, 0.0, 7.0, 0.0], &x1, true),
-            ([0.0, 0.0, 7.0, 0.0], &x2, true),
-            ([0.0, 3.0, 7.0, 0.0], &x2, false),
-        ] {
-            let a = a(col2);
+        for (fiber2, fits) in [([0.0; 4], true), ([0.0, 3.0, 0.0, 0.0], false)] {
+            let a = a(fiber2);
             let mut want = Bindings::new();
             want.insert("A", a.clone());
             want.insert("x", x.clone());
@@ -666,18 +662,14 @@ fn identity_updates_claim_no_index_of_single_entry_outputs() {
                     ),
                     (
                         "x".to_string(),
-                        Tensor::from_dense(&Format::parse("SparseBand(Element(0.0))").unwrap(), x)
+                        Tensor::from_dense(&Format::parse("SparseBand(Element(0.0))").unwrap(), &x)
                             .unwrap(),
                     ),
                 ]);
                 let got = p.compile(engine).unwrap().run(&mut t, &HashMap::new());
-                assert_eq!(got.is_ok(), fits, "{engine:?}, {out}, {col2:?}: {got:?}");
+                assert_eq!(got.is_ok(), fits, "{engine:?}, {out}, {fiber2:?}: {got:?}");
                 if fits {
-                    assert_eq!(
-                        &t["y"].to_dense().unwrap(),
-                        want.get("y").unwrap(),
-                        "{engine:?}, {out}"
-                    );
+                    assert_eq!(&t["y"].to_dense().unwrap(), y, "{engine:?}, {out}");
                 }
             }
         }

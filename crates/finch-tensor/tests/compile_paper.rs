@@ -1169,3 +1169,65 @@ fn outputs_too_large_for_64_bit_positions_are_refused() {
         }
     }
 }
+
+/// A loop that does not index an output, between the loop that picks one of its fibers
+/// and the loop over the fiber's index (`for j, i: y[i] += A[i, j] * x[j]`), writes that
+/// fiber once per iteration. A level written in order, once per index, cannot take that
+/// (it would start the fiber again and lose the earlier passes): the compiler refuses it
+/// by name. Levels that take writes in any order, and SparsePoint (which adds to its one
+/// entry), compute what the reference computes. (Found by a differential fuzz: these
+/// programs used to return wrong values silently.)
+#[test]
+fn writes_that_would_restart_an_in_order_fiber_are_refused() {
+    let a = DenseArray::from_f64(&[2, 2], &[-5.0, -3.0, 0.0, 7.0]).unwrap();
+    let x = DenseArray::from_f64(&[2], &[2.0, 3.0]).unwrap();
+    let spmv = "input A :: Dense(SparseList(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: {y}\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[j]\nend\n";
+    let spgemm = "input A :: Dense(SparseList(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: {y}\ny .= 0\nfor j = _, k = _, i = _\n  y[i, j] += A[i, k] * A[k, j] * x[k]\nend\n";
+    for (template, out, refused) in [
+        (spmv, "SparseList(Element(0.0))", true),
+        (spmv, "RunList(Element(0.0))", true),
+        (spmv, "SparseBand(Element(0.0))", true),
+        (spmv, "SparseCOO{1}(Element(0.0))", true),
+        (spmv, "SparseInterval(Element(0.0))", true),
+        (spgemm, "Dense(SparseList(Element(0.0)))", true),
+        (spgemm, "SparseList(Dense(Element(0.0)))", true),
+        (spmv, "Dense(Element(0.0))", false),
+        (spmv, "SparseHash(Element(0.0))", false),
+        (spmv, "SparseByteMap(Element(0.0))", false),
+        (spgemm, "Dense(SparseHash(Element(0.0)))", false),
+    ] {
+        let text = template.replace("{y}", out);
+        let p = Program::parse(&text).unwrap();
+        let mut want = Bindings::new();
+        want.insert("A", a.clone());
+        want.insert("x", x.clone());
+        p.run_reference(&mut want, &RunOptions::default()).unwrap();
+        for engine in [Engine::Interp, Engine::C] {
+            match p.compile(engine) {
+                Err(e) => {
+                    assert!(refused, "{engine:?} {out}: {e}");
+                    let e = e.to_string();
+                    assert!(
+                        e.contains("not supported yet") && e.contains("inside the loop over"),
+                        "{e}"
+                    );
+                }
+                Ok(_) => {
+                    assert!(!refused, "{engine:?} {out} compiled");
+                    let got = compiled(&text, engine, &[("A", &a), ("x", &x)]);
+                    assert_eq!(&got["y"], want.get("y").unwrap(), "{engine:?} {out}");
+                }
+            }
+        }
+    }
+    // A workspace declared inside the outer loop is a fresh fiber on every iteration.
+    let fresh = "input A :: Dense(SparseList(Element(0.0)))\noutput s :: Scalar(0.0)\ntemp w :: SparseList(Element(0.0))\ns .= 0\nfor j = _\n  w .= 0\n  for i = _\n    w[i] = A[i, j] * 2.0\n  end\n  for i = _\n    s[] += w[i]\n  end\nend\n";
+    for engine in [Engine::Interp, Engine::C] {
+        let got = compiled(fresh, engine, &[("A", &a)]);
+        assert_eq!(
+            got["s"].data,
+            vec![Value::F64(-2.0 * (5.0 + 3.0 - 7.0))],
+            "{engine:?}"
+        );
+    }
+}

@@ -962,6 +962,8 @@ struct Converter<'a> {
     constraints: Vec<(Size, Size, String)>,
     output_shapes: HashMap<usize, Vec<Option<Size>>>,
     windows: Vec<WindowCheck>,
+    /// How many loops enclosed each tensor's last declaration (`X .= v`).
+    declared_at: HashMap<usize, usize>,
     top_level: bool,
     /// Sparse outputs already written by a statement.
     sparse_written: std::collections::HashSet<usize>,
@@ -988,6 +990,7 @@ pub fn convert(program: &crate::Program) -> Result<Converted> {
         constraints: Vec::new(),
         output_shapes: HashMap::new(),
         windows: Vec::new(),
+        declared_at: HashMap::new(),
         top_level: true,
         sparse_written: std::collections::HashSet::new(),
         warnings: Vec::new(),
@@ -1289,6 +1292,7 @@ impl Converter<'_> {
             }
             notation::Stmt::Declare { tensor, init } => {
                 let t = self.tensor(tensor)?;
+                self.declared_at.insert(t, self.loops.len());
                 let init = match self.expr(init)? {
                     Expr::Lit(v) => v,
                     _ => {
@@ -2047,6 +2051,9 @@ impl Converter<'_> {
                 a.indices.iter().map(notation::print_expr).collect::<Vec<_>>().join(", ")
             ));
         }
+        if is_write && depths.len() == ndims {
+            self.check_single_pass(t, &depths, a)?;
+        }
         if is_write {
             if let Some(&d) = depths.iter().find(|&&d| self.loop_offsets[d] != 0) {
                 return unsupported(format!(
@@ -2078,6 +2085,43 @@ impl Converter<'_> {
             protocols,
         });
         Ok((root, idx))
+    }
+
+    /// A level written in order, once per index (a SparseList, a structured or a recorded
+    /// level) is filled in one pass over each of its fibers. A loop that does not index
+    /// the tensor, between the loop that picks the fiber (the parent level's index, or the
+    /// tensor's declaration for the root) and the loop over the level's own index, would
+    /// start each fiber again on every iteration and lose what the earlier ones wrote, so
+    /// it is refused. `depths[m]` is the depth of the loop over mode `m`.
+    fn check_single_pass(&self, t: usize, depths: &[usize], a: &notation::Access) -> Result<()> {
+        let info = &self.tensors[t];
+        let ndims = depths.len();
+        let mut outer = self.declared_at.get(&t).copied().unwrap_or(0);
+        for (k, level) in info.levels.iter().take(ndims).enumerate() {
+            let m = ndims - 1 - k;
+            let d = depths[m];
+            // A SparsePoint keeps its fiber's index and value in its buffers, so a later
+            // pass adds to them (or conflicts) rather than starting over.
+            let restarts =
+                is_extruded(level) && !matches!(level, LevelParams::SparsePointOut { .. });
+            if restarts {
+                if let Some(between) = (outer..d).find(|&b| !depths.contains(&b)) {
+                    return unsupported(format!(
+                        "writing `{}[{}]` inside the loop over `{}`, which does not index `{}`: each of its iterations would write mode {} of `{}` ({}) again from the start, but that level is written in order, once per index; make `{}` an inner loop, or write into Dense, SparseByteMap or SparseHash levels (which take writes in any order) and convert",
+                        a.tensor,
+                        a.indices.iter().map(notation::print_expr).collect::<Vec<_>>().join(", "),
+                        self.loops[between].0,
+                        a.tensor,
+                        m + 1,
+                        a.tensor,
+                        info.format,
+                        self.loops[between].0
+                    ));
+                }
+            }
+            outer = d + 1;
+        }
+        Ok(())
     }
 
     fn expr(&mut self, e: &notation::Expr) -> Result<Expr> {
