@@ -1,7 +1,9 @@
 /* How fast can SpMV over a block list be on a real matrix, written by hand? Reads a Matrix
  * Market file, builds CSR and a block list (maximal runs of consecutive columns per row),
  * and times, in one run: strict scalar CSR, strict scalar blocks, AVX-512 blocks with one
- * accumulator per row or per block, and AVX-512 CSR with gathers (the minimum of 300 runs).
+ * accumulator per row or per block, and AVX-512 CSR with gathers (the minimum of 300 runs);
+ * then the AVX-512 kernels prefetching their value (and CSR index) streams 2 KB ahead, as
+ * Finch-RS's generated AVX-512 loops do.
  * Used in bench/results/structure.md to show where the SparseBlockList format can win.
  *   cc -O3 -march=native -o /tmp/block_list_limit bench/block_list_limit.c
  *   /tmp/block_list_limit ../shared/data/matrices/bcsstk16.mtx
@@ -9,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <time.h>
 #include <immintrin.h>
 typedef struct { long i, j; double v; } E;
@@ -23,6 +26,11 @@ __attribute__((target("avx512f,avx512dq,avx512vl")))
 void blk512b(void) { for (long i = 0; i < n; i++) { double s = y[i]; for (long b = bptr[i]; b < bptr[i+1]; b++) { long last = bidx[b], len = bofs[b+1] - bofs[b]; const double *v = val + bofs[b]; const double *xx = x + last - len + 1; __m512d acc = _mm512_setzero_pd(); for (long k = 0; k < len; k += 8) { long r = len - k; __mmask8 m = r >= 8 ? 0xFF : (__mmask8)((1u << r) - 1); acc = _mm512_mask3_fmadd_pd(_mm512_maskz_loadu_pd(m, v + k), _mm512_maskz_loadu_pd(m, xx + k), acc, m); } s += _mm512_reduce_add_pd(acc); } y[i] = s; } }
 __attribute__((target("avx512f,avx512dq,avx512vl")))
 void csr512(void) { for (long i = 0; i < n; i++) { __m512d acc = _mm512_setzero_pd(); long q0 = ptr[i], e = ptr[i+1]; for (long q = q0; q < e; q += 8) { long r = e - q; __mmask8 m = r >= 8 ? 0xFF : (__mmask8)((1u << r) - 1); __m512i ix = _mm512_maskz_loadu_epi64(m, idx + q); acc = _mm512_mask3_fmadd_pd(_mm512_maskz_loadu_pd(m, val + q), _mm512_mask_i64gather_pd(_mm512_setzero_pd(), m, ix, x, 8), acc, m); } y[i] += _mm512_reduce_add_pd(acc); } }
+#define AHEAD(p) __builtin_prefetch((const void *)((uintptr_t)(p) + 2048))
+__attribute__((target("avx512f,avx512dq,avx512vl")))
+void blk512p(void) { for (long i = 0; i < n; i++) { __m512d acc = _mm512_setzero_pd(); for (long b = bptr[i]; b < bptr[i+1]; b++) { long last = bidx[b], len = bofs[b+1] - bofs[b]; const double *v = val + bofs[b]; const double *xx = x + last - len + 1; for (long k = 0; k < len; k += 8) { AHEAD(v + k); long r = len - k; __mmask8 m = r >= 8 ? 0xFF : (__mmask8)((1u << r) - 1); acc = _mm512_mask3_fmadd_pd(_mm512_maskz_loadu_pd(m, v + k), _mm512_maskz_loadu_pd(m, xx + k), acc, m); } } y[i] += _mm512_reduce_add_pd(acc); } }
+__attribute__((target("avx512f,avx512dq,avx512vl")))
+void csr512p(void) { for (long i = 0; i < n; i++) { __m512d acc = _mm512_setzero_pd(); long q0 = ptr[i], e = ptr[i+1]; for (long q = q0; q < e; q += 8) { AHEAD(val + q); AHEAD(idx + q); long r = e - q; __mmask8 m = r >= 8 ? 0xFF : (__mmask8)((1u << r) - 1); __m512i ix = _mm512_maskz_loadu_epi64(m, idx + q); acc = _mm512_mask3_fmadd_pd(_mm512_maskz_loadu_pd(m, val + q), _mm512_mask_i64gather_pd(_mm512_setzero_pd(), m, ix, x, 8), acc, m); } y[i] += _mm512_reduce_add_pd(acc); } }
 double bench(void (*f)(void)) { double best = 1e9; for (int r = 0; r < 300; r++) { memset(y, 0, n * sizeof(double)); double t = now(); f(); t = now() - t; if (t < best) best = t; } return best * 1e3; }
 int main(int argc, char **argv) {
   FILE *fp = fopen(argv[1], "r"); char line[512]; int sym = 0;
@@ -40,4 +48,5 @@ int main(int argc, char **argv) {
   for (long i = 0; i < n; i++) { for (long q = ptr[i]; q < ptr[i+1]; q++) { if (q == ptr[i] || idx[q] != idx[q-1] + 1) { nb++; } bidx[nb-1] = idx[q]; bofs[nb] = q + 1; } bptr[i+1] = nb; }
   printf("n %ld nnz %ld blocks %ld (%.1f per block)\n", n, nnz, nb, (double)nnz / nb);
   printf("csr %.3f\nblk %.3f\nblk512 row-acc %.3f\nblk512 block-acc %.3f\ncsr512 %.3f\n", bench(csr), bench(blk), bench(blk512), bench(blk512b), bench(csr512));
+  printf("blk512 row-acc, prefetch %.3f\ncsr512, prefetch %.3f\n", bench(blk512p), bench(csr512p));
 }
