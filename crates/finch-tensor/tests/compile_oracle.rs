@@ -331,7 +331,8 @@ fn check_program(
 
 /// Kernels whose output format is `{O}`, in loop orders that write the output in order
 /// and out of order, and with loops that do not index it.
-const WRITTEN: [Kernel; 6] = [
+const WRITTEN: [Kernel; 7] = [
+    Kernel { name: "matrix_out_spgemm_outer_k", text: "input A :: {A}\ninput B :: {B}\noutput C :: {O}\nC .= 0\nfor k = _, j = _, i = _\n  C[i, j] += A[i, k] * B[k, j]\nend\n", inputs: &[("A", true, 0, 2), ("B", true, 2, 1)] },
     Kernel { name: "vector_out_column_major_spmv", text: "input A :: {A}\ninput x :: {x}\noutput y :: {O}\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[j]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "vector_out_row_major_spmv", text: "input A :: {A}\ninput x :: {x}\noutput y :: {O}\ny .= 0\nfor i = _, j = _\n  y[i] += A[j, i] * x[j]\nend\n", inputs: &[("A", true, 1, 0), ("x", false, 1, 0)] },
     Kernel { name: "vector_out_max", text: "input x :: {x}\ninput z :: {z}\noutput y :: {O}\ny .= 0\nfor i = _\n  y[i] = max(x[i], z[i])\nend\n", inputs: &[("x", false, 0, 0), ("z", false, 0, 0)] },

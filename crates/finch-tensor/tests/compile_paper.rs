@@ -1183,6 +1183,8 @@ fn writes_that_would_restart_an_in_order_fiber_are_refused() {
     let x = DenseArray::from_f64(&[2], &[2.0, 3.0]).unwrap();
     let spmv = "input A :: Dense(SparseList(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: {y}\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[j]\nend\n";
     let spgemm = "input A :: Dense(SparseList(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: {y}\ny .= 0\nfor j = _, k = _, i = _\n  y[i, j] += A[i, k] * A[k, j] * x[k]\nend\n";
+    // k outermost: each column of `y` (a Dense parent) is come back to for every k.
+    let outer = "input A :: Dense(SparseList(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: {y}\ny .= 0\nfor k = _, j = _, i = _\n  y[i, j] += A[i, k] * A[k, j] * x[k]\nend\n";
     for (template, out, refused) in [
         (spmv, "SparseList(Element(0.0))", true),
         (spmv, "RunList(Element(0.0))", true),
@@ -1190,6 +1192,10 @@ fn writes_that_would_restart_an_in_order_fiber_are_refused() {
         (spmv, "SparseCOO{1}(Element(0.0))", true),
         (spmv, "SparseInterval(Element(0.0))", true),
         (spgemm, "Dense(SparseList(Element(0.0)))", true),
+        (outer, "Dense(SparseList(Element(0.0)))", true),
+        (outer, "Dense(RunList(Element(0.0)))", true),
+        (outer, "Dense(Dense(Element(0.0)))", false),
+        (outer, "Dense(SparseByteMap(Element(0.0)))", false),
         (spgemm, "SparseList(Dense(Element(0.0)))", true),
         (spmv, "Dense(Element(0.0))", false),
         (spmv, "SparseHash(Element(0.0))", false),

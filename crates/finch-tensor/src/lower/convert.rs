@@ -2089,14 +2089,15 @@ impl Converter<'_> {
 
     /// A level written in order, once per index (a SparseList, a structured or a recorded
     /// level) is filled in one pass over each of its fibers. A loop that does not index
-    /// the tensor, between the loop that picks the fiber (the parent level's index, or the
-    /// tensor's declaration for the root) and the loop over the level's own index, would
-    /// start each fiber again on every iteration and lose what the earlier ones wrote, so
-    /// it is refused. `depths[m]` is the depth of the loop over mode `m`.
+    /// the tensor, inside the tensor's declaration and around the loop over the level's
+    /// own index, would come back to the same fibers on every iteration (between the
+    /// levels' loops, or around a Dense parent's: `for k, j, i` writing `C[i, j]`) and
+    /// start them again, losing what the earlier passes wrote, so it is refused.
+    /// `depths[m]` is the depth of the loop over mode `m`.
     fn check_single_pass(&self, t: usize, depths: &[usize], a: &notation::Access) -> Result<()> {
         let info = &self.tensors[t];
         let ndims = depths.len();
-        let mut outer = self.declared_at.get(&t).copied().unwrap_or(0);
+        let declared = self.declared_at.get(&t).copied().unwrap_or(0);
         for (k, level) in info.levels.iter().take(ndims).enumerate() {
             let m = ndims - 1 - k;
             let d = depths[m];
@@ -2105,7 +2106,7 @@ impl Converter<'_> {
             let restarts =
                 is_extruded(level) && !matches!(level, LevelParams::SparsePointOut { .. });
             if restarts {
-                if let Some(between) = (outer..d).find(|&b| !depths.contains(&b)) {
+                if let Some(between) = (declared..d).find(|&b| !depths.contains(&b)) {
                     return unsupported(format!(
                         "writing `{}[{}]` inside the loop over `{}`, which does not index `{}`: each of its iterations would write mode {} of `{}` ({}) again from the start, but that level is written in order, once per index; make `{}` an inner loop, or write into Dense, SparseByteMap or SparseHash levels (which take writes in any order) and convert",
                         a.tensor,
@@ -2119,7 +2120,6 @@ impl Converter<'_> {
                     ));
                 }
             }
-            outer = d + 1;
         }
         Ok(())
     }
