@@ -407,7 +407,9 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          reassociated, the bands and the triangle gain 1.4-2.2x.\n\
          * SparsePoint: per row the permutation reads `idx` and `x[j]` and writes `y`; CSR adds \
          only the `ptr` array, 8 of 40 bytes, so a kernel bound by data movement gains at \
-         most about 1.25x; measured 1.28-1.43x over this session's runs (the paper reports 1.3x).\n\
+         most about 1.25x; measured 1.28-1.43x over this session's runs (the paper reports 1.3x). \
+         Reassociated, the SparseList counterpart runs each one-entry row as a masked AVX-512 \
+         group with a one-lane gather, which makes it slower than its strict loop.\n\
          * SparseBlockList gains 1.5x or more on rows of long blocks (the synthetic rows; \
          qc324's 33-entry blocks are 324 rows, a 10-microsecond kernel). On matrices whose \
          blocks are short (3.5-7.8 entries) every block costs a loop exit the branch \

@@ -1125,6 +1125,23 @@ fn reassociated_block_rows_reduce_once_per_row() {
 }
 
 #[test]
+fn pattern_rows_vectorize_like_valued_ones() {
+    // A Pattern leaf reads `true`: `f64(true) * x[i]` folds to `x[i]` (exact), so the
+    // row's loop has no cast left and runs as AVX-512 gathers like a valued one.
+    let text = "input A :: Dense(SparseList(Pattern()))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n";
+    let k = Program::parse(text)
+        .unwrap()
+        .compile_with(Engine::C, &CompileOptions { reassociate: true })
+        .unwrap();
+    assert!(!k.kernel().to_string().contains("true"), "{}", k.kernel());
+    if k.engine() != Engine::C {
+        return;
+    }
+    let c = k.c_source(finch::backend::c::CheckMode::Trusted).unwrap();
+    assert!(c.contains("_mm512_mask_i64gather_pd"), "{c}");
+}
+
+#[test]
 fn reassociated_band_rows_are_contiguous_vector_loads() {
     // A SparseBand row is a dense run: with `reassociate`, its `for` loop reads the values
     // and `x` with masked vector loads, no gathers.

@@ -2,8 +2,10 @@
 //! the kernel computes), `0 * x = 0`, `1 * x = x`,
 //! `x + 0 = x`, `x - 0 = x`, `(x - a) + b = x + (b - a)` and `(x + a) - b = x + (a - b)` for
 //! literals `a`, `b`; comparisons of two `i64` literals, and an `if` on a constant becomes
-//! its branch. Only `i64` expressions are touched (exact integer identities; float
-//! arithmetic is left alone), so semantics are unchanged.
+//! its branch. Besides `i64` arithmetic (exact integer identities) only two exact float
+//! rewrites: a cast of a literal that converts exactly is the converted literal, and
+//! `1.0 * x = x` (exact in IEEE arithmetic: a Pattern leaf's `true` times `x`, which then
+//! vectorizes). Other float arithmetic is left alone, so semantics are unchanged.
 
 use super::ir::{KExpr, KStmt};
 use crate::algebra::{Op, Value};
@@ -31,6 +33,20 @@ pub fn tidy_expr(e: KExpr) -> KExpr {
     match e {
         KExpr::Op(op, args) => {
             let args: Vec<KExpr> = args.into_iter().map(tidy_expr).collect();
+            if let (Op::Cast(ty), [KExpr::Lit(v)]) = (op, args.as_slice()) {
+                if let Some(c) = v.convert_exact(ty) {
+                    return KExpr::Lit(c);
+                }
+            }
+            if op == Op::Mul && args.len() == 2 {
+                let one = |e: &KExpr| matches!(e, KExpr::Lit(Value::F64(x)) if *x == 1.0);
+                if one(&args[0]) {
+                    return args[1].clone();
+                }
+                if one(&args[1]) {
+                    return args[0].clone();
+                }
+            }
             let typed_i64 = args.iter().any(|a| int(a).is_some()) || args.iter().all(is_int_expr);
             if !typed_i64 || args.len() != 2 {
                 return KExpr::Op(op, args);
