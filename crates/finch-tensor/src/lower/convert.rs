@@ -543,7 +543,15 @@ fn unsupported<T>(what: impl Into<String>) -> Result<T> {
 }
 
 /// Builds the tensor table and kernel parameters.
-fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<TensorInfo>> {
+/// The tensor table. Outputs named in `any_order` (written in a loop order their
+/// in-order levels cannot take) keep their leading Dense levels, and the levels below
+/// become one SparseHash group: written in any order, repeated, and built into the
+/// declared format when frozen.
+fn tensor_table(
+    program: &crate::Program,
+    kernel: &mut Kernel,
+    any_order: &std::collections::HashSet<String>,
+) -> Result<Vec<TensorInfo>> {
     let mut written = std::collections::HashSet::new();
     fn writes(s: &notation::Stmt, out: &mut std::collections::HashSet<String>) {
         match s {
@@ -606,8 +614,47 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                             let shape = kernel
                                 .local(format!("{}_lvl{depth}_shape", d.name), ScalarType::I64);
                             kernel.inputs.push(shape);
+                            // The levels below an output's leading Dense ones, as one
+                            // SparseHash group (see above).
+                            let hashed = (*kind != LevelKind::Dense
+                                && is_written
+                                && any_order.contains(&d.name)
+                                && matches!(leaf_of(level), LevelFormat::Element(_)))
+                            .then(|| modes_below(level));
                             match kind {
                                 LevelKind::Dense => info.levels.push(LevelParams::Dense { shape }),
+                                _ if hashed.is_some() || (*kind == LevelKind::SparseHash && is_written && hash_group(level).is_some()) => {
+                                    let modes = hashed.or(hash_group(level)).unwrap_or(1);
+                                    let shapes = mode_shapes(kernel, &d.name, depth, shape, modes);
+                                    let mut buf = |what: &str| kernel.buf(format!("{}_lvl{depth}_{what}", d.name), ScalarType::I64, true, true);
+                                    let (table, keys, slot_of) = (buf("table"), buf("keys"), buf("slot_of"));
+                                    let (order, ptr, posmap) = (buf("order"), buf("fiber_ptr"), buf("posmap"));
+                                    let tbl = (0..modes).map(|m| buf(&format!("coord{}", m + 1))).collect();
+                                    let frozen = kernel.local(format!("{}_lvl{depth}_frozen", d.name), ScalarType::Bool);
+                                    let view = HashView { order, ptr, frozen, tbl, posmap };
+                                    let mut local = |what: &str, ty| kernel.local(format!("{}_lvl{depth}_{what}", d.name), ty);
+                                    let (count, at, dirty) = (local("count", ScalarType::I64), local("at", ScalarType::I64), local("dirty", ScalarType::Bool));
+                                    kernel.outputs.push(count);
+                                    for (mode, &shape) in shapes.iter().enumerate() {
+                                        info.levels.push(LevelParams::HashOut { shape, mode, modes, table, keys, slot_of, count, at, dirty, view: view.clone() });
+                                    }
+                                    // Skip the group's further levels (for a forced group, all
+                                    // of them down to the leaf).
+                                    let mut last = child;
+                                    for _ in 1..modes {
+                                        if let LevelFormat::Inner { child, .. } = &**last {
+                                            last = child;
+                                        }
+                                    }
+                                    if hashed.is_some() {
+                                        while let LevelFormat::Inner { child, .. } = &**last {
+                                            last = child;
+                                        }
+                                    }
+                                    level = last;
+                                    depth += modes;
+                                    continue;
+                                }
                                 LevelKind::SparseCoo(modes) if !is_written || matches!(**child, LevelFormat::Element(_) | LevelFormat::Pattern) => {
                                     // One entry per mode; the first mode's shape local is `shape`.
                                     let shapes = mode_shapes(kernel, &d.name, depth, shape, *modes);
@@ -626,32 +673,6 @@ fn tensor_table(program: &crate::Program, kernel: &mut Kernel) -> Result<Vec<Ten
                                     let ptr = kernel.index_buf(format!("{}_lvl{depth}_ptr", d.name), *index);
                                     let idx = kernel.index_buf(format!("{}_lvl{depth}_idx", d.name), *index);
                                     info.levels.push(LevelParams::SparseList { shape, ptr, idx });
-                                }
-                                LevelKind::SparseHash if is_written && hash_group(level).is_some() => {
-                                    let modes = hash_group(level).unwrap_or(1);
-                                    let shapes = mode_shapes(kernel, &d.name, depth, shape, modes);
-                                    let mut buf = |what: &str| kernel.buf(format!("{}_lvl{depth}_{what}", d.name), ScalarType::I64, true, true);
-                                    let (table, keys, slot_of) = (buf("table"), buf("keys"), buf("slot_of"));
-                                    let (order, ptr, posmap) = (buf("order"), buf("fiber_ptr"), buf("posmap"));
-                                    let tbl = (0..modes).map(|m| buf(&format!("coord{}", m + 1))).collect();
-                                    let frozen = kernel.local(format!("{}_lvl{depth}_frozen", d.name), ScalarType::Bool);
-                                    let view = HashView { order, ptr, frozen, tbl, posmap };
-                                    let mut local = |what: &str, ty| kernel.local(format!("{}_lvl{depth}_{what}", d.name), ty);
-                                    let (count, at, dirty) = (local("count", ScalarType::I64), local("at", ScalarType::I64), local("dirty", ScalarType::Bool));
-                                    kernel.outputs.push(count);
-                                    for (mode, &shape) in shapes.iter().enumerate() {
-                                        info.levels.push(LevelParams::HashOut { shape, mode, modes, table, keys, slot_of, count, at, dirty, view: view.clone() });
-                                    }
-                                    // Skip the group's further levels.
-                                    let mut last = child;
-                                    for _ in 1..modes {
-                                        if let LevelFormat::Inner { child, .. } = &**last {
-                                            last = child;
-                                        }
-                                    }
-                                    level = last;
-                                    depth += modes;
-                                    continue;
                                 }
                                 LevelKind::SparseList if matches!(**child, LevelFormat::Element(_) | LevelFormat::Pattern) => {
                                     let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, true, false);
@@ -867,6 +888,14 @@ fn leaf_of(level: &LevelFormat) -> &LevelFormat {
     }
 }
 
+/// How many modes `level` and the levels below it index.
+fn modes_below(level: &LevelFormat) -> usize {
+    match level {
+        LevelFormat::Inner { kind, child, .. } => kind.modes() + modes_below(child),
+        _ => 0,
+    }
+}
+
 /// How many SparseHash levels `level` starts that run down to an Element leaf (a group
 /// the compiler writes as one hash table), or `None`.
 fn hash_group(level: &LevelFormat) -> Option<usize> {
@@ -964,6 +993,9 @@ struct Converter<'a> {
     windows: Vec<WindowCheck>,
     /// How many loops enclosed each tensor's last declaration (`X .= v`).
     declared_at: HashMap<usize, usize>,
+    /// Outputs written in a loop order their in-order levels cannot take, which can be
+    /// written as a SparseHash group instead (the conversion is then done again).
+    any_order: std::collections::HashSet<String>,
     top_level: bool,
     /// Sparse outputs already written by a statement.
     sparse_written: std::collections::HashSet<usize>,
@@ -972,8 +1004,35 @@ struct Converter<'a> {
 
 /// Converts a checked program.
 pub fn convert(program: &crate::Program) -> Result<Converted> {
+    let mut any_order = std::collections::HashSet::new();
+    loop {
+        match convert_with(program, &any_order) {
+            // Outputs found to need writes in any order: once more, with those written
+            // as SparseHash groups.
+            Err(Retry(more)) if !more.is_subset(&any_order) => any_order.extend(more),
+            Err(Retry(_)) => {
+                return Err(Error::Program(
+                    "internal: an output written in any order twice".into(),
+                ))
+            }
+            Ok(c) => return c,
+        }
+    }
+}
+
+/// Outputs to write as SparseHash groups, found by a conversion that has to be redone.
+struct Retry(std::collections::HashSet<String>);
+
+/// [`convert`] with the outputs in `any_order` written as SparseHash groups.
+fn convert_with(
+    program: &crate::Program,
+    any_order: &std::collections::HashSet<String>,
+) -> std::result::Result<Result<Converted>, Retry> {
     let mut kernel = Kernel::new("finch_program");
-    let mut tensors = tensor_table(program, &mut kernel)?;
+    let mut tensors = match tensor_table(program, &mut kernel, any_order) {
+        Ok(t) => t,
+        Err(e) => return Ok(Err(e)),
+    };
     let by_name = tensors
         .iter()
         .enumerate()
@@ -991,17 +1050,27 @@ pub fn convert(program: &crate::Program) -> Result<Converted> {
         output_shapes: HashMap::new(),
         windows: Vec::new(),
         declared_at: HashMap::new(),
+        any_order: std::collections::HashSet::new(),
         top_level: true,
         sparse_written: std::collections::HashSet::new(),
         warnings: Vec::new(),
     };
-    check_lifecycles(&c, &program.ast().body)?;
-    let body = c.stmt(&program.ast().body)?;
+    if let Err(e) = check_lifecycles(&c, &program.ast().body) {
+        return Ok(Err(e));
+    }
+    let body = c.stmt(&program.ast().body);
+    if !c.any_order.is_empty() {
+        return Err(Retry(std::mem::take(&mut c.any_order)));
+    }
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return Ok(Err(e)),
+    };
     let constraints = std::mem::take(&mut c.constraints);
     let output_shapes = std::mem::take(&mut c.output_shapes);
     let warnings = std::mem::take(&mut c.warnings);
     let windows = std::mem::take(&mut c.windows);
-    Ok(Converted {
+    Ok(Ok(Converted {
         kernel,
         tensors,
         constraints,
@@ -1009,7 +1078,7 @@ pub fn convert(program: &crate::Program) -> Result<Converted> {
         windows,
         body,
         warnings,
-    })
+    }))
 }
 
 impl Converter<'_> {
@@ -2094,7 +2163,12 @@ impl Converter<'_> {
     /// levels' loops, or around a Dense parent's: `for k, j, i` writing `C[i, j]`) and
     /// start them again, losing what the earlier passes wrote, so it is refused.
     /// `depths[m]` is the depth of the loop over mode `m`.
-    fn check_single_pass(&self, t: usize, depths: &[usize], a: &notation::Access) -> Result<()> {
+    fn check_single_pass(
+        &mut self,
+        t: usize,
+        depths: &[usize],
+        a: &notation::Access,
+    ) -> Result<()> {
         let info = &self.tensors[t];
         let ndims = depths.len();
         let declared = self.declared_at.get(&t).copied().unwrap_or(0);
@@ -2107,6 +2181,15 @@ impl Converter<'_> {
                 is_extruded(level) && !matches!(level, LevelParams::SparsePointOut { .. });
             if restarts {
                 if let Some(between) = (declared..d).find(|&b| !depths.contains(&b)) {
+                    // Over an Element leaf the levels become a SparseHash group, which
+                    // takes the writes in any order (the conversion is done again).
+                    if let Format::Levels(lf) = &info.format {
+                        if matches!(leaf_of(lf), LevelFormat::Element(_)) {
+                            let name = info.name.clone();
+                            self.any_order.insert(name);
+                            return Ok(());
+                        }
+                    }
                     return unsupported(format!(
                         "writing `{}[{}]` inside the loop over `{}`, which does not index `{}`: each of its iterations would write mode {} of `{}` ({}) again from the start, but that level is written in order, once per index; make `{}` an inner loop, or write into Dense, SparseByteMap or SparseHash levels (which take writes in any order) and convert",
                         a.tensor,
