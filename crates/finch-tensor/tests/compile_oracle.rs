@@ -331,7 +331,8 @@ fn check_program(
 
 /// Kernels whose output format is `{O}`, in loop orders that write the output in order
 /// and out of order, and with loops that do not index it.
-const WRITTEN: [Kernel; 7] = [
+const WRITTEN: [Kernel; 8] = [
+    Kernel { name: "matrix_out_two_statements_read_back", text: "input A :: {A}\ninput B :: {B}\noutput C :: {O}\noutput s :: Scalar(0.0)\nC .= 0\ns .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\nfor j = _, i = _\n  C[i, j] += B[i, j] * 2.0\nend\nfor j = _, i = _\n  s[] += C[i, j] * C[i, j]\nend\n", inputs: &[("A", true, 0, 1), ("B", true, 0, 1)] },
     Kernel { name: "matrix_out_spgemm_outer_k", text: "input A :: {A}\ninput B :: {B}\noutput C :: {O}\nC .= 0\nfor k = _, j = _, i = _\n  C[i, j] += A[i, k] * B[k, j]\nend\n", inputs: &[("A", true, 0, 2), ("B", true, 2, 1)] },
     Kernel { name: "vector_out_column_major_spmv", text: "input A :: {A}\ninput x :: {x}\noutput y :: {O}\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[j]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
     Kernel { name: "vector_out_row_major_spmv", text: "input A :: {A}\ninput x :: {x}\noutput y :: {O}\ny .= 0\nfor i = _, j = _\n  y[i] += A[j, i] * x[j]\nend\n", inputs: &[("A", true, 1, 0), ("x", false, 1, 0)] },
@@ -674,9 +675,27 @@ fn sparse_outputs_store_only_the_structure() {
             assert_eq!(got, want, "{op} {engine:?}");
         }
     }
-    // Writing a sparse output from two statements breaks the in-order, once-per-index rule.
-    let two = "input x :: SparseList(Element(0.0))\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i]\nend\nfor i = _\n  w[i] += x[i]\nend\n";
-    let e = Program::parse(two)
+    // Writing a sparse output from two statements breaks the in-order, once-per-index
+    // rule: the output is written through a hash table instead, and read back after.
+    let two = "input x :: SparseList(Element(0.0))\noutput w :: SparseList(Element(0.0))\noutput s :: Scalar(0.0)\nw .= 0\ns .= 0\nfor i = _\n  w[i] = x[i]\nend\nfor i = _\n  w[i] += x[i]\nend\nfor i = _\n  s[] += w[i]\nend\n";
+    for engine in [Engine::Interp, Engine::C] {
+        let k = Program::parse(two).unwrap().compile(engine).unwrap();
+        let mut t = HashMap::from([("x".to_string(), x.clone())]);
+        k.run(&mut t, &HashMap::new()).unwrap();
+        let got: Vec<f64> = t["w"]
+            .to_dense()
+            .unwrap()
+            .data
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(got, [2.0, 0.0, 4.0, 0.0, 0.0, 6.0, 0.0, 0.0], "{engine:?}");
+        assert_eq!(t["w"].countstored(), 3, "{engine:?}");
+        assert_eq!(t["s"].to_dense().unwrap().data, [finch::Value::F64(12.0)]);
+    }
+    // A Pattern leaf has no hash table: refused by name.
+    let pattern = "input x :: SparseList(Element(0.0))\noutput w :: SparseList(Pattern())\nw .= false\nfor i = _\n  w[i] = x[i] > 1.0\nend\nfor i = _\n  w[i] |= x[i] < 0.0\nend\n";
+    let e = Program::parse(pattern)
         .unwrap()
         .compile(Engine::Interp)
         .unwrap_err()

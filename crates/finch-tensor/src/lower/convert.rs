@@ -888,6 +888,13 @@ fn leaf_of(level: &LevelFormat) -> &LevelFormat {
     }
 }
 
+/// Whether `info` is an output whose levels could be written as one SparseHash group
+/// (below its leading Dense levels) over an Element leaf.
+fn hashable(info: &TensorInfo) -> bool {
+    info.written
+        && matches!(&info.format, Format::Levels(lf) if matches!(leaf_of(lf), LevelFormat::Element(_)))
+}
+
 /// How many modes `level` and the levels below it index.
 fn modes_below(level: &LevelFormat) -> usize {
     match level {
@@ -1055,8 +1062,12 @@ fn convert_with(
         sparse_written: std::collections::HashSet::new(),
         warnings: Vec::new(),
     };
-    if let Err(e) = check_lifecycles(&c, &program.ast().body) {
+    let mut read_back = std::collections::HashSet::new();
+    if let Err(e) = check_lifecycles(&c, &program.ast().body, &mut read_back) {
         return Ok(Err(e));
+    }
+    if !read_back.is_empty() {
+        return Err(Retry(read_back));
     }
     let body = c.stmt(&program.ast().body);
     if !c.any_order.is_empty() {
@@ -1442,7 +1453,12 @@ impl Converter<'_> {
             notation::Stmt::Assign { lhs, op, rhs } => {
                 let t = self.tensor(&lhs.tensor)?;
                 let sparse = self.tensors[t].levels.iter().any(is_extruded);
-                if sparse && !self.sparse_written.insert(t) {
+                let again = sparse && !self.sparse_written.insert(t);
+                if again && hashable(&self.tensors[t]) {
+                    // Written again by another statement: through a hash table (the
+                    // conversion is done again).
+                    self.any_order.insert(lhs.tensor.clone());
+                } else if again {
                     return unsupported(format!(
                         "`{}` is written by more than one statement; a sparse output of this format is written once, in order",
                         lhs.tensor
@@ -2238,9 +2254,13 @@ impl Converter<'_> {
 /// (frozen) or updated (thawed), so a non-scalar tensor both read and written there is an
 /// error; a sparse output, once written, cannot be read (that needs freeze/thaw of sparse
 /// levels, issue #3).
-fn check_lifecycles(c: &Converter<'_>, body: &notation::Stmt) -> Result<()> {
+fn check_lifecycles(
+    c: &Converter<'_>,
+    body: &notation::Stmt,
+    any_order: &mut std::collections::HashSet<String>,
+) -> Result<()> {
     let mut written_sparse: Vec<String> = Vec::new();
-    check_scope(c, body, &mut written_sparse)
+    check_scope(c, body, &mut written_sparse, any_order)
 }
 
 /// Checks each statement of a scope (a block, or a loop's or branch's body), then the
@@ -2250,6 +2270,7 @@ fn check_scope(
     c: &Converter<'_>,
     body: &notation::Stmt,
     written_sparse: &mut Vec<String>,
+    any_order: &mut std::collections::HashSet<String>,
 ) -> Result<()> {
     let stmts: Vec<&notation::Stmt> = match body {
         notation::Stmt::Block(v) => v.iter().collect(),
@@ -2284,9 +2305,18 @@ fn check_scope(
                     )
                 })
         }) {
-            return unsupported(format!(
-                "reading the sparse output `{name}` after writing it (this format is not read back in the kernel that writes it)"
-            ));
+            // A hash table is read back in the kernel that writes it (the conversion is
+            // done again with one).
+            if c.by_name
+                .get(name)
+                .is_some_and(|&t| hashable(&c.tensors[t]))
+            {
+                any_order.insert(name.clone());
+            } else {
+                return unsupported(format!(
+                    "reading the sparse output `{name}` after writing it (this format is not read back in the kernel that writes it)"
+                ));
+            }
         }
         for name in &writes {
             let sparse = c.by_name.get(name).is_some_and(|&t| {
@@ -2298,14 +2328,14 @@ fn check_scope(
         }
         match s {
             notation::Stmt::Loop { body, .. } | notation::Stmt::Define { body, .. } => {
-                check_scope(c, body, written_sparse)?
+                check_scope(c, body, written_sparse, any_order)?
             }
             notation::Stmt::Sieve {
                 then, otherwise, ..
             } => {
-                check_scope(c, then, written_sparse)?;
+                check_scope(c, then, written_sparse, any_order)?;
                 if let Some(o) = otherwise {
-                    check_scope(c, o, written_sparse)?;
+                    check_scope(c, o, written_sparse, any_order)?;
                 }
             }
             _ => {}
