@@ -892,6 +892,7 @@ fn leaf_of(level: &LevelFormat) -> &LevelFormat {
 /// (below its leading Dense levels) over an Element leaf.
 fn hashable(info: &TensorInfo) -> bool {
     info.written
+        && info.kind != DeclKind::Input
         && matches!(&info.format, Format::Levels(lf) if matches!(leaf_of(lf), LevelFormat::Element(_)))
 }
 
@@ -1914,10 +1915,10 @@ impl Converter<'_> {
                         });
                     }
                     if is_write && !self.tensors[t].takes_writes_in_any_order() {
-                        return unsupported(format!(
+                        self.needs_any_order(t, format!(
                             "writing `{}` through a window: only Dense, SparseByteMap and SparseHash levels take writes at shifted positions",
                             a.tensor
-                        ));
+                        ))?;
                     }
                     let call =
                         |op: Op, args: Vec<notation::Expr>| notation::Expr::Call { op, args };
@@ -1961,10 +1962,10 @@ impl Converter<'_> {
                 }
                 if is_write {
                     if !self.tensors[t].takes_writes_in_any_order() {
-                        return unsupported(format!(
+                        self.needs_any_order(t, format!(
                             "writing `{}` through a window: only Dense, SparseByteMap and SparseHash levels take writes at shifted positions",
                             a.tensor
-                        ));
+                        ))?;
                     }
                     let at = notation::Expr::Call {
                         op: Op::Add,
@@ -2008,11 +2009,11 @@ impl Converter<'_> {
             if let Some((name, offset, permissive)) = wrapped {
                 if is_write {
                     if !random_writes {
-                        return unsupported(format!(
+                        self.needs_any_order(t, format!(
                             "writing `{}[{}]` through an offset or permissive index: only Dense, SparseByteMap and SparseHash levels take writes at shifted positions",
                             a.tensor,
                             notation::print_expr(e)
-                        ));
+                        ))?;
                     }
                     // A shifted write is a write at a computed index (concordized at the
                     // leaf); a permissive one outside the tensor is dropped.
@@ -2069,11 +2070,11 @@ impl Converter<'_> {
             if computed {
                 let writable = self.tensors[t].takes_writes_in_any_order();
                 if is_write && !writable {
-                    return unsupported(format!(
+                    self.needs_any_order(t, format!(
                         "writing `{}[{}]` at a computed index: only Dense, SparseByteMap and SparseHash levels take writes in any order",
                         a.tensor,
                         notation::print_expr(e)
-                    ));
+                    ))?;
                 }
                 // `~(expr)`: out of the tensor a read is `missing` and a write is dropped.
                 if let notation::Expr::Permissive(x) = e {
@@ -2130,11 +2131,11 @@ impl Converter<'_> {
                 ));
             }
         } else if depths.windows(2).any(|w| w[0] <= w[1]) && !random_writes {
-            return unsupported(format!(
+            self.needs_any_order(t, format!(
                 "the write `{}[{}]` is not in loop order (the last index must be the outermost loop), and only Dense, SparseByteMap and SparseHash levels take writes in any order",
                 a.tensor,
                 a.indices.iter().map(notation::print_expr).collect::<Vec<_>>().join(", ")
-            ));
+            ))?;
         }
         if is_write && depths.len() == ndims {
             self.check_single_pass(t, &depths, a)?;
@@ -2172,6 +2173,19 @@ impl Converter<'_> {
         Ok((root, idx))
     }
 
+    /// A write that needs levels taking writes in any order, to an output without them:
+    /// over an Element leaf its levels become a SparseHash group (recorded here; the
+    /// conversion is done again); otherwise (a Pattern leaf, an input) it is refused with
+    /// `why`.
+    fn needs_any_order(&mut self, t: usize, why: String) -> Result<()> {
+        if hashable(&self.tensors[t]) {
+            let name = self.tensors[t].name.clone();
+            self.any_order.insert(name);
+            return Ok(());
+        }
+        unsupported(why)
+    }
+
     /// A level written in order, once per index (a SparseList, a structured or a recorded
     /// level) is filled in one pass over each of its fibers. A loop that does not index
     /// the tensor, inside the tensor's declaration and around the loop over the level's
@@ -2197,16 +2211,7 @@ impl Converter<'_> {
                 is_extruded(level) && !matches!(level, LevelParams::SparsePointOut { .. });
             if restarts {
                 if let Some(between) = (declared..d).find(|&b| !depths.contains(&b)) {
-                    // Over an Element leaf the levels become a SparseHash group, which
-                    // takes the writes in any order (the conversion is done again).
-                    if let Format::Levels(lf) = &info.format {
-                        if matches!(leaf_of(lf), LevelFormat::Element(_)) {
-                            let name = info.name.clone();
-                            self.any_order.insert(name);
-                            return Ok(());
-                        }
-                    }
-                    return unsupported(format!(
+                    return self.needs_any_order(t, format!(
                         "writing `{}[{}]` inside the loop over `{}`, which does not index `{}`: each of its iterations would write mode {} of `{}` ({}) again from the start, but that level is written in order, once per index; make `{}` an inner loop, or write into Dense, SparseByteMap or SparseHash levels (which take writes in any order) and convert",
                         a.tensor,
                         a.indices.iter().map(notation::print_expr).collect::<Vec<_>>().join(", "),
