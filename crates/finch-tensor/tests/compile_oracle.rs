@@ -331,7 +331,8 @@ fn check_program(
 
 /// Kernels whose output format is `{O}`, in loop orders that write the output in order
 /// and out of order, and with loops that do not index it.
-const WRITTEN: [Kernel; 8] = [
+const WRITTEN: [Kernel; 9] = [
+    Kernel { name: "matrix_out_transposed_write", text: "input A :: {A}\noutput C :: {O}\nC .= 0\nfor j = _, i = _\n  C[j, i] = A[i, j] + 1.0\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "matrix_out_two_statements_read_back", text: "input A :: {A}\ninput B :: {B}\noutput C :: {O}\noutput s :: Scalar(0.0)\nC .= 0\ns .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\nfor j = _, i = _\n  C[i, j] += B[i, j] * 2.0\nend\nfor j = _, i = _\n  s[] += C[i, j] * C[i, j]\nend\n", inputs: &[("A", true, 0, 1), ("B", true, 0, 1)] },
     Kernel { name: "matrix_out_spgemm_outer_k", text: "input A :: {A}\ninput B :: {B}\noutput C :: {O}\nC .= 0\nfor k = _, j = _, i = _\n  C[i, j] += A[i, k] * B[k, j]\nend\n", inputs: &[("A", true, 0, 2), ("B", true, 2, 1)] },
     Kernel { name: "vector_out_column_major_spmv", text: "input A :: {A}\ninput x :: {x}\noutput y :: {O}\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[j]\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },

@@ -1225,6 +1225,26 @@ fn writes_that_come_back_to_an_in_order_fiber_go_through_a_hash_table() {
             }
         }
     }
+    // Shifted (down one row, the last row dropped) and transposed writes into CSC.
+    for write in ["B[~(i + 1), j] = A[i, j]", "B[j, i] = A[i, j] * 2.0"] {
+        let text = format!("input A :: Dense(SparseList(Element(0.0)))\noutput B :: Dense(SparseList(Element(0.0)))\nB .= 0\nfor j = _, i = _\n  {write}\nend\n");
+        let p = Program::parse(&text).unwrap();
+        let mut opts = RunOptions::default();
+        opts.shapes.insert("B".to_string(), vec![2, 2]);
+        let mut want = Bindings::new();
+        want.insert("A", a.clone());
+        p.run_reference(&mut want, &opts).unwrap();
+        for engine in [Engine::Interp, Engine::C] {
+            let mut t = stored(&p, &[("A", &a)]);
+            let shapes = HashMap::from([("B".to_string(), vec![2, 2])]);
+            p.compile(engine).unwrap().run(&mut t, &shapes).unwrap();
+            assert_eq!(
+                &t["B"].to_dense().unwrap(),
+                want.get("B").unwrap(),
+                "{engine:?} {write}"
+            );
+        }
+    }
     // A Pattern leaf: refused by name.
     let pattern = "input A :: Dense(SparseList(Element(0.0)))\noutput y :: SparseList(Pattern())\ny .= false\nfor j = _, i = _\n  y[i] |= A[i, j] != 0.0\nend\n";
     let e = Program::parse(pattern)
