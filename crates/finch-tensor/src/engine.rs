@@ -815,13 +815,55 @@ impl CompiledProgram {
                         bufs.val.truncate(n);
                     }
                     let shape = shape_of[&k].clone();
-                    // `from_parts` validates: a kernel that broke the extrude contract (an
-                    // index written out of order) yields an error, not a malformed tensor.
-                    Tensor::from_parts(
-                        info.format.clone(),
-                        shape.clone(),
-                        TensorStorage::Levels(output_storage(lf, &shape, bufs)?),
-                    )?
+                    // A vector the compiler wrote as a SparseByteMap for another format
+                    // (written in an order that format cannot take) is built as the
+                    // bytemap, then stored in the declared format.
+                    fn has_byte_map(l: &LevelFormat) -> bool {
+                        match l {
+                            LevelFormat::Inner { kind, child, .. } => {
+                                *kind == crate::formats::LevelKind::SparseByteMap
+                                    || has_byte_map(child)
+                            }
+                            _ => false,
+                        }
+                    }
+                    let declared_byte_map = has_byte_map(lf);
+                    if byte_map.is_some() && !declared_byte_map {
+                        let written = LevelFormat::inner(
+                            crate::formats::LevelKind::SparseByteMap,
+                            LevelFormat::Element(info.format.fill_value()),
+                        );
+                        let t = Tensor::from_parts(
+                            Format::Levels(written.clone()),
+                            shape.clone(),
+                            TensorStorage::Levels(output_storage(&written, &shape, bufs)?),
+                        )?;
+                        let fill = info.format.fill_value();
+                        let all = t.to_coo();
+                        let mut coo = crate::tensor::Coo::new(all.ty, &shape);
+                        for q in 0..all.len() {
+                            if !all.vals[q].same(&fill) {
+                                let at: Vec<usize> = all.coords.iter().map(|c| c[q]).collect();
+                                coo.push(&at, all.vals[q])?;
+                            }
+                        }
+                        Tensor::from_coo_with(&info.format, &coo, crate::algebra::Op::Overwrite)
+                            .map_err(|e| {
+                                Error::Program(format!(
+                                    "cannot store the result in the format {}: {e}",
+                                    info.format
+                                ))
+                            })?
+                    } else {
+                        // `from_parts` validates: a kernel that broke the extrude contract
+                        // (an index written out of order) yields an error, not a malformed
+                        // tensor.
+                        Tensor::from_parts(
+                            info.format.clone(),
+                            shape.clone(),
+                            TensorStorage::Levels(output_storage(lf, &shape, bufs)?),
+                        )?
+                    }
                 }
                 _ => return Err(Error::Program("internal: output kind".into())),
             };

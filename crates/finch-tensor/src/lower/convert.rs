@@ -621,8 +621,25 @@ fn tensor_table(
                                 && any_order.contains(&d.name)
                                 && matches!(leaf_of(level), LevelFormat::Element(_)))
                             .then(|| modes_below(level));
+                            // A vector (one mode, no Dense parent) takes a SparseByteMap
+                            // instead: a flag per index beats a hash table (its dense flags
+                            // and values cost only the vector's length).
+                            let byte_map = hashed == Some(1) && depth == 1;
                             match kind {
                                 LevelKind::Dense => info.levels.push(LevelParams::Dense { shape }),
+                                _ if byte_map => {
+                                    let buf = |kernel: &mut Kernel, what: &str, ty, growable| kernel.buf(format!("{}_lvl{depth}_{what}", d.name), ty, true, growable);
+                                    let ptr = buf(kernel, "ptr", ScalarType::I64, false);
+                                    let tbl = buf(kernel, "tbl", ScalarType::Bool, false);
+                                    let srt = buf(kernel, "srt", ScalarType::I64, true);
+                                    let nsrt = kernel.local(format!("{}_lvl{depth}_nsrt", d.name), ScalarType::I64);
+                                    kernel.outputs.push(nsrt);
+                                    let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
+                                    info.levels.push(LevelParams::SparseByteMapOut { shape, ptr, tbl, srt, nsrt, dirty });
+                                    level = leaf_of(level);
+                                    depth += 1;
+                                    continue;
+                                }
                                 _ if hashed.is_some() || (*kind == LevelKind::SparseHash && is_written && hash_group(level).is_some()) => {
                                     let modes = hashed.or(hash_group(level)).unwrap_or(1);
                                     let shapes = mode_shapes(kernel, &d.name, depth, shape, modes);
