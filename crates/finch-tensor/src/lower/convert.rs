@@ -2341,8 +2341,16 @@ fn check_scope(
             }
         }
         for name in &writes {
+            // Levels not read back in the kernel that writes them: in-order ones (but a
+            // SparseList over the leaf and run-length levels), and SparseByteMap levels
+            // below the root.
             let sparse = c.by_name.get(name).is_some_and(|&t| {
-                c.tensors[t].levels.iter().any(is_extruded) && !readable_runs(&c.tensors[t])
+                let levels = &c.tensors[t].levels;
+                (levels.iter().any(is_extruded) && !readable_runs(&c.tensors[t]))
+                    || levels
+                        .iter()
+                        .skip(1)
+                        .any(|l| matches!(l, LevelParams::SparseByteMapOut { .. }))
             });
             if sparse {
                 written_sparse.push(name.clone());
