@@ -847,13 +847,7 @@ impl CompiledProgram {
                                 coo.push(&at, all.vals[q])?;
                             }
                         }
-                        Tensor::from_coo_with(&info.format, &coo, crate::algebra::Op::Overwrite)
-                            .map_err(|e| {
-                                Error::Program(format!(
-                                    "cannot store the result in the format {}: {e}",
-                                    info.format
-                                ))
-                            })?
+                        store_result(&info.format, &coo)?
                     } else {
                         // `from_parts` validates: a kernel that broke the extrude contract
                         // (an index written out of order) yields an error, not a malformed
@@ -928,7 +922,13 @@ fn freeze_entries(
             coo.push(&coord, v)?;
         }
     }
-    Tensor::from_coo_with(format, &coo, crate::algebra::Op::Overwrite).map_err(|e| {
+    store_result(format, &coo)
+}
+
+/// A result the kernel recorded as entries (fills already dropped), built in the declared
+/// `format`; a format that cannot hold the data is an error.
+fn store_result(format: &Format, coo: &crate::tensor::Coo) -> Result<Tensor> {
+    Tensor::from_coo_with(format, coo, crate::algebra::Op::Overwrite).map_err(|e| {
         Error::Program(format!(
             "cannot store the result in the format {format}: {e}"
         ))

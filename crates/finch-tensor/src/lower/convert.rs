@@ -628,14 +628,7 @@ fn tensor_table(
                             match kind {
                                 LevelKind::Dense => info.levels.push(LevelParams::Dense { shape }),
                                 _ if byte_map => {
-                                    let buf = |kernel: &mut Kernel, what: &str, ty, growable| kernel.buf(format!("{}_lvl{depth}_{what}", d.name), ty, true, growable);
-                                    let ptr = buf(kernel, "ptr", ScalarType::I64, false);
-                                    let tbl = buf(kernel, "tbl", ScalarType::Bool, false);
-                                    let srt = buf(kernel, "srt", ScalarType::I64, true);
-                                    let nsrt = kernel.local(format!("{}_lvl{depth}_nsrt", d.name), ScalarType::I64);
-                                    kernel.outputs.push(nsrt);
-                                    let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
-                                    info.levels.push(LevelParams::SparseByteMapOut { shape, ptr, tbl, srt, nsrt, dirty });
+                                    info.levels.push(byte_map_out(kernel, &d.name, depth, shape));
                                     level = leaf_of(level);
                                     depth += 1;
                                     continue;
@@ -655,20 +648,15 @@ fn tensor_table(
                                     for (mode, &shape) in shapes.iter().enumerate() {
                                         info.levels.push(LevelParams::HashOut { shape, mode, modes, table, keys, slot_of, count, at, dirty, view: view.clone() });
                                     }
-                                    // Skip the group's further levels (for a forced group, all
-                                    // of them down to the leaf).
+                                    // Skip the group's further levels (a forced group runs down
+                                    // to the leaf).
                                     let mut last = child;
                                     for _ in 1..modes {
                                         if let LevelFormat::Inner { child, .. } = &**last {
                                             last = child;
                                         }
                                     }
-                                    if hashed.is_some() {
-                                        while let LevelFormat::Inner { child, .. } = &**last {
-                                            last = child;
-                                        }
-                                    }
-                                    level = last;
+                                    level = if hashed.is_some() { leaf_of(level) } else { last };
                                     depth += modes;
                                     continue;
                                 }
@@ -699,14 +687,7 @@ fn tensor_table(
                                     info.levels.push(LevelParams::SparseListOut { shape, ptr, idx, qos, dirty });
                                 }
                                 LevelKind::SparseByteMap if is_written && matches!(**child, LevelFormat::Element(_) | LevelFormat::Pattern) => {
-                                    let buf = |kernel: &mut Kernel, what: &str, ty, growable| kernel.buf(format!("{}_lvl{depth}_{what}", d.name), ty, true, growable);
-                                    let ptr = buf(kernel, "ptr", ScalarType::I64, false);
-                                    let tbl = buf(kernel, "tbl", ScalarType::Bool, false);
-                                    let srt = buf(kernel, "srt", ScalarType::I64, true);
-                                    let nsrt = kernel.local(format!("{}_lvl{depth}_nsrt", d.name), ScalarType::I64);
-                                    kernel.outputs.push(nsrt);
-                                    let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
-                                    info.levels.push(LevelParams::SparseByteMapOut { shape, ptr, tbl, srt, nsrt, dirty });
+                                    info.levels.push(byte_map_out(kernel, &d.name, depth, shape));
                                 }
                                 LevelKind::SparsePoint if is_written && matches!(**child, LevelFormat::Element(_)) => {
                                     let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, false);
@@ -905,12 +886,44 @@ fn leaf_of(level: &LevelFormat) -> &LevelFormat {
     }
 }
 
-/// Whether `info` is an output whose levels could be written as one SparseHash group
-/// (below its leading Dense levels) over an Element leaf.
-fn hashable(info: &TensorInfo) -> bool {
-    info.written
+/// An output that needs levels taking writes in any order, or read back where it is
+/// written: over an Element leaf its levels below the leading Dense ones can be one
+/// SparseHash group, so it is recorded in `any_order` (the conversion is done again);
+/// anything else (a Pattern leaf, an input) is refused with `why`.
+fn any_order_or(
+    info: &TensorInfo,
+    any_order: &mut std::collections::HashSet<String>,
+    why: String,
+) -> Result<()> {
+    let hashable = info.written
         && info.kind != DeclKind::Input
-        && matches!(&info.format, Format::Levels(lf) if matches!(leaf_of(lf), LevelFormat::Element(_)))
+        && matches!(&info.format, Format::Levels(lf) if matches!(leaf_of(lf), LevelFormat::Element(_)));
+    if !hashable {
+        return unsupported(why);
+    }
+    any_order.insert(info.name.clone());
+    Ok(())
+}
+
+/// A written SparseByteMap level `depth` of `name`: its buffers and cursors.
+fn byte_map_out(kernel: &mut Kernel, name: &str, depth: usize, shape: LocalId) -> LevelParams {
+    let mut buf = |what: &str, ty, growable| {
+        kernel.buf(format!("{name}_lvl{depth}_{what}"), ty, true, growable)
+    };
+    let ptr = buf("ptr", ScalarType::I64, false);
+    let tbl = buf("tbl", ScalarType::Bool, false);
+    let srt = buf("srt", ScalarType::I64, true);
+    let nsrt = kernel.local(format!("{name}_lvl{depth}_nsrt"), ScalarType::I64);
+    kernel.outputs.push(nsrt);
+    let dirty = kernel.local(format!("{name}_lvl{depth}_dirty"), ScalarType::Bool);
+    LevelParams::SparseByteMapOut {
+        shape,
+        ptr,
+        tbl,
+        srt,
+        nsrt,
+        dirty,
+    }
 }
 
 /// How many modes `level` and the levels below it index.
@@ -1471,16 +1484,11 @@ impl Converter<'_> {
             notation::Stmt::Assign { lhs, op, rhs } => {
                 let t = self.tensor(&lhs.tensor)?;
                 let sparse = self.tensors[t].levels.iter().any(is_extruded);
-                let again = sparse && !self.sparse_written.insert(t);
-                if again && hashable(&self.tensors[t]) {
-                    // Written again by another statement: through a hash table (the
-                    // conversion is done again).
-                    self.any_order.insert(lhs.tensor.clone());
-                } else if again {
-                    return unsupported(format!(
+                if sparse && !self.sparse_written.insert(t) {
+                    self.needs_any_order(t, format!(
                         "`{}` is written by more than one statement; a sparse output of this format is written once, in order",
                         lhs.tensor
-                    ));
+                    ))?;
                 }
                 let input = self.tensors[t].kind == DeclKind::Input;
                 let dense = self.tensors[t]
@@ -2190,17 +2198,9 @@ impl Converter<'_> {
         Ok((root, idx))
     }
 
-    /// A write that needs levels taking writes in any order, to an output without them:
-    /// over an Element leaf its levels become a SparseHash group (recorded here; the
-    /// conversion is done again); otherwise (a Pattern leaf, an input) it is refused with
-    /// `why`.
+    /// A write to `t` that needs levels taking writes in any order ([`any_order_or`]).
     fn needs_any_order(&mut self, t: usize, why: String) -> Result<()> {
-        if hashable(&self.tensors[t]) {
-            let name = self.tensors[t].name.clone();
-            self.any_order.insert(name);
-            return Ok(());
-        }
-        unsupported(why)
+        any_order_or(&self.tensors[t], &mut self.any_order, why)
     }
 
     /// A level written in order, once per index (a SparseList, a structured or a recorded
@@ -2327,17 +2327,13 @@ fn check_scope(
                     )
                 })
         }) {
-            // A hash table is read back in the kernel that writes it (the conversion is
-            // done again with one).
-            if c.by_name
-                .get(name)
-                .is_some_and(|&t| hashable(&c.tensors[t]))
-            {
-                any_order.insert(name.clone());
-            } else {
-                return unsupported(format!(
-                    "reading the sparse output `{name}` after writing it (this format is not read back in the kernel that writes it)"
-                ));
+            // A hash table is read back in the kernel that writes it.
+            let why = format!(
+                "reading the sparse output `{name}` after writing it (this format is not read back in the kernel that writes it)"
+            );
+            match c.by_name.get(name) {
+                Some(&t) => any_order_or(&c.tensors[t], any_order, why)?,
+                None => return unsupported(why),
             }
         }
         for name in &writes {
