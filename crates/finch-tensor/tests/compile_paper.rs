@@ -52,6 +52,11 @@ fn stored<A: Borrow<DenseArray>>(p: &Program, inputs: &[(&str, A)]) -> HashMap<S
         .collect()
 }
 
+/// A 0-d `i64` input holding `v` (an input scalar such as a loop bound).
+fn int_scalar(v: i64) -> DenseArray {
+    DenseArray::from_data(ScalarType::I64, &[], vec![Value::I64(v)], Value::I64(0)).unwrap()
+}
+
 /// The inputs as dense bindings for the reference interpreter.
 fn bindings<A: Borrow<DenseArray>>(inputs: &[(&str, A)]) -> Bindings {
     let mut b = Bindings::new();
@@ -486,8 +491,7 @@ fn fig13_lifecycles_compiled_matches_the_reference() {
 fn concatenation_and_convolution_by_padding_compile() {
     let f = |v: &[f64]| DenseArray::from_f64(&[v.len()], v).unwrap();
     let (a, b) = (f(&[1.0, 0.0, 3.0, 4.0]), f(&[7.0, 0.0, 9.0]));
-    let n =
-        DenseArray::from_data(ScalarType::I64, &[], vec![Value::I64(4)], Value::I64(0)).unwrap();
+    let n = int_scalar(4);
     let cases = [
         (
             "concatenate.fin",
@@ -806,10 +810,8 @@ fn windows_read_and_write_slices() {
             .collect::<Vec<_>>(),
     )
     .unwrap();
-    let lo =
-        DenseArray::from_data(ScalarType::I64, &[], vec![Value::I64(3)], Value::I64(0)).unwrap();
-    let hi =
-        DenseArray::from_data(ScalarType::I64, &[], vec![Value::I64(9)], Value::I64(0)).unwrap();
+    let lo = int_scalar(3);
+    let hi = int_scalar(9);
     let vectors = [
         "Dense(Element(0.0))",
         "SparseList(Element(0.0))",
@@ -1037,8 +1039,7 @@ fn a_non_permissive_index_sum_walks_the_level_and_checks_its_range() {
 #[test]
 fn loop_ranges_with_literal_and_scalar_bounds() {
     let x = DenseArray::from_f64(&[6], &[1.0, 0.0, 3.0, 0.0, 5.0, 6.0]).unwrap();
-    let n =
-        DenseArray::from_data(ScalarType::I64, &[], vec![Value::I64(4)], Value::I64(0)).unwrap();
+    let n = int_scalar(4);
     let programs = [
         "input x :: SparseList(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = 3:7\n  s[] += coalesce(x[~i], 0.5) * i\nend\n",
         "input x :: SparseList(Element(0.0))\ninput n :: Scalar(0)\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = 1:n[]\n  y[i] = x[(2:n[] + 1)(i)] + coalesce(x[~i], 0.0)\nend\n",
