@@ -1173,6 +1173,81 @@ fn reassociated_band_rows_are_contiguous_vector_loads() {
     assert!(!vector.contains("gather"), "{c}");
 }
 
+/// A SparseBand row over the whole level runs from the index before its block to its
+/// last index with no clamping to the level's size: invariants I3-I4 and one clamp of
+/// `last` keep both inside. The fill around the block is still visited exactly, for empty
+/// rows whose `idx` is any value I4 allows and for a level of size 0.
+#[test]
+fn band_rows_need_no_clamps_and_their_fill_stays_inside() {
+    let text = "input A :: Dense(SparseBand(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _, j = _\n  y[i] += A[j, i] + x[j]\nend\n";
+    let p = Program::parse(text).unwrap();
+    let ir = p.compile(Engine::Interp).unwrap().kernel().to_string();
+    assert_eq!(ir.matches("min(").count(), 1, "{ir}");
+    assert_eq!(ir.matches("max(").count(), 0, "{ir}");
+    let band = Format::parse("Dense(SparseBand(Element(0.0)))").unwrap();
+    // Columns (rows of the loop): a band, an empty row, a full row, an empty row.
+    let rows = DenseArray::from_f64(
+        &[5, 4],
+        &[
+            0.0, 1.0, 2.0, 0.0, 0.0, //
+            0.0, 0.0, 0.0, 0.0, 0.0, //
+            3.0, 4.0, 5.0, 6.0, 7.0, //
+            0.0, 0.0, 0.0, 0.0, 0.0,
+        ],
+    )
+    .unwrap();
+    let x = DenseArray::from_f64(&[5], &[1.0, 10.0, 100.0, 1000.0, 10000.0]).unwrap();
+    let empty = DenseArray::from_f64(&[0, 3], &[]).unwrap();
+    let none = DenseArray::from_f64(&[0], &[]).unwrap();
+    for (a, x, empty_idx) in [
+        (&rows, &x, 5),
+        (&rows, &x, 0),
+        (&rows, &x, 3),
+        (&empty, &none, 0),
+    ] {
+        let mut reference = Bindings::new();
+        reference.insert("A", a.clone());
+        reference.insert("x", x.clone());
+        p.run_reference(&mut reference, &RunOptions::default())
+            .unwrap();
+        // Every empty row's `idx` set to `empty_idx` (I4: at most the size).
+        let (f, shape, storage) = Tensor::from_dense(&band, a).unwrap().into_parts();
+        let finch::tensor::TensorStorage::Levels(finch::formats::LevelStorage::Dense(mut root)) =
+            storage
+        else {
+            panic!("a Dense root")
+        };
+        let finch::formats::LevelStorage::SparseBand(b) = root.child.as_mut() else {
+            panic!("a SparseBand level")
+        };
+        for r in 0..b.idx.len() {
+            if b.ofs[r] == b.ofs[r + 1] {
+                b.idx[r] = empty_idx;
+            }
+        }
+        let storage =
+            finch::tensor::TensorStorage::Levels(finch::formats::LevelStorage::Dense(root));
+        let stored = Tensor::from_parts(f, shape, storage).unwrap();
+        for engine in [Engine::Interp, Engine::C] {
+            let mut t = HashMap::new();
+            t.insert("A".to_string(), stored.clone());
+            t.insert(
+                "x".to_string(),
+                Tensor::from_dense(&Format::parse("Dense(Element(0.0))").unwrap(), x).unwrap(),
+            );
+            p.compile(engine)
+                .unwrap()
+                .run(&mut t, &HashMap::new())
+                .unwrap();
+            assert_eq!(
+                &t["y"].to_dense().unwrap(),
+                reference.get("y").unwrap(),
+                "{engine:?}, empty rows at {empty_idx}"
+            );
+        }
+    }
+}
+
 #[test]
 fn vector_loops_prefetch_the_loads_that_move_on() {
     // A band row's values (positions in the level) are prefetched ahead; `x`, read at the

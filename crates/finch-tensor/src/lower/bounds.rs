@@ -44,16 +44,22 @@ fn terms(e: &KExpr, op: Op) -> Vec<&KExpr> {
 }
 
 /// Facts the lowerer knows about run-time values: `(a, b)` means `a <= b` (e.g. a
-/// SparseList fiber's last stored index + 1 is at most the level's size, invariant I5).
+/// SparseList fiber's last stored index + 1 is at most the level's size, invariant I5);
+/// [`ZERO`] in a fact stands for the constant 0.
 pub type Facts = [(LocalId, LocalId)];
 
+/// The constant 0 in a fact: `(ZERO, x)` says `x >= 0` (no kernel has this many locals).
+pub const ZERO: LocalId = LocalId(u32::MAX);
+
 /// Is `x <= y` whatever the run-time values? Terms with one base compare their constants;
-/// terms over `a` and `b` with a fact `a <= b` compare them too.
+/// terms over `a` and `b` with a fact `a <= b` compare them too (a constant's base is
+/// [`ZERO`]).
 pub fn provably_le(x: &KExpr, y: &KExpr, facts: &Facts) -> bool {
     let (Some((bx, cx)), Some((by, cy))) = (linear(x), linear(y)) else {
         return false;
     };
-    cx <= cy && (bx == by || matches!((bx, by), (Some(a), Some(b)) if ordered(a, b, facts)))
+    let (a, b) = (bx.unwrap_or(ZERO), by.unwrap_or(ZERO));
+    cx <= cy && (a == b || ordered(a, b, facts))
 }
 
 /// `a <= b` by a fact, or by two (`a <= m`, `m <= b`).
@@ -175,5 +181,21 @@ mod tests {
         assert!(!provably_empty(&plus1(last.clone()), &n(), &facts));
         assert!(provably_empty(&plus1(n()), &last, &facts));
         assert!(!provably_empty(&plus1(n()), &last, &[]));
+    }
+
+    #[test]
+    fn zero_orders_constants_below_non_negative_locals() {
+        // With 0 <= before <= last: max(1, before + 1) is before + 1, max(1, last + 1) is
+        // last + 1 (two facts), and min(0, before) is 0; without them nothing folds.
+        let (before, last) = (LocalId(5), LocalId(4));
+        let facts = [(ZERO, before), (before, last)];
+        let plus1 = |l: LocalId| KExpr::bin(Op::Add, KExpr::Local(l), KExpr::int(1));
+        let start = |l| KExpr::Op(Op::Max, vec![KExpr::int(1), plus1(l)]);
+        assert_eq!(fold_min_max(start(before), &facts), plus1(before));
+        assert_eq!(fold_min_max(start(last), &facts), plus1(last));
+        assert_eq!(fold_min_max(start(before), &[]), start(before));
+        let low = KExpr::Op(Op::Min, vec![KExpr::int(0), KExpr::Local(before)]);
+        assert_eq!(fold_min_max(low.clone(), &facts), KExpr::int(0));
+        assert_eq!(fold_min_max(low.clone(), &[]), low);
     }
 }

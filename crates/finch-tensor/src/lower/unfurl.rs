@@ -1286,16 +1286,24 @@ impl Lowerer {
                 let (idx, ofs) = (buf(0)?, buf(1)?);
                 let q1 = self.level_local(t, depth, "q_stop");
                 let last = self.level_local(t, depth, "last");
-                let first = self.level_local(t, depth, "first");
+                let before = self.level_local(t, depth, "before");
                 let width = KExpr::bin(Op::Sub, l(q1), KExpr::load(ofs, pos.clone()));
+                // `0 <= before <= last <= shape`: a block lies in the level (I3), and the
+                // clamp holds an empty fiber's `last` (I4 allows `shape + 1`) in it too. So
+                // over the level's whole extent the phases need no clamping of their own.
+                self.at_most
+                    .extend([(last, shape), (before, last), (super::bounds::ZERO, before)]);
                 Looplet::Thunk {
                     preamble: vec![
                         KStmt::Assign(q1, KExpr::load(ofs, plus1(pos.clone()))),
-                        KStmt::Assign(last, plus1(KExpr::load(idx, pos))),
-                        KStmt::Assign(first, plus1(KExpr::bin(Op::Sub, l(last), width))),
+                        KStmt::Assign(
+                            last,
+                            KExpr::Op(Op::Min, vec![plus1(KExpr::load(idx, pos)), l(shape)]),
+                        ),
+                        KStmt::Assign(before, KExpr::bin(Op::Sub, l(last), width)),
                     ],
                     body: Box::new(Looplet::Sequence(vec![
-                        (Some(minus1(l(first))), fill_run()),
+                        (Some(l(before)), fill_run()),
                         (
                             Some(l(last)),
                             Looplet::Lookup(Rc::new(move |i: KExpr| {
