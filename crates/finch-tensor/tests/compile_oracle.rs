@@ -1118,10 +1118,14 @@ fn reassociated_spmv_runs_eight_positions_at_a_time() {
 /// The C of row-major SpMV over `Dense(<level>(Element))` compiled with `reassociate`
 /// (`None` where no C compiler is available).
 fn reassociated_row_spmv_c(level: &str) -> Option<String> {
+    row_spmv_c(level, true)
+}
+
+fn row_spmv_c(level: &str, reassociate: bool) -> Option<String> {
     let text = format!("input A :: Dense({level}(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n");
     let k = Program::parse(&text)
         .unwrap()
-        .compile_with(Engine::C, &CompileOptions { reassociate: true })
+        .compile_with(Engine::C, &CompileOptions { reassociate })
         .unwrap();
     (k.engine() == Engine::C).then(|| k.c_source(finch::backend::c::CheckMode::Trusted).unwrap())
 }
@@ -1249,10 +1253,12 @@ fn band_rows_need_no_clamps_and_their_fill_stays_inside() {
 }
 
 #[test]
-fn vector_loops_prefetch_the_loads_that_move_on() {
+fn loops_prefetch_the_loads_that_move_on() {
     // A band row's values (positions in the level) are prefetched ahead; `x`, read at the
     // row's own coordinates and again by the next rows, is not. A walk over a SparseList
-    // row prefetches its index and value streams; `x` is gathered.
+    // row prefetches its index and value streams; `x` is gathered (or loaded at `idx`).
+    // Vectorized loops prefetch once per group of eight positions; the scalar loops of a
+    // kernel that keeps its order, once per strip of eight iterations.
     let prefetched = |c: &str| -> Vec<String> {
         c.lines()
             .filter(|l| l.contains("__builtin_prefetch"))
@@ -1268,12 +1274,19 @@ fn vector_loops_prefetch_the_loads_that_move_on() {
             })
             .collect()
     };
-    let Some(band) = reassociated_row_spmv_c("SparseBand") else {
-        return;
-    };
-    assert_eq!(prefetched(&band), ["A_lvl3_val"], "{band}");
-    let list = reassociated_row_spmv_c("SparseList").expect("C");
-    assert_eq!(prefetched(&list), ["A_lvl2_idx", "A_lvl3_val"], "{list}");
+    for reassociate in [true, false] {
+        let Some(band) = row_spmv_c("SparseBand", reassociate) else {
+            return;
+        };
+        assert_eq!(prefetched(&band), ["A_lvl3_val"], "{band}");
+        let list = row_spmv_c("SparseList", reassociate).expect("C");
+        assert_eq!(prefetched(&list), ["A_lvl2_idx", "A_lvl3_val"], "{list}");
+        if !reassociate {
+            assert!(!list.contains("_mm512"), "{list}");
+            assert!(list.contains("for (int k_ = 0; k_ < 8; k_++) {"), "{list}");
+            assert!(band.contains("for (int k_ = 0; k_ < 8; k_++, v"), "{band}");
+        }
+    }
 }
 
 #[test]

@@ -674,6 +674,61 @@ impl Emitter<'_> {
         true
     }
 
+    /// In a kernel that keeps its floating-point order (trusted, scalar): the loads a loop
+    /// over `var` prefetches as it runs in strips (see `prefetch`); `walk` is the bound of
+    /// a `while` loop.
+    fn prefetched(
+        &self,
+        var: LocalId,
+        walk: Option<&KExpr>,
+        body: &[KStmt],
+    ) -> Option<Vec<(BufId, KExpr)>> {
+        if self.simd || self.k.reassociate || self.mode != CheckMode::Trusted {
+            return None;
+        }
+        super::prefetch::streams(self.k, var, walk, body)
+    }
+
+    /// Strips of the loop over `var` while at least [`super::prefetch::STRIP`] iterations
+    /// remain before `end` (C): the prefetches, then that many iterations of `body` (a
+    /// `for` loop's variable advanced after each, a walk's by its body). The loop that
+    /// follows runs the rest.
+    fn strips(
+        &mut self,
+        end: &str,
+        var: LocalId,
+        streams: &[(BufId, KExpr)],
+        body: &[KStmt],
+        level: usize,
+    ) -> Result<()> {
+        use super::prefetch::{PREFETCH_AHEAD, STRIP};
+        let pad = "  ".repeat(level);
+        let v = var.0;
+        let _ = writeln!(self.out, "{pad}while ({end} - v{v} >= {STRIP}) {{");
+        for (b, index) in streams {
+            let (p, i) = (self.ptr(*b), self.expr(index));
+            let _ = writeln!(
+                self.out,
+                "{pad}  __builtin_prefetch((const void *)((uintptr_t)({p} + ({i})) + {PREFETCH_AHEAD}u * sizeof(*{p})));"
+            );
+        }
+        let walk = body
+            .iter()
+            .any(|s| matches!(s, KStmt::Assign(l, _) if *l == var));
+        let step = if walk {
+            String::new()
+        } else {
+            format!(", v{v}++")
+        };
+        let _ = writeln!(
+            self.out,
+            "{pad}  for (int k_ = 0; k_ < {STRIP}; k_++{step}) {{"
+        );
+        self.block(body, level + 2)?;
+        let _ = writeln!(self.out, "{pad}  }}\n{pad}}}");
+        Ok(())
+    }
+
     /// In the AVX-512 copy: the accumulators a loop (condition or bounds `head`, `body`)
     /// can hold as vectors of partial sums across its iterations get one, declared before
     /// the loop; the vectorized loops inside add into it.
@@ -772,10 +827,13 @@ impl Emitter<'_> {
                     "{pad}{{ int64_t lo_{v} = {l}; int64_t hi_{v} = {h};"
                 );
                 self.check(level, self.fallible(hi) || self.fallible(lo));
-                let _ = writeln!(
-                    self.out,
-                    "{pad}for (v{v} = lo_{v}; v{v} < hi_{v}; v{v}++) {{"
-                );
+                let mut start = format!("v{v} = lo_{v}");
+                if let Some(streams) = self.prefetched(*var, None, body) {
+                    let _ = writeln!(self.out, "{pad}v{v} = lo_{v};");
+                    self.strips(&format!("hi_{v}"), *var, &streams, body, level)?;
+                    start.clear();
+                }
+                let _ = writeln!(self.out, "{pad}for ({start}; v{v} < hi_{v}; v{v}++) {{");
                 self.block(body, level + 1)?;
                 let _ = writeln!(self.out, "{pad}}} }}");
                 self.release_sums(held, &pad);
@@ -785,6 +843,14 @@ impl Emitter<'_> {
                     return Ok(());
                 }
                 let held = self.hold_sums(&[cond], body, &pad);
+                if let KExpr::Op(Op::Lt, a) = cond {
+                    if let [KExpr::Local(q), bound] = a.as_slice() {
+                        if let Some(streams) = self.prefetched(*q, Some(bound), body) {
+                            let b = self.expr(bound);
+                            self.strips(&b, *q, &streams, body, level)?;
+                        }
+                    }
+                }
                 let c = self.expr(cond);
                 let fallible = self.fallible(cond);
                 let _ = writeln!(self.out, "{pad}while (1) {{");

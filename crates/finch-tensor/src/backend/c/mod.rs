@@ -11,6 +11,7 @@
 
 mod compile;
 mod emit;
+mod prefetch;
 mod simd;
 
 pub use compile::{cache_dir, cache_key, compiler, Compiler};

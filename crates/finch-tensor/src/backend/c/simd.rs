@@ -24,6 +24,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
+use super::prefetch::PREFETCH_AHEAD;
 use crate::algebra::{Op, ScalarType, Value};
 use crate::kernel::{BufId, KExpr, KStmt, Kernel, LocalId};
 
@@ -80,11 +81,6 @@ struct Vectorizer<'a> {
     /// whether they are offset from the loop's variable by a local.
     streams: Vec<(String, usize, bool)>,
 }
-
-/// How far ahead of a contiguous load its cache lines are prefetched, in elements (two
-/// kilobytes of `f64`). Measured on SpMV over blocks and CSR (`bench/block_list_limit.c`):
-/// the hardware prefetcher alone leaves the loads of each short loop waiting on the cache.
-const PREFETCH_AHEAD: usize = 256;
 
 /// What the vectorizer needs from the emitter.
 pub(super) struct Context<'a> {
@@ -414,7 +410,7 @@ fn mentions(e: &KExpr, l: LocalId) -> bool {
     mentions_any(e, &HashSet::from([l]))
 }
 
-fn mentions_any(e: &KExpr, ls: &HashSet<LocalId>) -> bool {
+pub(super) fn mentions_any(e: &KExpr, ls: &HashSet<LocalId>) -> bool {
     match e {
         KExpr::Local(x) => ls.contains(x),
         KExpr::Lit(_) | KExpr::Len(_) => false,
