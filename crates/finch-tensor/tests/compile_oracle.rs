@@ -1252,6 +1252,68 @@ fn band_rows_need_no_clamps_and_their_fill_stays_inside() {
     }
 }
 
+/// A walk over a SparseBlockList row from index 1 starts each block's loop at the block's
+/// first index with no clipping and no test (blocks are sorted, disjoint and never empty);
+/// a walk that starts inside a block (a window or a mask from 3, a shifted read) still
+/// clips it.
+#[test]
+fn block_rows_from_the_start_need_no_clipping_and_ranges_inside_blocks_still_clip() {
+    let programs = [
+        ("for i = _, j = _\n  y[i] += A[j, i] * x[j]\nend", true),
+        (
+            "for i = _, j = _\n  y[i] += A[(3:6)(j), i] * x[(3:6)(j)]\nend",
+            false,
+        ),
+        (
+            "for i = _, j = _\n  if j >= 3\n    y[i] += A[j, i] * x[j]\n  end\nend",
+            false,
+        ),
+        (
+            "for i = _, j = _\n  y[i] += coalesce(A[~(j + 2), i], 0.0) * x[j]\nend",
+            false,
+        ),
+    ];
+    // Rows (loop `i`) of length 7 with blocks 2..=5, 1..=2 and 4..=7, 3..=3, none.
+    let rows = DenseArray::from_f64(
+        &[7, 4],
+        &[
+            0.0, 1.0, 2.0, 3.0, 4.0, 0.0, 0.0, //
+            5.0, 6.0, 0.0, 7.0, 8.0, 9.0, 10.0, //
+            0.0, 0.0, 11.0, 0.0, 0.0, 0.0, 0.0, //
+            0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+        ],
+    )
+    .unwrap();
+    let x = DenseArray::from_f64(&[7], &[1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6]).unwrap();
+    for (body, whole) in programs {
+        let text = format!("input A :: Dense(SparseBlockList(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\n{body}\n");
+        let p = Program::parse(&text).unwrap();
+        let ir = p.compile(Engine::Interp).unwrap().kernel().to_string();
+        assert_eq!(!ir.contains("max("), whole, "{ir}");
+        let mut reference = Bindings::new();
+        reference.insert("A", rows.clone());
+        reference.insert("x", x.clone());
+        p.run_reference(&mut reference, &RunOptions::default())
+            .unwrap();
+        for engine in [Engine::Interp, Engine::C] {
+            let mut t = HashMap::new();
+            for (name, a) in [("A", &rows), ("x", &x)] {
+                let f = Format::parse(&p.decl(name).unwrap().format.to_string()).unwrap();
+                t.insert(name.to_string(), Tensor::from_dense(&f, a).unwrap());
+            }
+            p.compile(engine)
+                .unwrap()
+                .run(&mut t, &HashMap::new())
+                .unwrap();
+            assert_eq!(
+                &t["y"].to_dense().unwrap(),
+                reference.get("y").unwrap(),
+                "{engine:?}\n{text}"
+            );
+        }
+    }
+}
+
 #[test]
 fn loops_prefetch_the_loads_that_move_on() {
     // A band row's values (positions in the level) are prefetched ahead; `x`, read at the

@@ -170,6 +170,11 @@ pub struct Counted {
     pub more: KExpr,
     /// The stop of the last child: the stepper never extends past it.
     pub last: KExpr,
+    /// A local holding the first stored index of the current child, where every child's
+    /// exceeds the previous child's stop and the first child's is at least 1 (a
+    /// SparseBlockList's blocks): a walk from index 1 then starts each step at or before
+    /// it, so the child's stored part needs no clipping to the step.
+    pub first: Option<crate::kernel::LocalId>,
 }
 
 impl std::fmt::Debug for Looplet {
@@ -522,6 +527,8 @@ fn shift_stepper(s: &Rc<Stepper>, c: &KExpr) -> Stepper {
         counted: s.counted.as_ref().map(|k| Counted {
             more: k.more.clone(),
             last: back(&k.last),
+            // A shifted walk seeks into the middle of a child.
+            first: None,
         }),
     }
 }

@@ -1524,15 +1524,21 @@ impl Lowerer {
                 hi: KExpr::Local(e_local),
                 body: Box::new(phase_body),
             })?;
-            // Phases whose body vanished (e.g. a run of fill values) cost nothing.
+            // Phases whose body vanished (e.g. a run of fill values) cost nothing; one the
+            // prover shows non-empty (a block's indices) needs no test.
             if !code.is_empty() {
+                let non_empty = bounds::provably_le(&start, &end, &self.at_most);
                 out.push(KStmt::Assign(s_local, start.clone()));
                 out.push(KStmt::Assign(e_local, end));
-                out.push(KStmt::If {
-                    cond: KExpr::bin(Op::Le, KExpr::Local(s_local), KExpr::Local(e_local)),
-                    then: code,
-                    otherwise: vec![],
-                });
+                if non_empty {
+                    out.extend(code);
+                } else {
+                    out.push(KStmt::If {
+                        cond: KExpr::bin(Op::Le, KExpr::Local(s_local), KExpr::Local(e_local)),
+                        then: code,
+                        otherwise: vec![],
+                    });
+                }
             }
             start = next;
         }
@@ -1568,6 +1574,7 @@ impl Lowerer {
             KExpr::Lit(_) => lo.clone(),
             _ => KExpr::Local(i),
         };
+        let lo_start = lo.clone();
         let mut out = vec![KStmt::Assign(i, lo)];
         for s in &steppers {
             out.extend((s.seek)(seek_to.clone()));
@@ -1620,6 +1627,11 @@ impl Lowerer {
                 if let KExpr::Local(x) = only.stop {
                     // In the counted loop the step ends at the child's stop.
                     self.at_most.extend([(x, st), (st, x)]);
+                }
+                // From index 1 (no seek into a child), and then from one past the previous
+                // child's stop, a step starts at or before the child's first stored index.
+                if let (Some(first), KExpr::Lit(Value::I64(1))) = (counted.first, &lo_start) {
+                    self.at_most.push((i, first));
                 }
                 fast.extend(self.stepper_variants(
                     index,

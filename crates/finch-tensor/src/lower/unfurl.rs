@@ -1334,6 +1334,7 @@ impl Lowerer {
                     counted: Some(Counted {
                         more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
                         last: l(shape),
+                        first: None,
                     }),
                 };
                 Looplet::Thunk {
@@ -1364,6 +1365,7 @@ impl Lowerer {
                     counted: Some(Counted {
                         more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
                         last: l(i_last),
+                        first: None,
                     }),
                 };
                 Looplet::Thunk {
@@ -1420,6 +1422,7 @@ impl Lowerer {
                     counted: Some(Counted {
                         more: KExpr::bin(Op::Lt, l(r), l(r_stop)),
                         last: l(i_last),
+                        first: Some(b_first),
                     }),
                 };
                 Looplet::Thunk {
@@ -1556,6 +1559,7 @@ impl Lowerer {
             counted: Some(Counted {
                 more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
                 last: l(i_last),
+                first: None,
             }),
         };
         let walker = if gallop {
