@@ -11,6 +11,7 @@
 
 mod compile;
 mod emit;
+mod jam;
 mod prefetch;
 mod simd;
 

@@ -125,7 +125,7 @@ fn loads(e: &KExpr, f: &mut dyn FnMut(BufId, &KExpr)) {
 
 /// `e` is locals and literals under `+ - *` (its value at a strip's start is free to
 /// compute and cannot fail).
-fn arithmetic(e: &KExpr) -> bool {
+pub(super) fn arithmetic(e: &KExpr) -> bool {
     match e {
         KExpr::Local(_) | KExpr::Lit(Value::I64(_)) => true,
         KExpr::Op(Op::Add | Op::Sub | Op::Mul, a) => a.iter().all(arithmetic),
