@@ -400,22 +400,27 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
     out.push_str(
         "\nWhere a structured level gains less than 1.5x, and why. This machine's 480 MB L3 \
          holds every matrix here, so these kernels are bound by the core and the cache, not \
-         by memory bandwidth, where the paper's gains over TACO were measured.\n\n\
-         * Strict order: each row's sum is one chain of dependent additions, which bounds both \
-         formats alike; the structured level saves only the index loads beside it. Rows of 11 \
-         (half-bandwidth 5) and the triangle gain 1.25-1.4x, rows of 61 and 201 1.4-1.65x; \
-         reassociated, the bands and the triangle gain 1.4-2.2x.\n\
+         by memory bandwidth, where the paper's gains over TACO were measured. Strict kernels \
+         run their loops in strips of eight with software prefetch, and pair long band rows \
+         (two rows' additions interleaved, each row's in order); reassociated ones run AVX-512.\n\n\
+         * Strict order, short rows: a band row of 11 (half-bandwidth 5) is mostly per-row \
+         work both formats share (the row's bounds, loading and storing `y`); it gains \
+         1.4-1.45x. Strict SparseBlockList rows (the synthetic three blocks of 16-48, qc324's \
+         rows of 82) are one chain of dependent additions each, about 0.4 ns per entry, the \
+         latency of one addition; CSR's synthetic rows run at about 0.6 ns per entry (1.4x), \
+         qc324's at the same bound (1.1x). Reassociated, every band, the triangle and the \
+         synthetic blocks gain 1.6-2.0x.\n\
          * SparsePoint: per row the permutation reads `idx` and `x[j]` and writes `y`; CSR adds \
          only the `ptr` array, 8 of 40 bytes, so a kernel bound by data movement gains at \
-         most about 1.25x; measured 1.28-1.43x over this session's runs (the paper reports 1.3x). \
+         most about 1.25x; measured 1.3-1.5x over this session's runs (the paper reports 1.3x). \
          Reassociated, the SparseList counterpart runs each one-entry row as a masked AVX-512 \
          group with a one-lane gather, which makes it slower than its strict loop.\n\
-         * SparseBlockList gains 1.5x or more on rows of long blocks (the synthetic rows; \
-         qc324's 33-entry blocks are 324 rows, a 10-microsecond kernel). On matrices whose \
-         blocks are short (3.5-7.8 entries) every block costs a loop exit the branch \
-         predictor misses. `bench/block_list_limit.c` measures the limit with hand-written C \
-         in one run on the same machine, AVX-512 with the same prefetching: on bcsstk16, \
-         blocks 0.112 ms against CSR with gathers 0.167 ms (1.49x); on bcsstk38 0.253 \
+         * SparseBlockList on real matrices: qc324's 33-entry blocks gain 1.45-1.5x \
+         reassociated (324 rows, a 6-microsecond kernel). On matrices whose blocks are short \
+         (3.5-7.8 entries) every block costs a loop exit the branch predictor misses. \
+         `bench/block_list_limit.c` measures the limit with hand-written C in one run on the \
+         same machine, AVX-512 with the same prefetching: on bcsstk16, blocks 0.112 ms \
+         against CSR with gathers 0.167 ms (1.49x; compiled, 1.4x); on bcsstk38 0.253 \
          against 0.209 ms and on mbeacxc 0.030 against 0.015 ms (blocks slower); on the \
          synthetic rows 0.337 against 0.579 ms (1.72x).\n",
     );
