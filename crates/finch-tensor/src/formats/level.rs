@@ -192,15 +192,26 @@ impl LevelStorage {
             LevelStorage::Element(l) => return l.validate(depth, parents),
             LevelStorage::Pattern(_) => return Ok(parents),
         };
-        match self.child() {
-            Some(c) => c.validate(depth + 1, children),
-            None => Err(Error::Invalid {
-                depth,
-                level: self.name(),
-                invariant: "inner level has a child",
-                detail: "missing child level".into(),
-            }),
+        let leaves = match self.child() {
+            Some(c) => c.validate(depth + 1, children)?,
+            None => {
+                return Err(Error::Invalid {
+                    depth,
+                    level: self.name(),
+                    invariant: "inner level has a child",
+                    detail: "missing child level".into(),
+                })
+            }
+        };
+        // Checks that read the child's values, once the child is known to be well formed
+        // (reading a malformed child would index outside its buffers).
+        match self {
+            LevelStorage::SparsePoint(l) => l.validate_unstored(depth)?,
+            LevelStorage::SparseInterval(l) => l.validate_unstored(depth)?,
+            LevelStorage::SparseByteMap(l) => l.validate_unstored(depth)?,
+            _ => {}
         }
+        Ok(leaves)
     }
 
     /// True when the subfiber at position `p` stores nothing but the fill (used to check

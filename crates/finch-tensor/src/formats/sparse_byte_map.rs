@@ -107,19 +107,29 @@ impl SparseByteMapStorage {
                 ));
             }
         }
-        // (A Pattern leaf stores nothing; its positions read through the flags.)
-        let pattern = matches!(*self.child, LevelStorage::Pattern(_));
-        if let Some(q) = (0..total).find(|&q| !pattern && !flags[q] && !self.child.is_fill_at(q)) {
-            return Err(bad(
-                "I7 children at unset positions are all fill",
-                format!(
+        Ok(total)
+    }
+
+    /// I7, checked once the child level is known to be well formed (it reads the child's
+    /// values). A Pattern leaf stores nothing; its positions read through the flags.
+    pub fn validate_unstored(&self, depth: usize) -> Result<()> {
+        if matches!(*self.child, LevelStorage::Pattern(_)) {
+            return Ok(());
+        }
+        let (flags, n) = (self.flags(), self.shape);
+        match (0..flags.len()).find(|&q| !flags[q] && !self.child.is_fill_at(q)) {
+            Some(q) => Err(Error::Invalid {
+                depth,
+                level: "SparseByteMap",
+                invariant: "I7 children at unset positions are all fill",
+                detail: format!(
                     "fiber {}, index {}: unset but stores a value",
                     q / n.max(1),
                     q % n.max(1)
                 ),
-            ));
+            }),
+            None => Ok(()),
         }
-        Ok(total)
     }
 
     /// Stored `(first index, last index, child position)` triples of fiber `p`.

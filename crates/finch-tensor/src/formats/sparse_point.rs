@@ -48,15 +48,22 @@ impl SparsePointStorage {
                 format!("idx[{p}] = {} with shape {}", self.idx[p], self.shape),
             ));
         }
-        if let Some(p) =
-            (0..parents).find(|&p| self.idx[p] == self.shape && !self.child.is_fill_at(p))
-        {
-            return Err(bad(
-                "I3 the child of an empty fiber is all fill",
-                format!("fiber {p} is empty but its child holds a stored value"),
-            ));
-        }
         Ok(parents)
+    }
+
+    /// I3, checked once the child level is known to be well formed (it reads the child's
+    /// values).
+    pub fn validate_unstored(&self, depth: usize) -> Result<()> {
+        match (0..self.idx.len()).find(|&p| self.idx[p] == self.shape && !self.child.is_fill_at(p))
+        {
+            Some(p) => Err(Error::Invalid {
+                depth,
+                level: "SparsePoint",
+                invariant: "I3 the child of an empty fiber is all fill",
+                detail: format!("fiber {p} is empty but its child holds a stored value"),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Stored `(first index, last index, child position)` triples of fiber `p`.

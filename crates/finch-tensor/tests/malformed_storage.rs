@@ -1,0 +1,213 @@
+//! Checked invariants: a tensor `validate` accepts is safe for every kernel. Random
+//! corruptions of the index buffers of tensors in every level format (a position, index,
+//! run or block end changed to a nearby or arbitrary value) are either rejected by the
+//! validator with the invariant's name, or the tensor they make runs through the
+//! bounds-checked interpreter without reading outside any buffer and gives the reference's
+//! results on what the tensor means (`to_dense`). A corruption the validator let through
+//! and a kernel then read outside a buffer would be undefined behaviour in the trusted C
+//! kernels, which do not check bounds.
+
+use std::collections::HashMap;
+
+use finch::engine::Engine;
+use finch::formats::{Format, LevelStorage};
+use finch::reference::{Bindings, RunOptions};
+use finch::tensor::{IndexVec, Tensor, TensorStorage};
+use finch::{DenseArray, Error, Program};
+use proptest::prelude::*;
+
+const LEVELS: [&str; 12] = [
+    "Dense",
+    "SparseList",
+    "SparseList{UInt32}",
+    "SparsePoint",
+    "SparseInterval",
+    "SparseBand",
+    "SparseBlockList",
+    "RunList",
+    "SparseRunList",
+    "SparseByteMap",
+    "SparseHash",
+    "SparseCOO{1}",
+];
+
+/// Every index buffer of a level tree, outermost first.
+fn index_buffers<'a>(l: &'a mut LevelStorage, out: &mut Vec<&'a mut Vec<usize>>) {
+    let child = match l {
+        LevelStorage::Dense(d) => &mut d.child,
+        LevelStorage::SparseList(s) => {
+            for v in [&mut s.ptr, &mut s.idx] {
+                if let IndexVec::Wide(w) = v {
+                    out.push(w);
+                }
+            }
+            &mut s.child
+        }
+        LevelStorage::SparseCoo(s) => {
+            out.push(&mut s.ptr);
+            out.extend(s.tbl.iter_mut());
+            &mut s.child
+        }
+        LevelStorage::SparsePoint(s) => {
+            out.push(&mut s.idx);
+            &mut s.child
+        }
+        LevelStorage::SparseInterval(s) => {
+            out.extend([&mut s.left, &mut s.right]);
+            &mut s.child
+        }
+        LevelStorage::SparseBand(s) => {
+            out.extend([&mut s.idx, &mut s.ofs]);
+            &mut s.child
+        }
+        LevelStorage::SparseBlockList(s) => {
+            out.extend([&mut s.ptr, &mut s.idx, &mut s.ofs]);
+            &mut s.child
+        }
+        LevelStorage::RunList(s) => {
+            out.extend([&mut s.ptr, &mut s.right]);
+            &mut s.child
+        }
+        LevelStorage::SparseRunList(s) => {
+            out.extend([&mut s.ptr, &mut s.left, &mut s.right]);
+            &mut s.child
+        }
+        LevelStorage::SparseByteMap(s) => {
+            out.extend([&mut s.ptr, &mut s.srt]);
+            &mut s.child
+        }
+        LevelStorage::SparseHash(s) => {
+            out.extend([&mut s.ptr, &mut s.idx, &mut s.pos]);
+            &mut s.child
+        }
+        LevelStorage::Element(_) | LevelStorage::Pattern(_) => return,
+    };
+    index_buffers(child, out);
+}
+
+fn dense(shape: &[usize], seed: u64) -> DenseArray {
+    let len: usize = shape.iter().product();
+    let mut s = seed | 1;
+    let data: Vec<f64> = (0..len)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            match (s >> 40) % 4 {
+                0 | 1 => 0.0,
+                2 => 3.0,
+                _ => ((s >> 20) % 9) as f64 - 4.0,
+            }
+        })
+        .collect();
+    DenseArray::from_f64(shape, &data).unwrap()
+}
+
+/// Read kernels over matrix `A` (root over the columns `j`): a sum, SpMV, a copy into a
+/// dense matrix and an element-wise product with itself stored as CSC.
+const PROGRAMS: [&str; 4] = [
+    "output s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += A[i, j]\nend\n",
+    "input x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[j]\nend\n",
+    "output C :: Dense(Dense(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j] + 1.0\nend\n",
+    "input B :: Dense(SparseList(Element(0.0)))\noutput C :: Dense(Dense(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
+];
+
+/// Runs every program on `a` with the interpreter and checks it against the reference.
+fn reads_match_reference(a: &Tensor, format: &str) -> Result<(), TestCaseError> {
+    let meaning = a
+        .to_dense()
+        .map_err(|e| TestCaseError::fail(format!("{e}")))?;
+    let (m, n) = (a.shape()[0], a.shape()[1]);
+    let x = dense(&[n], 7);
+    for body in PROGRAMS {
+        let text = format!("input A :: {format}\n{body}");
+        let p = Program::parse(&text).unwrap();
+        let k = match p.compile(Engine::Interp) {
+            Ok(k) => k,
+            // A level without the protocol a program asks for is refused by name.
+            Err(Error::Unsupported(_)) => continue,
+            Err(e) => return Err(TestCaseError::fail(format!("{e}\n{text}"))),
+        };
+        let mut reference = Bindings::new();
+        reference.insert("A", meaning.clone());
+        reference.insert("x", x.clone());
+        reference.insert("B", meaning.clone());
+        p.run_reference(&mut reference, &RunOptions::default())
+            .unwrap();
+        let mut t = HashMap::new();
+        t.insert("A".to_string(), a.clone());
+        let csc = Format::parse("Dense(SparseList(Element(0.0)))").unwrap();
+        t.insert("B".to_string(), Tensor::from_dense(&csc, &meaning).unwrap());
+        let vec = Format::parse("Dense(Element(0.0))").unwrap();
+        t.insert("x".to_string(), Tensor::from_dense(&vec, &x).unwrap());
+        k.run(&mut t, &HashMap::new())
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{text}\n{m}x{n}")))?;
+        for name in ["s", "y", "C"] {
+            if let (Some(got), Some(want)) = (t.get(name), reference.get(name)) {
+                prop_assert_eq!(&got.to_dense().unwrap(), want, "{}", text);
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+    #[test]
+    fn corrupted_index_buffers_are_rejected_or_harmless(
+        outer in 0..LEVELS.len(),
+        inner in 0..LEVELS.len(),
+        m in 0usize..7,
+        n in 0usize..7,
+        seed in any::<u64>(),
+        pick in any::<prop::sample::Index>(),
+        at in any::<prop::sample::Index>(),
+        change in 0u8..6,
+        arbitrary in 0usize..12,
+    ) {
+        let format = format!("{}({}(Element(0.0)))", LEVELS[outer], LEVELS[inner]);
+        let f = Format::parse(&format).unwrap();
+        let a = dense(&[m, n], seed);
+        // Data a single-entry or single-run level cannot hold is not this test's subject.
+        let Ok(t) = Tensor::from_dense(&f, &a) else {
+            return Ok(());
+        };
+        let (f, shape, storage) = t.into_parts();
+        let TensorStorage::Levels(mut root) = storage else {
+            return Err(TestCaseError::fail("not a level tensor"));
+        };
+        let mut buffers = Vec::new();
+        index_buffers(&mut root, &mut buffers);
+        let buffers: Vec<&mut Vec<usize>> = buffers.into_iter().filter(|b| !b.is_empty()).collect();
+        if buffers.is_empty() {
+            return Ok(());
+        }
+        let k = pick.index(buffers.len());
+        let buf = buffers.into_iter().nth(k).unwrap();
+        let q = at.index(buf.len());
+        let old = buf[q];
+        buf[q] = match change {
+            0 => old + 1,
+            1 => old.saturating_sub(1),
+            2 => 0,
+            3 => old + 2,
+            4 => arbitrary,
+            _ => usize::MAX / 2,
+        };
+        if buf[q] == old {
+            return Ok(());
+        }
+        match Tensor::from_parts(f, shape, TensorStorage::Levels(root)) {
+            // Rejected by name.
+            Err(Error::Invalid { invariant, .. }) => {
+                prop_assert!(invariant.starts_with('I'), "{}", invariant);
+            }
+            Err(other) => {
+                return Err(TestCaseError::fail(format!("not an invariant violation: {other}")));
+            }
+            // Accepted: it must be a tensor every kernel reads safely.
+            Ok(t) => reads_match_reference(&t, &format)?,
+        }
+    }
+}
