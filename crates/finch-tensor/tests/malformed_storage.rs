@@ -1,5 +1,6 @@
 //! Checked invariants: a tensor `validate` accepts is safe for every kernel. Random
-//! corruptions of the index buffers of tensors in every level format (a position, index,
+//! corruptions of the index buffers of 2- and 3-level tensors in every level format in
+//! every position (a position, index,
 //! run or block end changed to a nearby or arbitrary value) are either rejected by the
 //! validator with the invariant's name, or the tensor they make runs through the
 //! bounds-checked interpreter without reading outside any buffer and gives the reference's
@@ -104,12 +105,21 @@ fn dense(shape: &[usize], seed: u64) -> DenseArray {
 }
 
 /// Read kernels over matrix `A` (root over the columns `j`): a sum, SpMV, a copy into a
-/// dense matrix and an element-wise product with itself stored as CSC.
-const PROGRAMS: [&str; 4] = [
+/// dense matrix, an element-wise product with itself stored as CSC, and reads by random
+/// access (`follow`) and by galloping (where the level has the protocol).
+const PROGRAMS: [&str; 6] = [
+    "output s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += A[follow(i), j] * 2.0\nend\n",
+    "input B :: Dense(SparseList(Element(0.0)))\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += A[gallop(i), j] * B[gallop(i), j]\nend\n",
     "output s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += A[i, j]\nend\n",
     "input x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[j]\nend\n",
     "output C :: Dense(Dense(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j] + 1.0\nend\n",
     "input B :: Dense(SparseList(Element(0.0)))\noutput C :: Dense(Dense(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
+];
+
+/// The same for a 3-mode tensor: a sum, and a copy with one random-access mode.
+const PROGRAMS_3: [&str; 2] = [
+    "output s :: Scalar(0.0)\ns .= 0\nfor k = _, j = _, i = _\n  s[] += A[i, j, k]\nend\n",
+    "output C :: Dense(Dense(Dense(Element(0.0))))\nC .= 0\nfor k = _, j = _, i = _\n  C[i, j, k] = A[follow(i), j, k] - 1.0\nend\n",
 ];
 
 /// Runs every program on `a` with the interpreter and checks it against the reference.
@@ -119,7 +129,12 @@ fn reads_match_reference(a: &Tensor, format: &str) -> Result<(), TestCaseError> 
         .map_err(|e| TestCaseError::fail(format!("{e}")))?;
     let (m, n) = (a.shape()[0], a.shape()[1]);
     let x = dense(&[n], 7);
-    for body in PROGRAMS {
+    let programs: &[&str] = if a.shape().len() == 3 {
+        &PROGRAMS_3
+    } else {
+        &PROGRAMS
+    };
+    for body in programs {
         let text = format!("input A :: {format}\n{body}");
         let p = Program::parse(&text).unwrap();
         let k = match p.compile(Engine::Interp) {
@@ -129,17 +144,21 @@ fn reads_match_reference(a: &Tensor, format: &str) -> Result<(), TestCaseError> 
             Err(e) => return Err(TestCaseError::fail(format!("{e}\n{text}"))),
         };
         let mut reference = Bindings::new();
+        let mut t = HashMap::new();
         reference.insert("A", meaning.clone());
-        reference.insert("x", x.clone());
-        reference.insert("B", meaning.clone());
+        t.insert("A".to_string(), a.clone());
+        if p.decl("x").is_some() {
+            reference.insert("x", x.clone());
+            let vec = Format::parse("Dense(Element(0.0))").unwrap();
+            t.insert("x".to_string(), Tensor::from_dense(&vec, &x).unwrap());
+        }
+        if p.decl("B").is_some() {
+            reference.insert("B", meaning.clone());
+            let csc = Format::parse("Dense(SparseList(Element(0.0)))").unwrap();
+            t.insert("B".to_string(), Tensor::from_dense(&csc, &meaning).unwrap());
+        }
         p.run_reference(&mut reference, &RunOptions::default())
             .unwrap();
-        let mut t = HashMap::new();
-        t.insert("A".to_string(), a.clone());
-        let csc = Format::parse("Dense(SparseList(Element(0.0)))").unwrap();
-        t.insert("B".to_string(), Tensor::from_dense(&csc, &meaning).unwrap());
-        let vec = Format::parse("Dense(Element(0.0))").unwrap();
-        t.insert("x".to_string(), Tensor::from_dense(&vec, &x).unwrap());
         k.run(&mut t, &HashMap::new())
             .map_err(|e| TestCaseError::fail(format!("{e}\n{text}\n{m}x{n}")))?;
         for name in ["s", "y", "C"] {
@@ -158,6 +177,7 @@ proptest! {
     fn corrupted_index_buffers_are_rejected_or_harmless(
         outer in 0..LEVELS.len(),
         inner in 0..LEVELS.len(),
+        middle in prop::option::weighted(0.3, 0..LEVELS.len()),
         m in 0usize..7,
         n in 0usize..7,
         seed in any::<u64>(),
@@ -166,9 +186,16 @@ proptest! {
         change in 0u8..6,
         arbitrary in 0usize..12,
     ) {
-        let format = format!("{}({}(Element(0.0)))", LEVELS[outer], LEVELS[inner]);
+        // Two levels, or three with a middle level.
+        let (format, shape) = match middle {
+            Some(mid) => (
+                format!("{}({}({}(Element(0.0))))", LEVELS[outer], LEVELS[mid], LEVELS[inner]),
+                vec![m, n, (m + n) % 4],
+            ),
+            None => (format!("{}({}(Element(0.0)))", LEVELS[outer], LEVELS[inner]), vec![m, n]),
+        };
         let f = Format::parse(&format).unwrap();
-        let a = dense(&[m, n], seed);
+        let a = dense(&shape, seed);
         // Data a single-entry or single-run level cannot hold is not this test's subject.
         let Ok(t) = Tensor::from_dense(&f, &a) else {
             return Ok(());
