@@ -1,6 +1,6 @@
 //! Checked invariants: a tensor `validate` accepts is safe for every kernel. Random
 //! corruptions of the index buffers of 2- and 3-level tensors in every level format in
-//! every position (a position, index,
+//! every position (a size, position, index,
 //! run or block end changed to a nearby or arbitrary value) are either rejected by the
 //! validator with the invariant's name, or the tensor they make runs through the
 //! bounds-checked interpreter without reading outside any buffer and gives the reference's
@@ -32,58 +32,109 @@ const LEVELS: [&str; 12] = [
     "SparseCOO{1}",
 ];
 
-/// Every index buffer of a level tree, outermost first.
-fn index_buffers<'a>(l: &'a mut LevelStorage, out: &mut Vec<&'a mut Vec<usize>>) {
+/// A value of a level's storage a corruption may change.
+enum Slot<'a> {
+    /// An index buffer (positions, indices, run or block ends).
+    Wide(&'a mut Vec<usize>),
+    /// A 32-bit index buffer.
+    Narrow(&'a mut Vec<u32>),
+    /// A level's size.
+    Size(&'a mut usize),
+}
+
+/// Every index buffer and size of a level tree, outermost first.
+fn slots<'a>(l: &'a mut LevelStorage, out: &mut Vec<Slot<'a>>) {
+    let wide = |v: &'a mut Vec<usize>| Slot::Wide(v);
     let child = match l {
-        LevelStorage::Dense(d) => &mut d.child,
+        LevelStorage::Dense(d) => {
+            out.push(Slot::Size(&mut d.shape));
+            &mut d.child
+        }
         LevelStorage::SparseList(s) => {
+            out.push(Slot::Size(&mut s.shape));
             for v in [&mut s.ptr, &mut s.idx] {
-                if let IndexVec::Wide(w) = v {
-                    out.push(w);
-                }
+                out.push(match v {
+                    IndexVec::Wide(w) => Slot::Wide(w),
+                    IndexVec::Narrow(n) => Slot::Narrow(n),
+                });
             }
             &mut s.child
         }
         LevelStorage::SparseCoo(s) => {
-            out.push(&mut s.ptr);
-            out.extend(s.tbl.iter_mut());
+            out.extend([wide(&mut s.shape), wide(&mut s.ptr)]);
+            out.extend(s.tbl.iter_mut().map(wide));
             &mut s.child
         }
         LevelStorage::SparsePoint(s) => {
-            out.push(&mut s.idx);
+            out.extend([Slot::Size(&mut s.shape), wide(&mut s.idx)]);
             &mut s.child
         }
         LevelStorage::SparseInterval(s) => {
-            out.extend([&mut s.left, &mut s.right]);
+            out.extend([
+                Slot::Size(&mut s.shape),
+                wide(&mut s.left),
+                wide(&mut s.right),
+            ]);
             &mut s.child
         }
         LevelStorage::SparseBand(s) => {
-            out.extend([&mut s.idx, &mut s.ofs]);
+            out.extend([Slot::Size(&mut s.shape), wide(&mut s.idx), wide(&mut s.ofs)]);
             &mut s.child
         }
         LevelStorage::SparseBlockList(s) => {
-            out.extend([&mut s.ptr, &mut s.idx, &mut s.ofs]);
+            out.extend([
+                Slot::Size(&mut s.shape),
+                wide(&mut s.ptr),
+                wide(&mut s.idx),
+                wide(&mut s.ofs),
+            ]);
             &mut s.child
         }
         LevelStorage::RunList(s) => {
-            out.extend([&mut s.ptr, &mut s.right]);
+            out.extend([
+                Slot::Size(&mut s.shape),
+                wide(&mut s.ptr),
+                wide(&mut s.right),
+            ]);
             &mut s.child
         }
         LevelStorage::SparseRunList(s) => {
-            out.extend([&mut s.ptr, &mut s.left, &mut s.right]);
+            out.extend([
+                Slot::Size(&mut s.shape),
+                wide(&mut s.ptr),
+                wide(&mut s.left),
+                wide(&mut s.right),
+            ]);
             &mut s.child
         }
         LevelStorage::SparseByteMap(s) => {
-            out.extend([&mut s.ptr, &mut s.srt]);
+            out.extend([Slot::Size(&mut s.shape), wide(&mut s.ptr), wide(&mut s.srt)]);
             &mut s.child
         }
         LevelStorage::SparseHash(s) => {
-            out.extend([&mut s.ptr, &mut s.idx, &mut s.pos]);
+            out.extend([
+                Slot::Size(&mut s.shape),
+                wide(&mut s.ptr),
+                wide(&mut s.idx),
+                wide(&mut s.pos),
+            ]);
             &mut s.child
         }
         LevelStorage::Element(_) | LevelStorage::Pattern(_) => return,
     };
-    index_buffers(child, out);
+    slots(child, out);
+}
+
+/// `old` changed as `change` says (`arbitrary` for an arbitrary small value).
+fn corrupt(old: usize, change: u8, arbitrary: usize) -> usize {
+    match change {
+        0 => old + 1,
+        1 => old.saturating_sub(1),
+        2 => 0,
+        3 => old + 2,
+        4 => arbitrary,
+        _ => u32::MAX as usize,
+    }
 }
 
 fn dense(shape: &[usize], seed: u64) -> DenseArray {
@@ -204,25 +255,41 @@ proptest! {
         let TensorStorage::Levels(mut root) = storage else {
             return Err(TestCaseError::fail("not a level tensor"));
         };
-        let mut buffers = Vec::new();
-        index_buffers(&mut root, &mut buffers);
-        let buffers: Vec<&mut Vec<usize>> = buffers.into_iter().filter(|b| !b.is_empty()).collect();
-        if buffers.is_empty() {
+        let mut all = Vec::new();
+        slots(&mut root, &mut all);
+        let mut all: Vec<Slot> = all
+            .into_iter()
+            .filter(|s| match s {
+                Slot::Wide(v) => !v.is_empty(),
+                Slot::Narrow(v) => !v.is_empty(),
+                Slot::Size(_) => true,
+            })
+            .collect();
+        if all.is_empty() {
             return Ok(());
         }
-        let k = pick.index(buffers.len());
-        let buf = buffers.into_iter().nth(k).unwrap();
-        let q = at.index(buf.len());
-        let old = buf[q];
-        buf[q] = match change {
-            0 => old + 1,
-            1 => old.saturating_sub(1),
-            2 => 0,
-            3 => old + 2,
-            4 => arbitrary,
-            _ => usize::MAX / 2,
+        let k = pick.index(all.len());
+        let changed = match &mut all[k] {
+            Slot::Wide(v) => {
+                let q = at.index(v.len());
+                let old = v[q];
+                v[q] = corrupt(old, change, arbitrary);
+                v[q] != old
+            }
+            Slot::Narrow(v) => {
+                let q = at.index(v.len());
+                let old = v[q];
+                v[q] = u32::try_from(corrupt(old as usize, change, arbitrary)).unwrap_or(u32::MAX);
+                v[q] != old
+            }
+            Slot::Size(x) => {
+                let old = **x;
+                **x = corrupt(old, change, arbitrary);
+                **x != old
+            }
         };
-        if buf[q] == old {
+        drop(all);
+        if !changed {
             return Ok(());
         }
         match Tensor::from_parts(f, shape, TensorStorage::Levels(root)) {
@@ -230,6 +297,8 @@ proptest! {
             Err(Error::Invalid { invariant, .. }) => {
                 prop_assert!(invariant.starts_with('I'), "{}", invariant);
             }
+            // Sizes that disagree with the tensor's shape.
+            Err(Error::Program(m)) if m.contains("does not match the format") => {}
             Err(other) => {
                 return Err(TestCaseError::fail(format!("not an invariant violation: {other}")));
             }
