@@ -1,6 +1,6 @@
 //! Checked invariants: a tensor `validate` accepts is safe for every kernel. Random
 //! corruptions of the index buffers of 2- and 3-level tensors in every level format in
-//! every position (a size, position, index,
+//! every position (a size, position, index, bytemap flag,
 //! run or block end changed to a nearby or arbitrary value) are either rejected by the
 //! validator with the invariant's name, or the tensor they make runs through the
 //! bounds-checked interpreter without reading outside any buffer and gives the reference's
@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use finch::engine::Engine;
 use finch::formats::{Format, LevelStorage};
 use finch::reference::{Bindings, RunOptions};
-use finch::tensor::{IndexVec, Tensor, TensorStorage};
+use finch::tensor::{Buffer, IndexVec, Tensor, TensorStorage};
 use finch::{DenseArray, Error, Program};
 use proptest::prelude::*;
 
@@ -40,6 +40,8 @@ enum Slot<'a> {
     Narrow(&'a mut Vec<u32>),
     /// A level's size.
     Size(&'a mut usize),
+    /// A SparseByteMap's flags.
+    Flags(&'a mut Vec<bool>),
 }
 
 /// Every index buffer and size of a level tree, outermost first.
@@ -109,6 +111,9 @@ fn slots<'a>(l: &'a mut LevelStorage, out: &mut Vec<Slot<'a>>) {
         }
         LevelStorage::SparseByteMap(s) => {
             out.extend([Slot::Size(&mut s.shape), wide(&mut s.ptr), wide(&mut s.srt)]);
+            if let Buffer::Bool(flags) = &mut s.tbl {
+                out.push(Slot::Flags(flags));
+            }
             &mut s.child
         }
         LevelStorage::SparseHash(s) => {
@@ -262,6 +267,7 @@ proptest! {
             .filter(|s| match s {
                 Slot::Wide(v) => !v.is_empty(),
                 Slot::Narrow(v) => !v.is_empty(),
+                Slot::Flags(v) => !v.is_empty(),
                 Slot::Size(_) => true,
             })
             .collect();
@@ -286,6 +292,11 @@ proptest! {
                 let old = **x;
                 **x = corrupt(old, change, arbitrary);
                 **x != old
+            }
+            Slot::Flags(v) => {
+                let q = at.index(v.len());
+                v[q] = !v[q];
+                true
             }
         };
         drop(all);
