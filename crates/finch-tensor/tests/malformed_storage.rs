@@ -1,12 +1,12 @@
 //! Checked invariants: a tensor `validate` accepts is safe for every kernel. Random
-//! corruptions of the index buffers of 2- and 3-level tensors in every level format in
-//! every position (a size, position, index, bytemap flag,
-//! run or block end changed to a nearby or arbitrary value) are either rejected by the
-//! validator with the invariant's name, or the tensor they make runs through the
-//! bounds-checked interpreter without reading outside any buffer and gives the reference's
-//! results on what the tensor means (`to_dense`). A corruption the validator let through
-//! and a kernel then read outside a buffer would be undefined behaviour in the trusted C
-//! kernels, which do not check bounds.
+//! corruptions of 2- and 3-level tensors in every level format in every position (a
+//! size, position, index, run or block end changed to a nearby or arbitrary value, a
+//! bytemap flag flipped) are either rejected by the validator with the invariant's name,
+//! or the tensor they make runs through the bounds-checked interpreter without reading
+//! outside any buffer and gives the reference's results on what the tensor means
+//! (`to_dense`). A corruption the validator let through and a kernel then read outside a
+//! buffer would be undefined behaviour in the trusted C kernels, which do not check
+//! bounds.
 
 use std::collections::HashMap;
 
