@@ -394,7 +394,7 @@ impl CompiledProgram {
                         let n = shape[shape.len() - d - 1];
                         let mut b = OutBufs {
                             val: Buffer::new(ty),
-                            ptr: vec![0; parents + 1],
+                            ptr: index_vec(parents.saturating_add(1), 0)?,
                             idx: Vec::new(),
                             flags: Buffer::new(ScalarType::Bool),
                             aux: Vec::new(),
@@ -413,17 +413,17 @@ impl CompiledProgram {
                                 // One child position per fiber; every fiber starts empty.
                                 b.val = Buffer::filled(ty, parents, init)?;
                                 b.ptr = Vec::new();
-                                b.idx = vec![n; parents];
+                                b.idx = index_vec(parents, n)?;
                             }
                             // Per-fiber last index and width (in `ptr`).
-                            LevelParams::SparseBandOut { .. } => b.idx = vec![0; parents],
+                            LevelParams::SparseBandOut { .. } => b.idx = index_vec(parents, 0)?,
                             LevelParams::SparseIntervalOut { .. } => {
                                 // Every fiber starts empty (`left = 1`, `right = 0`); one
                                 // value slot per fiber plus a scratch slot for the run being
                                 // written.
                                 b.val = Buffer::filled(ty, parents + 1, init)?;
-                                b.ptr = vec![0; parents];
-                                b.idx = vec![1; parents];
+                                b.ptr = index_vec(parents, 0)?;
+                                b.idx = index_vec(parents, 1)?;
                             }
                             // Block ends start with the first block's start.
                             LevelParams::SparseBlockListOut { .. } => b.aux = vec![0],
@@ -1129,4 +1129,14 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
         // A Pattern leaf stores nothing (its level records the positions).
         LevelFormat::Pattern => Ok(LevelStorage::Pattern(crate::formats::PatternStorage)),
     }
+}
+
+/// `n` copies of `x` (an output level's initial positions), or an error when memory
+/// cannot hold them: a size taken from a huge input is an error, not an aborted process.
+fn index_vec(n: usize, x: usize) -> Result<Vec<usize>> {
+    let mut v = Vec::new();
+    v.try_reserve(n)
+        .map_err(|_| crate::tensor::out_of_memory(n, std::mem::size_of::<usize>()))?;
+    v.resize(n, x);
+    Ok(v)
 }

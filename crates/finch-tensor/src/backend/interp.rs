@@ -278,7 +278,7 @@ impl BufArg<'_> {
             BufArg::Values(b) => {
                 b.truncate(n);
                 let grow = n - b.len();
-                b.reserve(grow);
+                b.try_reserve(grow)?;
                 for _ in 0..grow {
                     b.push(fill)?;
                 }
@@ -289,6 +289,8 @@ impl BufArg<'_> {
                     .as_i128()
                     .and_then(|x| usize::try_from(x).ok())
                     .unwrap_or(0);
+                v.try_reserve(n.saturating_sub(v.len()))
+                    .map_err(|_| crate::tensor::out_of_memory(n, std::mem::size_of::<usize>()))?;
                 v.resize(n, f);
                 Ok(())
             }

@@ -72,6 +72,8 @@ impl Buffer {
         macro_rules! refill {
             ($v:expr, $a:expr) => {{
                 $v.clear();
+                $v.try_reserve(n)
+                    .map_err(|_| out_of_memory(n, std::mem::size_of_val(&$a)))?;
                 $v.resize(n, $a);
             }};
         }
@@ -137,6 +139,18 @@ impl Buffer {
     /// Reserves room for `n` more values.
     pub fn reserve(&mut self, n: usize) {
         each!(self, v => v.reserve(n))
+    }
+
+    /// Room for `n` more elements, or an error when memory cannot hold them (a size
+    /// computed from input data is an error, not an aborted process).
+    pub fn try_reserve(&mut self, n: usize) -> Result<()> {
+        fn width<T>(_: &[T]) -> usize {
+            std::mem::size_of::<T>()
+        }
+        let len = self.len();
+        each!(self, v => v
+            .try_reserve(n)
+            .map_err(|_| out_of_memory(len.saturating_add(n), width(v))))
     }
 
     /// The value at `i`, or `None` past the end.
@@ -229,6 +243,14 @@ impl Buffer {
     pub fn values(&self) -> Vec<Value> {
         (0..self.len()).filter_map(|i| self.get(i)).collect()
     }
+}
+
+/// The error of a buffer of `n` elements of `width` bytes that memory cannot hold.
+pub(crate) fn out_of_memory(n: usize, width: usize) -> Error {
+    Error::Program(format!(
+        "a buffer of {n} elements ({} bytes) needs more memory than is available",
+        n.saturating_mul(width)
+    ))
 }
 
 #[cfg(test)]

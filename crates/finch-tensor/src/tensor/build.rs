@@ -331,10 +331,8 @@ fn build_level(
             let mut child_groups = Vec::new();
             let storage = match kind {
                 LevelKind::Dense => {
-                    let total = groups.len().checked_mul(size).ok_or_else(|| {
-                        Error::Program(format!("{} × {size} positions overflow", groups.len()))
-                    })?;
-                    child_groups.reserve(total);
+                    let total = positions(groups.len(), size, "Dense")?;
+                    reserve(&mut child_groups, total, "Dense")?;
                     for &(lo, hi) in groups {
                         let mut k = lo;
                         for i in 0..size {
@@ -540,11 +538,11 @@ fn build_level(
                     }
                 }
                 LevelKind::SparseByteMap => {
-                    let total = groups.len().checked_mul(size).ok_or_else(|| {
-                        Error::Program(format!("{} × {size} positions overflow", groups.len()))
-                    })?;
-                    let (mut ptr, mut srt, mut tbl) = (vec![0], Vec::new(), vec![false; total]);
-                    child_groups.reserve(total);
+                    let total = positions(groups.len(), size, "SparseByteMap")?;
+                    let (mut ptr, mut srt, mut tbl) = (vec![0], Vec::new(), Vec::new());
+                    reserve(&mut tbl, total, "SparseByteMap")?;
+                    tbl.resize(total, false);
+                    reserve(&mut child_groups, total, "SparseByteMap")?;
                     for (p, &(lo, hi)) in groups.iter().enumerate() {
                         let found = index_groups(e, m, lo, hi);
                         let mut k = 0;
@@ -702,4 +700,24 @@ fn runs_of(
         runs.retain(|&(_, _, g)| content(e, m, g, fill).next().is_some());
     }
     runs
+}
+
+/// The `parents × size` positions of a Dense or SparseByteMap level, or an error naming it.
+fn positions(parents: usize, size: usize, level: &str) -> Result<usize> {
+    parents.checked_mul(size).ok_or_else(|| {
+        Error::Program(format!(
+            "a {level} level of {parents} × {size} positions is larger than memory can address"
+        ))
+    })
+}
+
+/// Room for `n` more elements of a level being built, or an error naming it (a huge size
+/// read from a file is an error, not an aborted process).
+fn reserve<T>(v: &mut Vec<T>, n: usize, level: &str) -> Result<()> {
+    v.try_reserve(n).map_err(|_| {
+        Error::Program(format!(
+            "a {level} level of {n} positions needs more memory than is available ({} bytes)",
+            n.saturating_mul(std::mem::size_of::<T>())
+        ))
+    })
 }
