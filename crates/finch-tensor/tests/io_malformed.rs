@@ -102,3 +102,27 @@ fn a_dense_level_larger_than_memory_is_an_error() {
     let e = Tensor::from_coo(&bytemap, &coo).unwrap_err().to_string();
     assert!(e.contains("SparseByteMap level"), "{e}");
 }
+
+/// A hypersparse matrix (dimensions of 2^44) is summarized from its entries, and CSR
+/// with that many columns is an error naming the level, not an aborted process.
+#[test]
+fn hypersparse_shapes_are_summarized_or_refused() {
+    let text = "%%MatrixMarket matrix coordinate real general\n17592186044416 17592186044416 2\n1 1 1.0\n17592186044416 3 2.0\n";
+    let m = read_matrix_market(text, "huge.mtx").unwrap();
+    let s = finch::io::structure_summary(&m.coo);
+    let stats = s.matrix.expect("a matrix");
+    assert_eq!(
+        (stats.max_per_row, stats.empty_rows, stats.empty_cols),
+        (1, (1 << 44) - 2, (1 << 44) - 2)
+    );
+    let e = Tensor::from_csr(
+        1,
+        1 << 44,
+        vec![0usize, 1],
+        vec![5usize],
+        finch::tensor::Buffer::F64(vec![1.0]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("more memory"), "{e}");
+}

@@ -1,7 +1,7 @@
 //! `structure_summary`: what `finch info` prints about a matrix — size, stored entries,
 //! symmetry, bandwidth, entries per row and column, empty rows and columns, diagonals.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use crate::algebra::Value;
@@ -56,15 +56,17 @@ pub fn structure_summary(coo: &Coo) -> StructureSummary {
     let stored = order.len();
     let matrix = (coo.shape.len() == 2).then(|| {
         let (m, n) = (coo.shape[0], coo.shape[1]);
-        let mut rows = vec![0usize; m];
-        let mut cols = vec![0usize; n];
+        // Counts of the rows and columns that hold entries (sized by the entries, not the
+        // shape, which may be far larger).
+        let mut rows: HashMap<usize, usize> = HashMap::new();
+        let mut cols: HashMap<usize, usize> = HashMap::new();
         let mut diags = HashSet::new();
         let (mut lo, mut up) = (0usize, 0usize);
         let mut entries: Vec<(usize, usize, Value)> = Vec::with_capacity(stored);
         for &k in &order {
             let (i, j) = (coo.coords[0][k], coo.coords[1][k]);
-            rows[i] += 1;
-            cols[j] += 1;
+            *rows.entry(i).or_default() += 1;
+            *cols.entry(j).or_default() += 1;
             diags.insert(j as i64 - i as i64);
             lo = lo.max(i.saturating_sub(j));
             up = up.max(j.saturating_sub(i));
@@ -90,15 +92,15 @@ pub fn structure_summary(coo: &Coo) -> StructureSummary {
             pattern_symmetric,
             lower_bandwidth: lo,
             upper_bandwidth: up,
-            max_per_row: rows.iter().copied().max().unwrap_or(0),
-            max_per_col: cols.iter().copied().max().unwrap_or(0),
+            max_per_row: rows.values().copied().max().unwrap_or(0),
+            max_per_col: cols.values().copied().max().unwrap_or(0),
             mean_per_row: if m == 0 {
                 0.0
             } else {
                 stored as f64 / m as f64
             },
-            empty_rows: rows.iter().filter(|&&c| c == 0).count(),
-            empty_cols: cols.iter().filter(|&&c| c == 0).count(),
+            empty_rows: m.saturating_sub(rows.len()),
+            empty_cols: n.saturating_sub(cols.len()),
             diagonals: diags.len(),
         }
     });

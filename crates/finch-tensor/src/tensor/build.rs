@@ -185,7 +185,9 @@ impl Tensor {
         };
         // Counting sort by column.
         let nnz = colidx.len();
-        let mut colptr = vec![0usize; ncols + 1];
+        let mut colptr = Vec::new();
+        reserve(&mut colptr, ncols.saturating_add(1), "Dense")?;
+        colptr.resize(ncols + 1, 0usize);
         for &j in &colidx {
             colptr[j + 1] += 1;
         }
