@@ -731,7 +731,7 @@ impl Emitter<'_> {
     /// otherwise the next row is set up too and both inner loops run together in strips of
     /// eight with prefetch while both have two strips left, then each its rest.
     fn rows(&mut self, row_loop: &KStmt, rows: &super::jam::Rows, level: usize) -> Result<()> {
-        use super::prefetch::{PREFETCH_AHEAD, STRIP};
+        use super::prefetch::STRIP;
         let KStmt::For { var, lo, hi, .. } = row_loop else {
             return Err(Error::Program(
                 "internal: rows of a loop that is not a for".into(),
@@ -815,13 +815,7 @@ impl Emitter<'_> {
             if second {
                 self.second_row = own.clone();
             }
-            for (buf, index) in &streams {
-                let (p, i) = (self.ptr(*buf), self.expr(index));
-                let _ = writeln!(
-                    self.out,
-                    "{pad}    __builtin_prefetch((const void *)((uintptr_t)({p} + ({i})) + {PREFETCH_AHEAD}u * sizeof(*{p})));"
-                );
-            }
+            self.prefetches(&streams, &format!("{pad}    "));
             self.second_row.clear();
         }
         let _ = writeln!(
@@ -878,17 +872,11 @@ impl Emitter<'_> {
         body: &[KStmt],
         level: usize,
     ) -> Result<()> {
-        use super::prefetch::{PREFETCH_AHEAD, STRIP};
+        use super::prefetch::STRIP;
         let pad = "  ".repeat(level);
         let v = self.local(var);
         let _ = writeln!(self.out, "{pad}while ({end} - {v} >= {STRIP}) {{");
-        for (b, index) in streams {
-            let (p, i) = (self.ptr(*b), self.expr(index));
-            let _ = writeln!(
-                self.out,
-                "{pad}  __builtin_prefetch((const void *)((uintptr_t)({p} + ({i})) + {PREFETCH_AHEAD}u * sizeof(*{p})));"
-            );
-        }
+        self.prefetches(streams, &format!("{pad}  "));
         let walk = body
             .iter()
             .any(|s| matches!(s, KStmt::Assign(l, _) if *l == var));
@@ -904,6 +892,19 @@ impl Emitter<'_> {
         self.block(body, level + 2)?;
         let _ = writeln!(self.out, "{pad}  }}\n{pad}}}");
         Ok(())
+    }
+
+    /// One prefetch per stream, [`super::prefetch::PREFETCH_AHEAD`] elements past its
+    /// position now.
+    fn prefetches(&mut self, streams: &[(BufId, KExpr)], pad: &str) {
+        use super::prefetch::PREFETCH_AHEAD;
+        for (b, index) in streams {
+            let (p, i) = (self.ptr(*b), self.expr(index));
+            let _ = writeln!(
+                self.out,
+                "{pad}__builtin_prefetch((const void *)((uintptr_t)({p} + ({i})) + {PREFETCH_AHEAD}u * sizeof(*{p})));"
+            );
+        }
     }
 
     /// In the AVX-512 copy: the accumulators a loop (condition or bounds `head`, `body`)
