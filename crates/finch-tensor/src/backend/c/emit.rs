@@ -724,9 +724,9 @@ impl Emitter<'_> {
     }
 
     /// The loop `row_loop` (`for var = lo; var < hi; var++ { body }`) two rows at a time
-    /// (see `jam`) where its first row's inner loop has at least [`JAM_MIN`] iterations,
-    /// else plain (rows of a band or triangle are about as long as their neighbours; the
-    /// paired loop's extra registers would slow a loop of short rows). In the paired loop a
+    /// (see `jam`) where its first or last row's inner loop has at least [`JAM_MIN`]
+    /// iterations, else plain (rows of a band or triangle are about as long as their
+    /// neighbours; the paired loop's extra registers would slow a loop of short rows). In the paired loop a
     /// row with fewer than [`JAM_MIN`] iterations left (or the last row) runs alone;
     /// otherwise the next row is set up too and both inner loops run together in strips of
     /// eight with prefetch while both have two strips left, then each its rest.
@@ -765,16 +765,20 @@ impl Emitter<'_> {
             };
             Ok(jn)
         };
-        // The first row's setup (assignments only) decides.
-        let _ = writeln!(
-            self.out,
-            "{pad}int64_t long_ = 0;\n{pad}if (lo_{v} < hi_{v}) {{\n{pad}  v{v} = lo_{v};"
-        );
-        let jf = setup(self, "ef_")?;
-        let _ = writeln!(
-            self.out,
-            "{pad}  long_ = ef_ - {jf} >= {JAM_MIN};\n{pad}}}\n{pad}if (!long_) {{"
-        );
+        // The first and the last row's setups (assignments only) decide.
+        let _ = writeln!(self.out, "{pad}int64_t long_ = 0;");
+        for (row, end) in [(format!("lo_{v}"), "ef_"), (format!("hi_{v} - 1"), "el_")] {
+            let _ = writeln!(
+                self.out,
+                "{pad}if (!long_ && lo_{v} < hi_{v}) {{\n{pad}  v{v} = {row};"
+            );
+            let jf = setup(self, end)?;
+            let _ = writeln!(
+                self.out,
+                "{pad}  long_ = {end} - {jf} >= {JAM_MIN};\n{pad}}}"
+            );
+        }
+        let _ = writeln!(self.out, "{pad}if (!long_) {{");
         self.plain_rows = true;
         self.stmt(row_loop, level + 1)?;
         self.plain_rows = false;
