@@ -57,8 +57,8 @@ pub(super) fn rows<'a>(
         .iter()
         .position(|s| !straight(std::slice::from_ref(s)))?;
     let (prefix, suffix) = (&body[..at], &body[at + 1..]);
-    // The first row's setup runs once more to decide whether to pair rows: assignments
-    // only, so running it again changes nothing.
+    // The first and last rows' setups run once more to decide whether to pair rows:
+    // assignments only, so running them again changes nothing.
     if !straight(suffix) || !prefix.iter().all(|s| matches!(s, KStmt::Assign(..))) {
         return None;
     }
