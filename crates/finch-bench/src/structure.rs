@@ -405,14 +405,14 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          (two rows' additions interleaved, each row's in order); reassociated ones run AVX-512.\n\n\
          * Strict order, short rows: a band row of 11 (half-bandwidth 5) is mostly per-row \
          work both formats share (the row's bounds, loading and storing `y`); it gains \
-         1.4-1.45x. Strict SparseBlockList rows (the synthetic three blocks of 16-48, qc324's \
+         about 1.4x. Strict SparseBlockList rows (the synthetic three blocks of 16-48, qc324's \
          rows of 82) are one chain of dependent additions each, about 0.4 ns per entry, the \
-         latency of one addition; CSR's synthetic rows run at about 0.6 ns per entry (1.4x), \
+         latency of one addition; CSR's synthetic rows run at about 0.6 ns per entry (1.3-1.4x), \
          qc324's at the same bound (1.1x). Reassociated, every band, the triangle and the \
          synthetic blocks gain 1.6-2.0x.\n\
          * SparsePoint: per row the permutation reads `idx` and `x[j]` and writes `y`; CSR adds \
          only the `ptr` array, 8 of 40 bytes, so a kernel bound by data movement gains at \
-         most about 1.25x; measured 1.3-1.5x over this session's runs (the paper reports 1.3x). \
+         most about 1.25x; measured 1.35-1.6x over this session's runs (the paper reports 1.3x). \
          Reassociated, the SparseList counterpart runs each one-entry row as a masked AVX-512 \
          group with a one-lane gather, which makes it slower than its strict loop.\n\
          * SparseBlockList on real matrices: qc324's 33-entry blocks gain 1.45-1.5x \
@@ -420,7 +420,7 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          (3.5-7.8 entries) every block costs a loop exit the branch predictor misses. \
          `bench/block_list_limit.c` measures the limit with hand-written C in one run on the \
          same machine, AVX-512 with the same prefetching: on bcsstk16, blocks 0.112 ms \
-         against CSR with gathers 0.167 ms (1.49x; compiled, 1.4x); on bcsstk38 0.253 \
+         against CSR with gathers 0.167 ms (1.49x; compiled, 1.4-1.45x); on bcsstk38 0.253 \
          against 0.209 ms and on mbeacxc 0.030 against 0.015 ms (blocks slower); on the \
          synthetic rows 0.337 against 0.579 ms (1.72x).\n",
     );
