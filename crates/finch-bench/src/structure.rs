@@ -406,10 +406,12 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          * Strict order, short rows: a band row of 11 (half-bandwidth 5) is mostly per-row \
          work both formats share (the row's bounds, loading and storing `y`); it gains \
          about 1.4x. Strict SparseBlockList rows (the synthetic three blocks of 16-48, qc324's \
-         rows of 82) are one chain of dependent additions each, about 0.4 ns per entry, the \
-         latency of one addition; CSR's synthetic rows run at about 0.6 ns per entry (1.3-1.4x), \
-         qc324's at the same bound (1.1x). Reassociated, every band, the triangle and the \
-         synthetic blocks gain 1.6-2.0x.\n\
+         rows of 82) pay at every block for the exits of its strip loop and of its rest, whose \
+         trip counts vary from block to block; pairing block rows in the generated kernel by \
+         hand (two rows' additions interleaved) left the synthetic time unchanged at 0.43 ms, \
+         so the chain of additions is not what bounds them. They gain 1.3-1.4x on the \
+         synthetic rows and 1.1x on qc324. Reassociated (one masked loop per block), every \
+         band, the triangle and the synthetic blocks gain 1.6-2.0x.\n\
          * SparsePoint: per row the permutation reads `idx` and `x[j]` and writes `y`; CSR adds \
          only the `ptr` array, 8 of 40 bytes, so a kernel bound by data movement gains at \
          most about 1.25x; measured 1.35-1.6x over this session's runs (the paper reports 1.3x). \
