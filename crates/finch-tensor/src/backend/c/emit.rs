@@ -193,7 +193,8 @@ struct Emitter<'k> {
     out: String,
     /// Emit AVX-512 code for the loops `simd::vectorize` takes.
     simd: bool,
-    /// Reads of each local in the whole kernel (for `simd::vectorize`; empty otherwise).
+    /// Reads of each local in the whole kernel (for `simd::vectorize` and `jam`; empty
+    /// otherwise).
     reads: HashMap<LocalId, usize>,
     /// Loops emitted as AVX-512 code.
     vectorized: usize,
@@ -209,20 +210,7 @@ struct Emitter<'k> {
 /// Emits the C source of a kernel (`name` is the exported symbol).
 pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
     crate::kernel::verify(k)?;
-    let mut e = Emitter {
-        k,
-        mode,
-        out: String::new(),
-        simd: false,
-        reads: HashMap::new(),
-        vectorized: 0,
-        deferred: HashMap::new(),
-        second_row: Default::default(),
-        plain_rows: false,
-    };
-    if !k.reassociate && mode == CheckMode::Trusted {
-        super::simd::count_reads(&k.body, &mut e.reads);
-    }
+    let mut e = Emitter::new(k, mode, false);
     e.out.push_str(PRELUDE);
     e.searches()?;
     if k.reassociate {
@@ -235,19 +223,7 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
     // A reassociating kernel with loops AVX-512 can run eight positions at a time gets a
     // second, vectorized copy, chosen at run time on CPUs that have AVX-512.
     if k.reassociate && mode == CheckMode::Trusted {
-        let mut reads = HashMap::new();
-        super::simd::count_reads(&k.body, &mut reads);
-        let mut v = Emitter {
-            k,
-            mode,
-            out: String::new(),
-            simd: true,
-            reads,
-            vectorized: 0,
-            deferred: HashMap::new(),
-            second_row: Default::default(),
-            plain_rows: false,
-        };
+        let mut v = Emitter::new(k, mode, true);
         v.function(
             &format!("{name}_avx512"),
             "__attribute__((target(\"avx512f,avx512dq,avx512vl\"))) static ",
@@ -311,7 +287,27 @@ fn lit(v: &Value) -> String {
     }
 }
 
-impl Emitter<'_> {
+impl<'k> Emitter<'k> {
+    /// An emitter of kernel `k` (`simd`: the AVX-512 copy).
+    fn new(k: &'k Kernel, mode: CheckMode, simd: bool) -> Self {
+        let mut e = Emitter {
+            k,
+            mode,
+            out: String::new(),
+            simd,
+            reads: HashMap::new(),
+            vectorized: 0,
+            deferred: HashMap::new(),
+            second_row: Default::default(),
+            plain_rows: false,
+        };
+        // The vectorizer and the row pairing ask whether a local is read outside a loop.
+        if simd || e.in_order_scalar() {
+            super::simd::count_reads(&k.body, &mut e.reads);
+        }
+        e
+    }
+
     /// The kernel as the C function `name` (declared with `prefix`).
     fn function(&mut self, name: &str, prefix: &str) -> Result<()> {
         let k = self.k;
@@ -690,6 +686,12 @@ impl Emitter<'_> {
         true
     }
 
+    /// Emitting the trusted scalar code of a kernel that keeps its floating-point order:
+    /// where loops run in prefetching strips and long rows in pairs.
+    fn in_order_scalar(&self) -> bool {
+        !self.simd && !self.k.reassociate && self.mode == CheckMode::Trusted
+    }
+
     /// A local's C name (`w{n}` in the second of two rows emitted together).
     fn local(&self, l: LocalId) -> String {
         if self.second_row.contains(&l) {
@@ -708,10 +710,11 @@ impl Emitter<'_> {
         hi: &KExpr,
         body: &'b [KStmt],
     ) -> Option<super::jam::Rows<'b>> {
-        if self.simd || self.k.reassociate || self.mode != CheckMode::Trusted {
-            return None;
-        }
-        if self.plain_rows || !self.second_row.is_empty() || self.fallible(lo) || self.fallible(hi)
+        if !self.in_order_scalar()
+            || self.plain_rows
+            || !self.second_row.is_empty()
+            || self.fallible(lo)
+            || self.fallible(hi)
         {
             return None;
         }
@@ -858,7 +861,7 @@ impl Emitter<'_> {
         walk: Option<&KExpr>,
         body: &[KStmt],
     ) -> Option<Vec<(BufId, KExpr)>> {
-        if self.simd || self.k.reassociate || self.mode != CheckMode::Trusted {
+        if !self.in_order_scalar() {
             return None;
         }
         super::prefetch::streams(self.k, var, walk, body)

@@ -21,9 +21,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::prefetch::arithmetic;
+use super::prefetch::consecutive;
 use super::simd::{count_reads, mentions_any};
-use crate::algebra::Op;
 use crate::kernel::{BufId, KExpr, KStmt, Kernel, LocalId};
 
 /// The parts of a row loop's body.
@@ -137,10 +136,11 @@ pub(super) fn rows<'a>(
     }
     // Each written buffer at one position `var + c`; written buffers read only there.
     let mut written: HashMap<BufId, &KExpr> = HashMap::new();
+    let others: HashSet<LocalId> = own.iter().copied().filter(|l| *l != var).collect();
     for s in prefix.iter().chain(suffix) {
         if let KStmt::Store { buf, index, .. } = s {
             let p = k.bufs.get(buf.0 as usize)?;
-            if p.growable || !row_position(index, var, &own) {
+            if p.growable || !consecutive(index, var, &others) {
                 return None;
             }
             if *written.entry(*buf).or_insert(index) != index {
@@ -161,20 +161,6 @@ pub(super) fn rows<'a>(
             own,
         }
     })
-}
-
-/// `e` is `var + c` with `c` arithmetic on literals and locals the row does not assign.
-fn row_position(e: &KExpr, var: LocalId, own: &HashSet<LocalId>) -> bool {
-    let invariant = |x: &KExpr| arithmetic(x) && !mentions_any(x, own);
-    match e {
-        KExpr::Local(l) => *l == var,
-        KExpr::Op(Op::Add, a) if a.len() == 2 => {
-            (row_position(&a[0], var, own) && invariant(&a[1]))
-                || (row_position(&a[1], var, own) && invariant(&a[0]))
-        }
-        KExpr::Op(Op::Sub, a) if a.len() == 2 => row_position(&a[0], var, own) && invariant(&a[1]),
-        _ => false,
-    }
 }
 
 /// Every load of a written buffer in `e` is at that buffer's row position, and `e` asks

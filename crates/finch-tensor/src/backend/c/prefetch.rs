@@ -60,12 +60,7 @@ pub(super) fn streams(
             let Some(p) = k.bufs.get(b.0 as usize) else {
                 return;
             };
-            if p.writable
-                || p.growable
-                || !arithmetic(i)
-                || !offset_of(i, var)
-                || mentions_any(i, &assigned)
-            {
+            if p.writable || p.growable || !consecutive(i, var, &assigned) {
                 return;
             }
             let moves = mentions_other(i, var);
@@ -123,9 +118,16 @@ fn loads(e: &KExpr, f: &mut dyn FnMut(BufId, &KExpr)) {
     }
 }
 
+/// `e` is `var + c` with `c` arithmetic on literals and locals other than `var` that are
+/// not in `changing`: consecutive values of `var` give consecutive positions, from a base
+/// computed once (a stream to prefetch, or a row's own output position).
+pub(super) fn consecutive(e: &KExpr, var: LocalId, changing: &HashSet<LocalId>) -> bool {
+    arithmetic(e) && offset_of(e, var) && !mentions_any(e, changing)
+}
+
 /// `e` is locals and literals under `+ - *` (its value at a strip's start is free to
 /// compute and cannot fail).
-pub(super) fn arithmetic(e: &KExpr) -> bool {
+fn arithmetic(e: &KExpr) -> bool {
     match e {
         KExpr::Local(_) | KExpr::Lit(Value::I64(_)) => true,
         KExpr::Op(Op::Add | Op::Sub | Op::Mul, a) => a.iter().all(arithmetic),
