@@ -1574,7 +1574,8 @@ impl Lowerer {
             KExpr::Lit(_) => lo.clone(),
             _ => KExpr::Local(i),
         };
-        let lo_start = lo.clone();
+        // From index 1 no stepper seeks into the middle of a child.
+        let from_one = matches!(lo, KExpr::Lit(Value::I64(1)));
         let mut out = vec![KStmt::Assign(i, lo)];
         for s in &steppers {
             out.extend((s.seek)(seek_to.clone()));
@@ -1630,7 +1631,7 @@ impl Lowerer {
                 }
                 // From index 1 (no seek into a child), and then from one past the previous
                 // child's stop, a step starts at or before the child's first stored index.
-                if let (Some(first), KExpr::Lit(Value::I64(1))) = (counted.first, &lo_start) {
+                if let Some(first) = counted.first.filter(|_| from_one) {
                     self.at_most.push((i, first));
                 }
                 fast.extend(self.stepper_variants(
