@@ -1135,8 +1135,6 @@ fn output_storage(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Result<Le
 /// cannot hold them: a size taken from a huge input is an error, not an aborted process.
 fn index_vec(n: usize, x: usize) -> Result<Vec<usize>> {
     let mut v = Vec::new();
-    v.try_reserve(n)
-        .map_err(|_| crate::tensor::out_of_memory(n, std::mem::size_of::<usize>()))?;
-    v.resize(n, x);
+    crate::tensor::resize_fallibly(&mut v, n, x)?;
     Ok(v)
 }

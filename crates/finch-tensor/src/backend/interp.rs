@@ -289,10 +289,7 @@ impl BufArg<'_> {
                     .as_i128()
                     .and_then(|x| usize::try_from(x).ok())
                     .unwrap_or(0);
-                v.try_reserve(n.saturating_sub(v.len()))
-                    .map_err(|_| crate::tensor::out_of_memory(n, std::mem::size_of::<usize>()))?;
-                v.resize(n, f);
-                Ok(())
+                crate::tensor::resize_fallibly(v, n, f)
             }
             _ => Err(Error::Eval("resize of a read-only buffer".into())),
         }

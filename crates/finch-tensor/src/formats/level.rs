@@ -214,6 +214,26 @@ impl LevelStorage {
         Ok(leaves)
     }
 
+    /// I3 of a single-entry or single-run level above this one: the subfibers at the
+    /// positions it declares `empty` store nothing but the fill (checked once this level is
+    /// known to be well formed).
+    pub(crate) fn empty_fibers_hold_fill(
+        &self,
+        depth: usize,
+        level: &'static str,
+        mut empty: impl Iterator<Item = usize>,
+    ) -> Result<()> {
+        match empty.find(|&p| !self.is_fill_at(p)) {
+            Some(p) => Err(Error::Invalid {
+                depth,
+                level,
+                invariant: "I3 the child of an empty fiber is all fill",
+                detail: format!("fiber {p} is empty but its child holds a stored value"),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// True when the subfiber at position `p` stores nothing but the fill (used to check
     /// that positions a level declares empty hold no data). Assumes the storage below is
     /// valid.

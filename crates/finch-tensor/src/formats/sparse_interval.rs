@@ -74,19 +74,9 @@ impl SparseIntervalStorage {
     /// I3, checked once the child level is known to be well formed (it reads the child's
     /// values).
     pub fn validate_unstored(&self, depth: usize) -> Result<()> {
-        let empty = |p: &usize| self.right[*p] < self.left[*p];
-        match (0..self.left.len())
-            .filter(empty)
-            .find(|&p| !self.child.is_fill_at(p))
-        {
-            Some(p) => Err(Error::Invalid {
-                depth,
-                level: "SparseInterval",
-                invariant: "I3 the child of an empty fiber is all fill",
-                detail: format!("fiber {p} is empty but its child holds a stored value"),
-            }),
-            None => Ok(()),
-        }
+        let empty = (0..self.left.len()).filter(|&p| self.right[p] < self.left[p]);
+        self.child
+            .empty_fibers_hold_fill(depth, "SparseInterval", empty)
     }
 
     /// Stored `(first index, last index, child position)` triples of fiber `p`.

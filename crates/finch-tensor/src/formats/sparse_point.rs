@@ -54,16 +54,9 @@ impl SparsePointStorage {
     /// I3, checked once the child level is known to be well formed (it reads the child's
     /// values).
     pub fn validate_unstored(&self, depth: usize) -> Result<()> {
-        match (0..self.idx.len()).find(|&p| self.idx[p] == self.shape && !self.child.is_fill_at(p))
-        {
-            Some(p) => Err(Error::Invalid {
-                depth,
-                level: "SparsePoint",
-                invariant: "I3 the child of an empty fiber is all fill",
-                detail: format!("fiber {p} is empty but its child holds a stored value"),
-            }),
-            None => Ok(()),
-        }
+        let empty = (0..self.idx.len()).filter(|&p| self.idx[p] == self.shape);
+        self.child
+            .empty_fibers_hold_fill(depth, "SparsePoint", empty)
     }
 
     /// Stored `(first index, last index, child position)` triples of fiber `p`.

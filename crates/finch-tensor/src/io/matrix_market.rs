@@ -736,10 +736,7 @@ pub fn write_matrix_market(coo: &Coo, opts: &MtxWriteOptions) -> Result<String> 
             out.push_str(&format!("{m} {n}\n"));
             let len = m.saturating_mul(n);
             let mut dense = Vec::new();
-            dense
-                .try_reserve(len)
-                .map_err(|_| crate::tensor::out_of_memory(len, std::mem::size_of::<Value>()))?;
-            dense.resize(len, Value::zero_of(coo.ty));
+            crate::tensor::resize_fallibly(&mut dense, len, Value::zero_of(coo.ty))?;
             for &(i, j, v) in &entries {
                 dense[i + j * m] = v;
             }

@@ -72,9 +72,7 @@ impl Buffer {
         macro_rules! refill {
             ($v:expr, $a:expr) => {{
                 $v.clear();
-                $v.try_reserve(n)
-                    .map_err(|_| out_of_memory(n, std::mem::size_of_val(&$a)))?;
-                $v.resize(n, $a);
+                resize_fallibly($v, n, $a)?;
             }};
         }
         match (self, x) {
@@ -144,13 +142,12 @@ impl Buffer {
     /// Room for `n` more elements, or an error when memory cannot hold them (a size
     /// computed from input data is an error, not an aborted process).
     pub fn try_reserve(&mut self, n: usize) -> Result<()> {
-        fn width<T>(_: &[T]) -> usize {
-            std::mem::size_of::<T>()
+        fn reserve<T>(v: &mut Vec<T>, n: usize) -> Result<()> {
+            let len = v.len().saturating_add(n);
+            v.try_reserve(n)
+                .map_err(|_| out_of_memory(len, std::mem::size_of::<T>()))
         }
-        let len = self.len();
-        each!(self, v => v
-            .try_reserve(n)
-            .map_err(|_| out_of_memory(len.saturating_add(n), width(v))))
+        each!(self, v => reserve(v, n))
     }
 
     /// The value at `i`, or `None` past the end.
@@ -243,6 +240,15 @@ impl Buffer {
     pub fn values(&self) -> Vec<Value> {
         (0..self.len()).filter_map(|i| self.get(i)).collect()
     }
+}
+
+/// `v` made `n` long, new elements `x`, or an error when memory cannot hold it (a size
+/// computed from input data is an error, not an aborted process).
+pub(crate) fn resize_fallibly<T: Clone>(v: &mut Vec<T>, n: usize, x: T) -> Result<()> {
+    v.try_reserve(n.saturating_sub(v.len()))
+        .map_err(|_| out_of_memory(n, std::mem::size_of::<T>()))?;
+    v.resize(n, x);
+    Ok(())
 }
 
 /// The error of a buffer of `n` elements of `width` bytes that memory cannot hold.

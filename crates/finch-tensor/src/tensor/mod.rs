@@ -9,7 +9,7 @@ mod index_vec;
 mod storage;
 mod tree;
 
-pub(crate) use buffer::out_of_memory;
+pub(crate) use buffer::resize_fallibly;
 pub use buffer::Buffer;
 pub use coo::{fmt_shape, Coo};
 pub use dense_array::{checked_len, dense_len, DenseArray, MAX_DENSE_ENTRIES};
