@@ -793,6 +793,9 @@ impl<'k> Emitter<'k> {
                 e.strips(end, j, &streams, inner, level + 1)?;
             }
             let _ = writeln!(e.out, "{pad}  for (; {jn} < {end}; {jn}++) {{");
+            if !streams.is_empty() {
+                let _ = writeln!(e.out, "{pad}    {}", super::prefetch::SCALAR_REST);
+            }
             e.block(inner, level + 2)?;
             let _ = writeln!(e.out, "{pad}  }}");
             Ok(())
@@ -1022,6 +1025,9 @@ impl<'k> Emitter<'k> {
                     start.clear();
                 }
                 let _ = writeln!(self.out, "{pad}for ({start}; v{v} < hi_{v}; v{v}++) {{");
+                if start.is_empty() {
+                    let _ = writeln!(self.out, "{pad}  {}", super::prefetch::SCALAR_REST);
+                }
                 self.block(body, level + 1)?;
                 let _ = writeln!(self.out, "{pad}}} }}");
                 self.release_sums(held, &pad);
