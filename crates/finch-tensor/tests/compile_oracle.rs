@@ -1403,6 +1403,16 @@ fn loops_prefetch_the_loads_that_move_on() {
         // The last iterations after the strips run scalar: an empty asm keeps cc from
         // vectorizing a loop of at most seven iterations (strict kernels only).
         assert_eq!(band.contains("__asm__(\"\");"), !reassociate, "{band}");
+        // A loop no loop encloses prefetches every load that moves on with it: the
+        // SparsePoint rows' `idx` and values, at the row's own position (strict kernels
+        // only; `y` is written and `x` is read at the stored index).
+        let point = row_spmv_c("SparsePoint", reassociate).expect("C");
+        let want: &[&str] = if reassociate {
+            &[]
+        } else {
+            &["A_lvl2_idx", "A_lvl3_val"]
+        };
+        assert_eq!(prefetched(&point), want, "{point}");
     }
 }
 

@@ -205,6 +205,8 @@ struct Emitter<'k> {
     second_row: std::collections::HashSet<LocalId>,
     /// Emitting the plain copy of a loop that runs two rows at a time.
     plain_rows: bool,
+    /// The `for` loops no loop encloses (see `prefetch`; empty unless `in_order_scalar`).
+    outermost: std::collections::HashSet<LocalId>,
 }
 
 /// Emits the C source of a kernel (`name` is the exported symbol).
@@ -300,10 +302,14 @@ impl<'k> Emitter<'k> {
             deferred: HashMap::new(),
             second_row: Default::default(),
             plain_rows: false,
+            outermost: Default::default(),
         };
         // The vectorizer and the row pairing ask whether a local is read outside a loop.
         if simd || e.in_order_scalar() {
             super::simd::count_reads(&k.body, &mut e.reads);
+        }
+        if e.in_order_scalar() {
+            e.outermost = super::prefetch::outermost_loops(&k.body);
         }
         e
     }
@@ -752,7 +758,7 @@ impl<'k> Emitter<'k> {
             let _ = writeln!(self.out, "{pad}{t} w{} = 0; (void)w{};", x.0, x.0);
         }
         let (j, jlo, jhi, inner) = rows.inner;
-        let streams = super::prefetch::streams(self.k, j, None, inner).unwrap_or_default();
+        let streams = super::prefetch::streams(self.k, j, None, inner, false).unwrap_or_default();
         let own: std::collections::HashSet<LocalId> = rows.own.iter().copied().collect();
         // A row's setup and the bounds of its inner loop (empty where the guard fails).
         let setup = |e: &mut Self, end: &str| -> Result<String> {
@@ -867,7 +873,8 @@ impl<'k> Emitter<'k> {
         if !self.in_order_scalar() {
             return None;
         }
-        super::prefetch::streams(self.k, var, walk, body)
+        let outermost = walk.is_none() && self.outermost.contains(&var);
+        super::prefetch::streams(self.k, var, walk, body, outermost)
     }
 
     /// Strips of the loop over `var` while at least [`super::prefetch::STRIP`] iterations

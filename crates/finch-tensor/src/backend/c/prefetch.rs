@@ -12,8 +12,10 @@
 //! A loop qualifies when it holds no nested loop and no `break`, its bound is a local (or
 //! literal) the body does not assign, and it has at least one load at `v + c` (`c` the
 //! same in every iteration) from a buffer the kernel does not write. In a `for` loop over
-//! a coordinate only loads offset by a local move on (`x[j - 1]` is read again by every
-//! enclosing iteration and stays cached); in a `while` walk over positions they all do.
+//! a coordinate inside another loop only loads offset by a local move on (`x[j - 1]` is
+//! read again by every enclosing iteration and stays cached); in a `for` loop no loop
+//! encloses, and in a `while` walk over positions, they all do (SpMV over a SparsePoint
+//! level prefetches its row's `idx`: 1.01 -> 0.91 ms by hand-written C).
 
 use std::collections::HashSet;
 
@@ -42,11 +44,13 @@ pub(super) const SCALAR_REST: &str = "__asm__(\"\"); /* the rest: scalar */";
 /// strip's first iteration); `None` when the loop does not qualify or has none. `walk` is
 /// the bound of a `while (var < bound)` loop that steps `var` (`None`: a `for` loop, whose
 /// bounds are evaluated once).
+/// `outermost`: no loop encloses this one.
 pub(super) fn streams(
     k: &Kernel,
     var: LocalId,
     walk: Option<&KExpr>,
     body: &[KStmt],
+    outermost: bool,
 ) -> Option<Vec<(BufId, KExpr)>> {
     let mut assigned = HashSet::new();
     let mut steps = 0;
@@ -73,12 +77,47 @@ pub(super) fn streams(
                 return;
             }
             let moves = mentions_other(i, var);
-            if (walk || moves) && !found.iter().any(|(fb, fi)| *fb == b && fi == i) {
+            if (walk || moves || outermost) && !found.iter().any(|(fb, fi)| *fb == b && fi == i) {
                 found.push((b, i.clone()));
             }
         })
     });
     (!found.is_empty()).then_some(found)
+}
+
+/// The variables of the `for` loops in `body` that no loop encloses (a variable some
+/// nested loop also uses is left out).
+pub(super) fn outermost_loops(body: &[KStmt]) -> HashSet<LocalId> {
+    fn walk(
+        body: &[KStmt],
+        nested: bool,
+        outer: &mut HashSet<LocalId>,
+        inner: &mut HashSet<LocalId>,
+    ) {
+        for s in body {
+            match s {
+                KStmt::For { var, body, .. } => {
+                    if nested {
+                        inner.insert(*var);
+                    } else {
+                        outer.insert(*var);
+                    }
+                    walk(body, true, outer, inner);
+                }
+                KStmt::While { body, .. } => walk(body, true, outer, inner),
+                KStmt::If {
+                    then, otherwise, ..
+                } => {
+                    walk(then, nested, outer, inner);
+                    walk(otherwise, nested, outer, inner);
+                }
+                _ => {}
+            }
+        }
+    }
+    let (mut outer, mut inner) = (HashSet::new(), HashSet::new());
+    walk(body, false, &mut outer, &mut inner);
+    &outer - &inner
 }
 
 /// No nested loop, `break` or sort; collects the assigned locals and counts the steps of
