@@ -4,9 +4,14 @@
  * accumulator per row or per block, and AVX-512 CSR with gathers (the minimum of 300 runs);
  * then the AVX-512 kernels prefetching their value (and CSR index) streams 2 KB ahead, as
  * Finch-RS's generated AVX-512 loops do.
+ * Strict order (each row's additions in order, as Finch-RS's default kernels): scalar CSR
+ * and blocks in strips of eight with the same prefetching as the generated strict loops.
  * Used in bench/results/structure.md to show where the SparseBlockList format can win.
- *   cc -O3 -march=native -o /tmp/block_list_limit bench/block_list_limit.c
+ *   cc -O3 -march=native -ffp-contract=off -o /tmp/block_list_limit bench/block_list_limit.c
+ *   (no contraction: a fused multiply-add would change the strict sums, and lengthen
+ *   their chains of additions from 2 to 4 cycles)
  *   /tmp/block_list_limit ../shared/data/matrices/bcsstk16.mtx
+ *   /tmp/block_list_limit synthetic   (finch-bench's 10000 x 10000, three blocks of 16-48)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,14 +36,35 @@ __attribute__((target("avx512f,avx512dq,avx512vl")))
 void blk512p(void) { for (long i = 0; i < n; i++) { __m512d acc = _mm512_setzero_pd(); for (long b = bptr[i]; b < bptr[i+1]; b++) { long last = bidx[b], len = bofs[b+1] - bofs[b]; const double *v = val + bofs[b]; const double *xx = x + last - len + 1; for (long k = 0; k < len; k += 8) { AHEAD(v + k); long r = len - k; __mmask8 m = r >= 8 ? 0xFF : (__mmask8)((1u << r) - 1); acc = _mm512_mask3_fmadd_pd(_mm512_maskz_loadu_pd(m, v + k), _mm512_maskz_loadu_pd(m, xx + k), acc, m); } } y[i] += _mm512_reduce_add_pd(acc); } }
 __attribute__((target("avx512f,avx512dq,avx512vl")))
 void csr512p(void) { for (long i = 0; i < n; i++) { __m512d acc = _mm512_setzero_pd(); long q0 = ptr[i], e = ptr[i+1]; for (long q = q0; q < e; q += 8) { AHEAD(val + q); AHEAD(idx + q); long r = e - q; __mmask8 m = r >= 8 ? 0xFF : (__mmask8)((1u << r) - 1); __m512i ix = _mm512_maskz_loadu_epi64(m, idx + q); acc = _mm512_mask3_fmadd_pd(_mm512_maskz_loadu_pd(m, val + q), _mm512_mask_i64gather_pd(_mm512_setzero_pd(), m, ix, x, 8), acc, m); } y[i] += _mm512_reduce_add_pd(acc); } }
+#define STRIPS(q, end, body, ...) while ((end) - (q) >= 8) { __VA_ARGS__; for (int k_ = 0; k_ < 8; k_++, (q)++) { body; } } for (; (q) < (end); (q)++) { __asm__(""); body; }
+void csr_strict(void) { for (long i = 0; i < n; i++) { double s = y[i]; long q = ptr[i], e = ptr[i+1]; STRIPS(q, e, s += val[q] * x[idx[q]], AHEAD(val + q); AHEAD(idx + q)) y[i] = s; } }
+void blk_strict(void) { for (long i = 0; i < n; i++) { double s = y[i]; for (long b = bptr[i]; b < bptr[i+1]; b++) { long q = bofs[b], e = bofs[b+1]; const double *xx = x + bidx[b] - (e - 1); STRIPS(q, e, s += val[q] * xx[q], AHEAD(val + q)) } y[i] = s; } }
 double bench(void (*f)(void)) { double best = 1e9; for (int r = 0; r < 300; r++) { memset(y, 0, n * sizeof(double)); double t = now(); f(); t = now() - t; if (t < best) best = t; } return best * 1e3; }
+static void build(E *es, long ne);
+static void report(void);
+/* finch-bench's synthetic rows (crates/finch-bench/src/structure.rs, long_blocks). */
+static void synthetic(void) {
+  long blocks = 3, lo = 16, hi = 48, span; n = 10000; span = n / blocks;
+  E *es = malloc(sizeof(E) * n * blocks * hi); long ne = 0;
+  for (long i = 0; i < n; i++) for (long b = 0; b < blocks; b++) {
+    unsigned long h = ((unsigned long)i * 2654435761ul + (unsigned long)b * 40503ul) % 1000003ul;
+    long len = lo + (long)(h % (unsigned long)(hi - lo + 1)), room = span - len > 1 ? span - len : 1;
+    long start = b * span + (long)((h / 7) % (unsigned long)room);
+    for (long j = start; j < start + len && j < n; j++) es[ne++] = (E){i, j, (double)((i + 3 * j) % 17) - 8.0};
+  }
+  build(es, ne);
+}
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "synthetic") == 0) { synthetic(); report(); return 0; }
   FILE *fp = fopen(argv[1], "r"); char line[512]; int sym = 0;
   fgets(line, sizeof line, fp); sym = strstr(line, "symmetric") != NULL;
   while (fgets(line, sizeof line, fp) && line[0] == '%');
   long m, L; sscanf(line, "%ld %ld %ld", &n, &m, &L);
   E *es = malloc(sizeof(E) * L * 2); long ne = 0;
   for (long k = 0; k < L; k++) { long i, j; double v = 1; fgets(line, sizeof line, fp); sscanf(line, "%ld %ld %lf", &i, &j, &v); es[ne++] = (E){i-1, j-1, v}; if (sym && i != j) es[ne++] = (E){j-1, i-1, v}; }
+  build(es, ne); report();
+}
+static void build(E *es, long ne) {
   qsort(es, ne, sizeof(E), cmp); nnz = ne;
   ptr = calloc(n + 1, 8); idx = malloc(8 * nnz); val = malloc(8 * nnz); x = malloc(8 * n); y = malloc(8 * n);
   for (long k = 0; k < nnz; k++) { ptr[es[k].i + 1]++; idx[k] = es[k].j; val[k] = es[k].v; }
@@ -46,7 +72,10 @@ int main(int argc, char **argv) {
   for (long i = 0; i < n; i++) x[i] = 1.0 + (i % 7);
   bptr = calloc(n + 1, 8); bidx = malloc(8 * nnz); bofs = malloc(8 * (nnz + 1)); nb = 0; bofs[0] = 0;
   for (long i = 0; i < n; i++) { for (long q = ptr[i]; q < ptr[i+1]; q++) { if (q == ptr[i] || idx[q] != idx[q-1] + 1) { nb++; } bidx[nb-1] = idx[q]; bofs[nb] = q + 1; } bptr[i+1] = nb; }
+}
+static void report(void) {
   printf("n %ld nnz %ld blocks %ld (%.1f per block)\n", n, nnz, nb, (double)nnz / nb);
   printf("csr %.3f\nblk %.3f\nblk512 row-acc %.3f\nblk512 block-acc %.3f\ncsr512 %.3f\n", bench(csr), bench(blk), bench(blk512), bench(blk512b), bench(csr512));
   printf("blk512 row-acc, prefetch %.3f\ncsr512, prefetch %.3f\n", bench(blk512p), bench(csr512p));
+  printf("strict csr, strips %.3f\nstrict blk, strips %.3f\n", bench(csr_strict), bench(blk_strict));
 }
