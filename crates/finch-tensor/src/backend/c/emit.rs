@@ -308,7 +308,7 @@ impl<'k> Emitter<'k> {
         if simd || e.in_order_scalar() {
             super::simd::count_reads(&k.body, &mut e.reads);
         }
-        if e.in_order_scalar() {
+        if mode == CheckMode::Trusted {
             e.outermost = super::prefetch::outermost_loops(&k.body);
         }
         e
@@ -870,7 +870,7 @@ impl<'k> Emitter<'k> {
         walk: Option<&KExpr>,
         body: &[KStmt],
     ) -> Option<Vec<(BufId, KExpr)>> {
-        if !self.in_order_scalar() {
+        if self.mode != CheckMode::Trusted {
             return None;
         }
         let outermost = walk.is_none() && self.outermost.contains(&var);

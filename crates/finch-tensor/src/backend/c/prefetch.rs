@@ -1,5 +1,6 @@
-//! Strips of eight iterations with software prefetch, for the scalar loops of kernels that
-//! keep their floating-point order (no `reassociate`).
+//! Strips of eight iterations with software prefetch, for the scalar loops of trusted
+//! kernels (the loops a reassociating kernel's AVX-512 copy runs eight lanes at a time
+//! prefetch in `simd`).
 //!
 //! A counted loop, `for v = lo; v < hi; v++` or `while (q < bound)` with one `q = q + 1`,
 //! whose contiguous loads move on through memory (a level's positions and values) runs
