@@ -54,7 +54,7 @@ enum Command {
         #[arg(long, default_value_t = 1, value_name = "N")]
         repeat: usize,
         /// Let the C compiler reassociate floating-point arithmetic (faster reductions;
-        /// results may differ in rounding).
+        /// results may differ in rounding and in the sign of a zero).
         #[arg(long)]
         reassociate: bool,
     },

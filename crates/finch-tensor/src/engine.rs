@@ -67,8 +67,9 @@ pub struct RunReport {
 pub struct CompileOptions {
     /// Let the C compiler reassociate floating-point arithmetic (sums and products in
     /// reductions get several partial results and vector instructions, as MKL's kernels
-    /// do). Results may differ from the interpreter and the reference engine in rounding;
-    /// `NaN` and infinities keep their meaning. Off by default.
+    /// do). Results may differ from the interpreter and the reference engine in rounding
+    /// and in the sign of a zero (`0.0 + -0.0` may give `-0.0`); `NaN` and infinities keep
+    /// their meaning. Off by default.
     pub reassociate: bool,
 }
 

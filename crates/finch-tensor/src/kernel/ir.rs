@@ -171,7 +171,8 @@ pub struct Kernel {
     pub body: Vec<KStmt>,
     /// Floating-point arithmetic may be reassociated by the backend (C: the compiler's
     /// associative math, which vectorizes reductions with several partial sums). Results
-    /// may then differ from the interpreter's in rounding. Off unless asked for.
+    /// may then differ from the interpreter's in rounding and in the sign of a zero. Off
+    /// unless asked for.
     pub reassociate: bool,
 }
 
