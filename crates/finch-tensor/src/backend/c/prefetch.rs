@@ -36,9 +36,11 @@ pub(super) const STRIP: usize = 8;
 /// strips (fewer than [`STRIP`]). An empty `asm` keeps the C compiler from vectorizing
 /// that loop: GCC otherwise multiplies pairs of a sum's terms in vectors (the additions
 /// stay in order) behind a dozen instructions of set-up and tail, which cost more than the
-/// at most seven iterations gain. Measured on strict SpMV over a band of 11 per row
-/// (`bench/results/structure.md`): 0.0395 -> 0.0352 ms, with `cc -O3 -fno-tree-vectorize`
-/// on the whole kernel 0.0371 ms.
+/// at most seven iterations gain. Measured on strict SpMV (`finch-bench structure`, the
+/// kernels built with and without it): a band of 11 per row 0.040 -> 0.036 ms (with
+/// `cc -O3 -fno-tree-vectorize` on the whole kernel, 0.037 ms); block rows of 33 and of 7.8
+/// entries unchanged; mbeacxc's blocks of 3.5, where SparseBlockList is 4x slower than CSR
+/// either way, 0.091 -> 0.104 ms (GCC's pairs gain there).
 pub(super) const SCALAR_REST: &str = "__asm__(\"\"); /* the rest: scalar */";
 
 /// The loads to prefetch in a loop over `var` with body `body`, as (buffer, index at the
