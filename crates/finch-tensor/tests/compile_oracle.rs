@@ -1140,6 +1140,9 @@ fn reassociated_block_rows_reduce_once_per_row() {
     let simd = &c[c.find("_avx512(").expect("an AVX-512 copy")..];
     let simd = &simd[..simd.find("\n}\n").unwrap_or(simd.len())];
     assert_eq!(simd.matches("_mm512_reduce_add_pd").count(), 1, "{simd}");
+    // Each product adds into the partial sums in one fused multiply-add.
+    assert!(simd.contains("_mm512_mask3_fmadd_pd("), "{simd}");
+    assert!(!simd.contains("_mm512_mul_pd("), "{simd}");
     let held = simd.find("_mm512_setzero_pd").expect("a held vector");
     let walk = simd.find("while (1)").expect("the walk over blocks");
     assert!(
