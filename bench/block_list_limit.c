@@ -5,7 +5,8 @@
  * then the AVX-512 kernels prefetching their value (and CSR index) streams 2 KB ahead, as
  * Finch-RS's generated AVX-512 loops do.
  * Strict order (each row's additions in order, as Finch-RS's default kernels): scalar CSR
- * and blocks in strips of eight with the same prefetching as the generated strict loops.
+ * and blocks in strips of eight with the same prefetching as the generated strict loops,
+ * then each with two rows at a time (their additions interleaved, each row's in order).
  * Used in bench/results/structure.md to show where the SparseBlockList format can win.
  *   cc -O3 -march=native -ffp-contract=off -o /tmp/block_list_limit bench/block_list_limit.c
  *   (no contraction: a fused multiply-add would change the strict sums, and lengthen
@@ -39,6 +40,27 @@ void csr512p(void) { for (long i = 0; i < n; i++) { __m512d acc = _mm512_setzero
 #define STRIPS(q, end, body, ...) while ((end) - (q) >= 8) { __VA_ARGS__; for (int k_ = 0; k_ < 8; k_++, (q)++) { body; } } for (; (q) < (end); (q)++) { __asm__(""); body; }
 void csr_strict(void) { for (long i = 0; i < n; i++) { double s = y[i]; long q = ptr[i], e = ptr[i+1]; STRIPS(q, e, s += val[q] * x[idx[q]], AHEAD(val + q); AHEAD(idx + q)) y[i] = s; } }
 void blk_strict(void) { for (long i = 0; i < n; i++) { double s = y[i]; for (long b = bptr[i]; b < bptr[i+1]; b++) { long q = bofs[b], e = bofs[b+1]; const double *xx = x + bidx[b] - (e - 1); STRIPS(q, e, s += val[q] * xx[q], AHEAD(val + q)) } y[i] = s; } }
+void csr_pair(void) { long i = 0; for (; i + 1 < n; i += 2) { double sa = y[i], sb = y[i+1]; long qa = ptr[i], ea = ptr[i+1], qb = ptr[i+1], eb = ptr[i+2];
+  while (ea - qa >= 8 && eb - qb >= 8) { AHEAD(val + qa); AHEAD(idx + qa); AHEAD(val + qb); AHEAD(idx + qb); for (int k = 0; k < 8; k++, qa++, qb++) { sa += val[qa] * x[idx[qa]]; sb += val[qb] * x[idx[qb]]; } }
+  STRIPS(qa, ea, sa += val[qa] * x[idx[qa]], AHEAD(val + qa); AHEAD(idx + qa)) STRIPS(qb, eb, sb += val[qb] * x[idx[qb]], AHEAD(val + qb); AHEAD(idx + qb)) y[i] = sa; y[i+1] = sb; }
+  for (; i < n; i++) { double s = y[i]; long q = ptr[i], e = ptr[i+1]; STRIPS(q, e, s += val[q] * x[idx[q]], AHEAD(val + q); AHEAD(idx + q)) y[i] = s; } }
+void blk_pair(void) { long i = 0; for (; i + 1 < n; i += 2) { double sa = y[i], sb = y[i+1];
+  long ba = bptr[i], bea = bptr[i+1], bb = bptr[i+1], beb = bptr[i+2];
+  long qa = 0, ea = 0, qb = 0, eb = 0; const double *xa = x, *xb = x;
+  if (ba < bea) { qa = bofs[ba]; ea = bofs[ba+1]; xa = x + bidx[ba] - (ea - 1); }
+  if (bb < beb) { qb = bofs[bb]; eb = bofs[bb+1]; xb = x + bidx[bb] - (eb - 1); }
+  while (ba < bea && bb < beb) {
+    long m = ea - qa < eb - qb ? ea - qa : eb - qb;
+    long stop = qa + m;
+    while (stop - qa >= 8) { AHEAD(val + qa); AHEAD(val + qb); for (int k = 0; k < 8; k++, qa++, qb++) { sa += val[qa] * xa[qa]; sb += val[qb] * xb[qb]; } }
+    for (; qa < stop; qa++, qb++) { __asm__(""); sa += val[qa] * xa[qa]; sb += val[qb] * xb[qb]; }
+    if (qa == ea) { ba++; if (ba < bea) { qa = bofs[ba]; ea = bofs[ba+1]; xa = x + bidx[ba] - (ea - 1); } }
+    if (qb == eb) { bb++; if (bb < beb) { qb = bofs[bb]; eb = bofs[bb+1]; xb = x + bidx[bb] - (eb - 1); } }
+  }
+  while (ba < bea) { STRIPS(qa, ea, sa += val[qa] * xa[qa], AHEAD(val + qa)) ba++; if (ba < bea) { qa = bofs[ba]; ea = bofs[ba+1]; xa = x + bidx[ba] - (ea - 1); } }
+  while (bb < beb) { STRIPS(qb, eb, sb += val[qb] * xb[qb], AHEAD(val + qb)) bb++; if (bb < beb) { qb = bofs[bb]; eb = bofs[bb+1]; xb = x + bidx[bb] - (eb - 1); } }
+  y[i] = sa; y[i+1] = sb; }
+  for (; i < n; i++) { double s = y[i]; for (long b = bptr[i]; b < bptr[i+1]; b++) { long q = bofs[b], e = bofs[b+1]; const double *xx = x + bidx[b] - (e - 1); STRIPS(q, e, s += val[q] * xx[q], AHEAD(val + q)) } y[i] = s; } }
 double bench(void (*f)(void)) { double best = 1e9; for (int r = 0; r < 300; r++) { memset(y, 0, n * sizeof(double)); double t = now(); f(); t = now() - t; if (t < best) best = t; } return best * 1e3; }
 static void build(E *es, long ne);
 static void report(void);
@@ -78,4 +100,5 @@ static void report(void) {
   printf("csr %.3f\nblk %.3f\nblk512 row-acc %.3f\nblk512 block-acc %.3f\ncsr512 %.3f\n", bench(csr), bench(blk), bench(blk512), bench(blk512b), bench(csr512));
   printf("blk512 row-acc, prefetch %.3f\ncsr512, prefetch %.3f\n", bench(blk512p), bench(csr512p));
   printf("strict csr, strips %.3f\nstrict blk, strips %.3f\n", bench(csr_strict), bench(blk_strict));
+  printf("strict csr, two rows %.3f\nstrict blk, two rows %.3f\n", bench(csr_pair), bench(blk_pair));
 }

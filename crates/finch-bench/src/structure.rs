@@ -401,30 +401,34 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
         "\nWhere a structured level gains less than 1.5x, and why. This machine's 480 MB L3 \
          holds every matrix here, so these kernels are bound by the core and the cache, not \
          by memory bandwidth, where the paper's gains over TACO were measured. Strict kernels \
-         run their loops in strips of eight with software prefetch, and pair long band rows \
-         (two rows' additions interleaved, each row's in order); reassociated ones run AVX-512.\n\n\
-         * Strict order, short rows: a band row of 11 (half-bandwidth 5) is mostly per-row \
-         work both formats share (the row's bounds, loading and storing `y`); it gains \
-         about 1.4x. Strict SparseBlockList rows (the synthetic three blocks of 16-48, qc324's \
-         rows of 82) pay at every block for the exits of its strip loop and of its rest, whose \
-         trip counts vary from block to block; pairing block rows in the generated kernel by \
-         hand (two rows' additions interleaved) left the synthetic time unchanged at 0.43 ms, \
-         so the chain of additions is not what bounds them. They gain 1.3-1.4x on the \
-         synthetic rows and 1.1x on qc324. Reassociated (one masked loop per block), every \
-         band, the triangle and the synthetic blocks gain 1.6-2.0x.\n\
-         * SparsePoint: per row the permutation reads `idx` and `x[j]` and writes `y`; CSR adds \
-         only the `ptr` array, 8 of 40 bytes, so a kernel bound by data movement gains at \
-         most about 1.25x; measured 1.35-1.6x over this session's runs (the paper reports 1.3x). \
-         Reassociated, the SparseList counterpart runs each one-entry row as a masked AVX-512 \
-         group with a one-lane gather, which makes it slower than its strict loop.\n\
-         * SparseBlockList on real matrices: qc324's 33-entry blocks gain 1.45-1.5x \
-         reassociated (324 rows, a 6-microsecond kernel). On matrices whose blocks are short \
-         (3.5-7.8 entries) every block costs a loop exit the branch predictor misses. \
-         `bench/block_list_limit.c` measures the limit with hand-written C in one run on the \
-         same machine, AVX-512 with the same prefetching: on bcsstk16, blocks 0.112 ms \
-         against CSR with gathers 0.167 ms (1.49x; compiled, 1.4-1.45x); on bcsstk38 0.253 \
-         against 0.209 ms and on mbeacxc 0.030 against 0.015 ms (blocks slower); on the \
-         synthetic rows 0.337 against 0.579 ms (1.72x).\n",
+         run their loops in strips of eight with software prefetch (a loop no loop encloses \
+         prefetches every stream it moves along; the last iterations run as a plain scalar \
+         loop) and pair long band rows (two rows' additions interleaved, each row's in order); \
+         reassociated ones run AVX-512 with fused multiply-adds.\n\n\
+         * Strict SparseBlockList rows gain 1.3-1.4x on the synthetic rows and 1.1x on qc324. \
+         Hand-written C in the same style gains no more: `bench/block_list_limit.c` (strict \
+         strips with the same prefetching, one run) gives the synthetic blocks 0.421 against \
+         CSR 0.589 ms (1.40x), qc324 0.010 against 0.011 ms, bcsstk16 0.143 against 0.167 ms \
+         (1.17x). Each row's additions in order are one chain of dependent \
+         additions (2 cycles each on this CPU); out-of-order execution overlaps about two \
+         rows, and then the blocks' loads wait on the chain much as CSR's do, or, in cache \
+         (qc324), wait on nothing else. Pairing block rows there (two chains interleaved) \
+         makes qc324 faster (0.010 -> 0.007 ms) but the synthetic rows (0.421 -> 0.440 ms) and \
+         bcsstk16 (0.143 -> 0.169 ms) slower, so kernels do not pair them; CSR gains nothing \
+         from it. Reassociated (one \
+         masked loop per block, partial sums per row) the synthetic rows gain 1.6-1.75x and \
+         qc324 1.4-1.5x.\n\
+         * The strict band of 201 entries per row (half-bandwidth 100) gains 1.4-1.75x: its \
+         time varies between runs of this bench (0.72-0.90 ms) more than CSR's (1.2-1.3 ms).\n\
+         * SparseBlockList on real matrices with short blocks (3.5-7.8 entries): every block \
+         costs a loop exit the branch predictor misses. `bench/block_list_limit.c` measures \
+         the limit with hand-written AVX-512 C and the same prefetching, in one run: on \
+         bcsstk16, blocks 0.111 ms against CSR with gathers 0.164 ms (1.48x; compiled, \
+         1.4-1.46x); on bcsstk38 0.239 against 0.211 ms and on mbeacxc 0.029 against 0.015 ms \
+         (blocks slower); on the synthetic rows 0.339 against 0.577 ms (1.70x).\n\
+         * Pattern leaves on soc-Slashdot0902 gain 1.2x strict and 1.3x reassociated: a \
+         Pattern leaf drops the value stream (8 of 16 bytes per entry), but each entry's \
+         `x[j]` is a gather at random over 82168 columns, which both formats pay.\n",
     );
     out.push_str("\n## Run-length data\n\nVectors of `runs` equal runs alternating 0 and a non-zero value; `sum` is `s[] += x[i]`, `dot` is `s[] += x[i] * z[i]` of two such vectors with runs offset by one. Dense = `Dense(Element(0.0))` on the same values.\n\n| length | runs | kernel | RunList ms | SparseRunList ms | Dense ms | Dense / RunList | Dense / SparseRunList |\n|---|---|---|---|---|---|---|---|\n");
     let runs = 1_000;
