@@ -94,8 +94,9 @@ fn spmv_row(
     (structured, baseline): (&str, &str),
     repeat: usize,
 ) -> Result<String> {
-    // Kernels of a few microseconds get more runs, so the minimum is not timer noise.
-    let repeat = repeat.max(repeat * (1_000_000 / entries.len().max(1)).min(100));
+    // Each variant runs over at least 20 million entries in all (up to 100x the runs), so
+    // that the minimum of a kernel of microseconds is neither timer nor scheduling noise.
+    let repeat = repeat.max((20_000_000 / entries.len().max(1)).min(repeat * 100));
     let x: Vec<f64> = (0..n).map(|j| ((j % 7) as f64) * 0.25 + 1.0).collect();
     let xt = Tensor::from_dense(
         &Format::parse("Dense(Element(0.0))")?,
@@ -284,9 +285,9 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
     let mut out = String::from("# Structured levels\n\n");
     out.push_str(&format!("Machine: {}\n\n", crate::machine_line()));
     out.push_str(&format!(
-        "Minimum kernel time of {repeat} runs (SpMV over a matrix of fewer than a million \
-         entries: more runs, up to 100x as many, so that a kernel of microseconds is not \
-         timer noise), milliseconds, compiled C (`cc -O3`, trusted). \
+        "Minimum kernel time of {repeat} runs (SpMV: as many runs as add up to 20 million \
+         entries, up to 100x as many, so that a kernel of microseconds is neither timer nor \
+         scheduling noise), milliseconds, compiled C (`cc -O3`, trusted). \
          SpMV is row-major, `y[i] += AT[j, i] * x[j]`, with `AT` in the structured format and \
          in its SparseList counterpart; speed-up = SparseList time / structured time (> 1: \
          the structured level is faster). Both results are checked equal. The reassociated \
@@ -424,7 +425,7 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          costs a loop exit the branch predictor misses. `bench/block_list_limit.c` measures \
          the limit with hand-written AVX-512 C and the same prefetching, in one run: on \
          bcsstk16, blocks 0.111 ms against CSR with gathers 0.164 ms (1.48x; compiled, \
-         1.4-1.46x); on bcsstk38 0.239 against 0.211 ms and on mbeacxc 0.029 against 0.015 ms \
+         1.4-1.48x); on bcsstk38 0.239 against 0.211 ms and on mbeacxc 0.029 against 0.015 ms \
          (blocks slower); on the synthetic rows 0.339 against 0.577 ms (1.70x).\n\
          * Pattern leaves on soc-Slashdot0902 gain 1.2x strict and 1.3x reassociated: a \
          Pattern leaf drops the value stream (8 of 16 bytes per entry), but each entry's \
