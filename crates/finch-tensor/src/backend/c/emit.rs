@@ -223,7 +223,8 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
         );
     }
     // A reassociating kernel with loops AVX-512 can run eight positions at a time gets a
-    // second, vectorized copy, chosen at run time on CPUs that have AVX-512.
+    // second, vectorized copy, chosen at run time on CPUs that have AVX-512 (left out when
+    // `FINCH_NO_AVX512` is defined, as by `FINCH_CFLAGS="-O3 -DFINCH_NO_AVX512"`).
     if k.reassociate && mode == CheckMode::Trusted {
         let mut v = Emitter::new(k, mode, true);
         v.function(
@@ -234,7 +235,7 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
             e.function(&format!("{name}_scalar"), "static ")?;
             let _ = writeln!(
                 e.out,
-                "#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))\n#include <immintrin.h>\n{}int {name}(finch_buf *bufs, void **scalars, void *ctx, finch_resize_fn resize) {{\n  if (__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512dq\") && __builtin_cpu_supports(\"avx512vl\")) return {name}_avx512(bufs, scalars, ctx, resize);\n  return {name}_scalar(bufs, scalars, ctx, resize);\n}}\n#else\nint {name}(finch_buf *bufs, void **scalars, void *ctx, finch_resize_fn resize) {{\n  return {name}_scalar(bufs, scalars, ctx, resize);\n}}\n#endif",
+                "#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(FINCH_NO_AVX512)\n#include <immintrin.h>\n{}int {name}(finch_buf *bufs, void **scalars, void *ctx, finch_resize_fn resize) {{\n  if (__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512dq\") && __builtin_cpu_supports(\"avx512vl\")) return {name}_avx512(bufs, scalars, ctx, resize);\n  return {name}_scalar(bufs, scalars, ctx, resize);\n}}\n#else\nint {name}(finch_buf *bufs, void **scalars, void *ctx, finch_resize_fn resize) {{\n  return {name}_scalar(bufs, scalars, ctx, resize);\n}}\n#endif",
                 v.out
             );
             return Ok(e.out);
