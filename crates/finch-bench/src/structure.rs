@@ -417,17 +417,22 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          makes qc324 faster (0.010 -> 0.007 ms) but the synthetic rows (0.421 -> 0.440 ms) and \
          bcsstk16 (0.143 -> 0.169 ms) slower, so kernels do not pair them; CSR gains nothing \
          from it. Reassociated (one \
-         masked loop per block, partial sums per row) the synthetic rows gain 1.6-1.75x and \
+         masked loop per block, partial sums per row) the synthetic rows gain 1.6-1.8x and \
          qc324 1.4-1.5x.\n\
-         * The strict band of 201 entries per row (half-bandwidth 100) gains 1.4-1.75x: its \
-         time varies between runs of this bench (0.72-0.90 ms) more than CSR's (1.2-1.3 ms).\n\
+         * Strict bands vary between runs of this bench more than CSR does: the band of 11 \
+         entries per row (half-bandwidth 5) gains 1.45-1.6x (0.035-0.039 ms), the band of 201 \
+         (half-bandwidth 100) 1.4-1.75x (0.72-0.90 ms, CSR 1.2-1.3 ms).\n\
+         * Strict SparsePoint gains 1.45-1.7x between runs. Per row the permutation reads \
+         `idx` and `x[j]` and writes `y`; CSR adds only the `ptr` array, 8 of 40 bytes, so a \
+         kernel bound by data movement gains about 1.25x, and prefetching the rows' `idx` \
+         brings it to the measured range (the paper reports 1.3x).\n\
          * SparseBlockList on real matrices with short blocks (3.5-7.8 entries): every block \
          costs a loop exit the branch predictor misses. `bench/block_list_limit.c` measures \
          the limit with hand-written AVX-512 C and the same prefetching, in one run: on \
          bcsstk16, blocks 0.111 ms against CSR with gathers 0.164 ms (1.48x; compiled, \
-         1.4-1.48x); on bcsstk38 0.239 against 0.211 ms and on mbeacxc 0.029 against 0.015 ms \
+         1.4-1.5x); on bcsstk38 0.239 against 0.211 ms and on mbeacxc 0.029 against 0.015 ms \
          (blocks slower); on the synthetic rows 0.339 against 0.577 ms (1.70x).\n\
-         * Pattern leaves on soc-Slashdot0902 gain 1.2x strict and 1.3x reassociated: a \
+         * Pattern leaves on soc-Slashdot0902 gain 1.15-1.25x strict and 1.25-1.35x reassociated: a \
          Pattern leaf drops the value stream (8 of 16 bytes per entry), but each entry's \
          `x[j]` is a gather at random over 82168 columns, which both formats pay.\n",
     );
