@@ -1403,8 +1403,9 @@ fn loops_prefetch_the_loads_that_move_on() {
             assert!(list.contains("for (int k_ = 0; k_ < 8; k_++) {"), "{list}");
             assert!(band.contains("for (int k_ = 0; k_ < 8; k_++, v"), "{band}");
         }
-        // The last iterations after the strips run scalar: an empty asm keeps cc from
-        // vectorizing a loop of at most seven iterations. A reassociating kernel's
+        // The last iterations of a band row, after its strips, run scalar: an empty asm
+        // keeps cc from vectorizing a loop of at most seven iterations. A block's, in the
+        // walk over a row's blocks, keep cc's vector pairs. A reassociating kernel's
         // AVX-512 copy has no strips (its loops run eight lanes at a time).
         let simd_copy = |c: &str| {
             let from = c.find("_avx512(").map_or(c.len(), |at| at);
@@ -1413,6 +1414,9 @@ fn loops_prefetch_the_loads_that_move_on() {
         };
         assert!(band.contains("__asm__(\"\");"), "{band}");
         assert!(!simd_copy(&band).contains("__asm__"), "{band}");
+        let blocks = row_spmv_c("SparseBlockList", reassociate).expect("C");
+        assert!(blocks.contains("__builtin_prefetch"), "{blocks}");
+        assert!(!blocks.contains("__asm__"), "{blocks}");
         // A loop no loop encloses prefetches every load that moves on with it: the
         // SparsePoint rows' `idx` and values, at the row's own position (`y` is written
         // and `x` is read at the stored index).

@@ -205,6 +205,9 @@ struct Emitter<'k> {
     second_row: std::collections::HashSet<LocalId>,
     /// Emitting the plain copy of a loop that runs two rows at a time.
     plain_rows: bool,
+    /// Emitting the body of a `for` loop, with no `while` loop between (see
+    /// `prefetch::SCALAR_REST`).
+    in_for_body: bool,
     /// The `for` loops no loop encloses (see `prefetch`; empty unless `in_order_scalar`).
     outermost: std::collections::HashSet<LocalId>,
 }
@@ -303,6 +306,7 @@ impl<'k> Emitter<'k> {
             deferred: HashMap::new(),
             second_row: Default::default(),
             plain_rows: false,
+            in_for_body: false,
             outermost: Default::default(),
         };
         // The vectorizer and the row pairing ask whether a local is read outside a loop.
@@ -1026,6 +1030,7 @@ impl<'k> Emitter<'k> {
                     "{pad}{{ int64_t lo_{v} = {l}; int64_t hi_{v} = {h};"
                 );
                 self.check(level, self.fallible(hi) || self.fallible(lo));
+                let in_for = std::mem::replace(&mut self.in_for_body, true);
                 let mut start = format!("v{v} = lo_{v}");
                 if let Some(streams) = self.prefetched(*var, None, body) {
                     let _ = writeln!(self.out, "{pad}v{v} = lo_{v};");
@@ -1033,11 +1038,12 @@ impl<'k> Emitter<'k> {
                     start.clear();
                 }
                 let _ = writeln!(self.out, "{pad}for ({start}; v{v} < hi_{v}; v{v}++) {{");
-                if start.is_empty() {
+                if start.is_empty() && in_for {
                     let _ = writeln!(self.out, "{pad}  {}", super::prefetch::SCALAR_REST);
                 }
                 self.block(body, level + 1)?;
                 let _ = writeln!(self.out, "{pad}}} }}");
+                self.in_for_body = in_for;
                 self.release_sums(held, &pad);
             }
             KStmt::While { cond, body } => {
@@ -1045,6 +1051,7 @@ impl<'k> Emitter<'k> {
                     return Ok(());
                 }
                 let held = self.hold_sums(&[cond], body, &pad);
+                let in_for = std::mem::replace(&mut self.in_for_body, false);
                 if let KExpr::Op(Op::Lt, a) = cond {
                     if let [KExpr::Local(q), bound] = a.as_slice() {
                         if let Some(streams) = self.prefetched(*q, Some(bound), body) {
@@ -1061,6 +1068,7 @@ impl<'k> Emitter<'k> {
                 let _ = writeln!(self.out, "{pad}  if (!c_) break;");
                 self.block(body, level + 1)?;
                 let _ = writeln!(self.out, "{pad}}}");
+                self.in_for_body = in_for;
                 self.release_sums(held, &pad);
             }
             KStmt::If {

@@ -33,14 +33,16 @@ pub(super) const PREFETCH_AHEAD: usize = 256;
 pub(super) const STRIP: usize = 8;
 
 /// The first statement of the loop that runs a `for` loop's last iterations after its
-/// strips (fewer than [`STRIP`]). An empty `asm` keeps the C compiler from vectorizing
-/// that loop: GCC otherwise multiplies pairs of a sum's terms in vectors (the additions
-/// stay in order) behind a dozen instructions of set-up and tail, which cost more than the
-/// at most seven iterations gain. Measured on strict SpMV (`finch-bench structure`, the
-/// kernels built with and without it): a band of 11 per row 0.040 -> 0.036 ms (with
-/// `cc -O3 -fno-tree-vectorize` on the whole kernel, 0.037 ms); block rows of 33 and of 7.8
-/// entries unchanged; mbeacxc's blocks of 3.5, where SparseBlockList is 4x slower than CSR
-/// either way, 0.091 -> 0.104 ms (GCC's pairs gain there).
+/// strips (fewer than [`STRIP`]), when that loop is a row's, directly in another `for`
+/// loop's body. An empty `asm` keeps the C compiler from vectorizing it: GCC otherwise
+/// multiplies pairs of a sum's terms in vectors (the additions stay in order) behind a
+/// dozen instructions of set-up and tail, which spill the row loop's registers. Measured
+/// on strict SpMV (`finch-bench structure`, the kernels built with and without it): a band
+/// of 11 per row 0.040 -> 0.036 ms (with `cc -O3 -fno-tree-vectorize` on the whole kernel,
+/// 0.037 ms). A loop over a block in a walk over blocks keeps GCC's pairs, which take fewer
+/// exits over blocks of varying length (generated strict kernel, standalone: bcsstk16's
+/// blocks of 7.8 entries 0.154 ms with the `asm`, 0.145 without; mbeacxc's of 3.5, 0.107
+/// and 0.082 ms).
 pub(super) const SCALAR_REST: &str = "__asm__(\"\"); /* the rest: scalar */";
 
 /// The loads to prefetch in a loop over `var` with body `body`, as (buffer, index at the
