@@ -970,6 +970,55 @@ fn short_circuit_in(text: &str, format: &str) {
     }
 }
 
+#[test]
+fn short_circuit_stops_at_a_gap_of_fill_values() {
+    // `p[] *= x[i]` over [-5, -2, 3, 0, 0, 0, -4, 0, 0]: the reference stops at the first
+    // zero with +0.0. A level whose gap of fill zeros and the next stored run or block come
+    // in one step must not go on to the -4, which would give -0.0.
+    let x = [-5.0, -2.0, 3.0, 0.0, 0.0, 0.0, -4.0, 0.0, 0.0];
+    for level in [
+        "SparseList",
+        "Dense",
+        "RunList",
+        "SparseRunList",
+        "SparseBand",
+        "SparseBlockList",
+        "SparseByteMap",
+        "SparseHash",
+        "SparseInterval",
+    ] {
+        // SparseBand and SparseInterval hold one block or one run: for them, a gap of
+        // zeros and then the -4 alone.
+        let mut values = x;
+        if matches!(level, "SparseBand" | "SparseInterval") {
+            values = [0.0, 0.0, -4.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        }
+        let a = DenseArray::from_f64(&[x.len()], &values).unwrap();
+        let text = format!("input x :: {level}(Element(0.0))\noutput p :: ShortCircuitScalar(1.0)\np .= 1.0\nfor i = _\n  p[] *= x[i]\nend\n");
+        let program = Program::parse(&text).unwrap();
+        let mut reference = Bindings::new();
+        reference.insert("x", a.clone());
+        program
+            .run_reference(&mut reference, &RunOptions::default())
+            .unwrap();
+        let want = reference.get("p").unwrap().get(&[]).unwrap();
+        for engine in [Engine::Interp, Engine::C] {
+            let k = program.compile(engine).unwrap();
+            let format = Format::parse(&format!("{level}(Element(0.0))")).unwrap();
+            let mut t =
+                HashMap::from([("x".to_string(), Tensor::from_dense(&format, &a).unwrap())]);
+            k.run(&mut t, &HashMap::new()).unwrap();
+            let got = t["p"].get(&[]).unwrap();
+            let bits = |v: &finch::Value| v.as_f64().map(f64::to_bits);
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "{level} {engine:?}: {got:?} vs {want:?}"
+            );
+        }
+    }
+}
+
 /// Gustavson's SpGEMM with a SparseByteMap workspace does work proportional to the stored
 /// entries and products, not to the matrix size squared: the workspace is walked over its
 /// sorted set positions and reset only where it was set.

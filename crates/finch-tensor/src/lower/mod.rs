@@ -1405,6 +1405,7 @@ impl Lowerer {
 
     /// Spike: the body over `lo:hi-1`, the tail at `hi` (all spikes end at `hi`).
     fn rule_spike(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
+        let guard = self.short_circuit_guard(&body);
         let run_part = self.rewrite(body.clone(), index, &mut |_, l| match l {
             Looplet::Spike { body, .. } => Repl::Looplet(Looplet::Run(body.clone())),
             _ => Repl::Keep,
@@ -1428,7 +1429,8 @@ impl Lowerer {
             hi: hi.clone(),
             body: Box::new(tail_part),
         })?;
-        out.extend(self.guarded(&lo, &hi, tail));
+        let tail = self.guarded(&lo, &hi, tail);
+        unless_short_circuited(&mut out, &guard, tail);
         Ok(out)
     }
 
@@ -1449,6 +1451,9 @@ impl Lowerer {
                 _ => None,
             })
             .ok_or_else(|| Error::Program("internal: no sequence".into()))?;
+        let guard = self.short_circuit_guard(&body);
+        let skip_when_done =
+            |out: &mut Vec<KStmt>, code: Vec<KStmt>| unless_short_circuited(out, &guard, code);
         let mut out = Vec::new();
         let mut start = lo.clone();
         for (k, (stop, phase)) in phases.iter().enumerate() {
@@ -1498,11 +1503,12 @@ impl Lowerer {
                             KExpr::bin(Op::Le, s, hi.clone()),
                         ],
                     );
-                    out.push(KStmt::If {
+                    let phase_code = vec![KStmt::If {
                         cond: inside,
                         then: code,
                         otherwise: vec![],
-                    });
+                    }];
+                    skip_when_done(&mut out, phase_code);
                 }
                 start = next;
                 continue;
@@ -1528,17 +1534,20 @@ impl Lowerer {
             // prover shows non-empty (a block's indices) needs no test.
             if !code.is_empty() {
                 let non_empty = bounds::provably_le(&start, &end, &self.at_most);
-                out.push(KStmt::Assign(s_local, start.clone()));
-                out.push(KStmt::Assign(e_local, end));
+                let mut phase_code = vec![
+                    KStmt::Assign(s_local, start.clone()),
+                    KStmt::Assign(e_local, end),
+                ];
                 if non_empty {
-                    out.extend(code);
+                    phase_code.extend(code);
                 } else {
-                    out.push(KStmt::If {
+                    phase_code.push(KStmt::If {
                         cond: KExpr::bin(Op::Le, KExpr::Local(s_local), KExpr::Local(e_local)),
                         then: code,
                         otherwise: vec![],
                     });
                 }
+                skip_when_done(&mut out, phase_code);
             }
             start = next;
         }
@@ -2348,6 +2357,22 @@ impl Lowerer {
 
 /// The lowering examples of Looplets §6.1 (typos fixed, finch-looplets.md §4), with
 /// hand-built looplets: each checks the loop shape of the kernel and its result.
+/// Appends `code` to `out`, or, when `guard` (see `short_circuit_guard`) exists and `out`
+/// already updates the ShortCircuitScalars, appends it under `if !guard`: once an earlier
+/// part of a step left them at an annihilator, a later one must not run. The reference
+/// stops at the first annihilator; a run of -4 after a gap of zeros would otherwise turn
+/// the product's 0.0 into -0.0.
+fn unless_short_circuited(out: &mut Vec<KStmt>, guard: &Option<KExpr>, code: Vec<KStmt>) {
+    match guard {
+        Some(g) if !out.is_empty() && !code.is_empty() => out.push(KStmt::If {
+            cond: g.clone(),
+            then: vec![],
+            otherwise: code,
+        }),
+        _ => out.extend(code),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
