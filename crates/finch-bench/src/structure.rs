@@ -403,8 +403,8 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          holds every matrix here, so these kernels are bound by the core and the cache, not \
          by memory bandwidth, where the paper's gains over TACO were measured. Strict kernels \
          run their loops in strips of eight with software prefetch (a loop no loop encloses \
-         prefetches every stream it moves along; the last iterations run as a plain scalar \
-         loop) and pair long band rows (two rows' additions interleaved, each row's in order); \
+         prefetches every stream it moves along; a band row's last iterations run as a plain \
+         scalar loop) and pair long band rows (two rows' additions interleaved, each row's in order); \
          reassociated ones run AVX-512 with fused multiply-adds.\n\n\
          * Strict SparseBlockList rows gain 1.3-1.4x on the synthetic rows and 1.1x on qc324. \
          Hand-written C in the same style gains no more: `bench/block_list_limit.c` (strict \
