@@ -1452,8 +1452,6 @@ impl Lowerer {
             })
             .ok_or_else(|| Error::Program("internal: no sequence".into()))?;
         let guard = self.short_circuit_guard(&body);
-        let skip_when_done =
-            |out: &mut Vec<KStmt>, code: Vec<KStmt>| unless_short_circuited(out, &guard, code);
         let mut out = Vec::new();
         let mut start = lo.clone();
         for (k, (stop, phase)) in phases.iter().enumerate() {
@@ -1508,7 +1506,7 @@ impl Lowerer {
                         then: code,
                         otherwise: vec![],
                     }];
-                    skip_when_done(&mut out, phase_code);
+                    unless_short_circuited(&mut out, &guard, phase_code);
                 }
                 start = next;
                 continue;
@@ -1547,7 +1545,7 @@ impl Lowerer {
                         otherwise: vec![],
                     });
                 }
-                skip_when_done(&mut out, phase_code);
+                unless_short_circuited(&mut out, &guard, phase_code);
             }
             start = next;
         }
@@ -2355,8 +2353,6 @@ impl Lowerer {
     }
 }
 
-/// The lowering examples of Looplets §6.1 (typos fixed, finch-looplets.md §4), with
-/// hand-built looplets: each checks the loop shape of the kernel and its result.
 /// Appends `code` to `out`, or, when `guard` (see `short_circuit_guard`) exists and `out`
 /// already updates the ShortCircuitScalars, appends it under `if !guard`: once an earlier
 /// part of a step left them at an annihilator, a later one must not run. The reference
@@ -2373,6 +2369,8 @@ fn unless_short_circuited(out: &mut Vec<KStmt>, guard: &Option<KExpr>, code: Vec
     }
 }
 
+/// The lowering examples of Looplets §6.1 (typos fixed, finch-looplets.md §4), with
+/// hand-built looplets: each checks the loop shape of the kernel and its result.
 #[cfg(test)]
 mod tests {
     use super::*;
