@@ -205,11 +205,10 @@ struct Emitter<'k> {
     second_row: std::collections::HashSet<LocalId>,
     /// Emitting the plain copy of a loop that runs two rows at a time.
     plain_rows: bool,
-    /// Emitting the body of a `for` loop, with no `while` loop between (see
-    /// `prefetch::SCALAR_REST`).
-    in_for_body: bool,
-    /// The `for` loops no loop encloses (see `prefetch`; empty unless `in_order_scalar`).
-    outermost: std::collections::HashSet<LocalId>,
+    /// The loops around the statement being emitted, outermost first (`true`: a `for`
+    /// loop, `false`: a `while` loop): whether a loop has none around it (see `prefetch`),
+    /// and whether it sits directly in a `for` loop (see `prefetch::SCALAR_REST`).
+    loops: Vec<bool>,
 }
 
 /// Emits the C source of a kernel (`name` is the exported symbol).
@@ -306,15 +305,11 @@ impl<'k> Emitter<'k> {
             deferred: HashMap::new(),
             second_row: Default::default(),
             plain_rows: false,
-            in_for_body: false,
-            outermost: Default::default(),
+            loops: Vec::new(),
         };
         // The vectorizer and the row pairing ask whether a local is read outside a loop.
         if simd || e.in_order_scalar() {
             super::simd::count_reads(&k.body, &mut e.reads);
-        }
-        if mode == CheckMode::Trusted {
-            e.outermost = super::prefetch::outermost_loops(&k.body);
         }
         e
     }
@@ -878,7 +873,7 @@ impl<'k> Emitter<'k> {
         if self.mode != CheckMode::Trusted {
             return None;
         }
-        let outermost = walk.is_none() && self.outermost.contains(&var);
+        let outermost = walk.is_none() && self.loops.is_empty();
         super::prefetch::streams(self.k, var, walk, body, outermost)
     }
 
@@ -1030,9 +1025,12 @@ impl<'k> Emitter<'k> {
                     "{pad}{{ int64_t lo_{v} = {l}; int64_t hi_{v} = {h};"
                 );
                 self.check(level, self.fallible(hi) || self.fallible(lo));
-                let in_for = std::mem::replace(&mut self.in_for_body, true);
+                // Asked before this loop joins `loops`.
+                let in_for = self.loops.last() == Some(&true);
+                let streams = self.prefetched(*var, None, body);
+                self.loops.push(true);
                 let mut start = format!("v{v} = lo_{v}");
-                if let Some(streams) = self.prefetched(*var, None, body) {
+                if let Some(streams) = streams {
                     let _ = writeln!(self.out, "{pad}v{v} = lo_{v};");
                     self.strips(&format!("hi_{v}"), *var, &streams, body, level)?;
                     start.clear();
@@ -1043,7 +1041,7 @@ impl<'k> Emitter<'k> {
                 }
                 self.block(body, level + 1)?;
                 let _ = writeln!(self.out, "{pad}}} }}");
-                self.in_for_body = in_for;
+                self.loops.pop();
                 self.release_sums(held, &pad);
             }
             KStmt::While { cond, body } => {
@@ -1051,7 +1049,7 @@ impl<'k> Emitter<'k> {
                     return Ok(());
                 }
                 let held = self.hold_sums(&[cond], body, &pad);
-                let in_for = std::mem::replace(&mut self.in_for_body, false);
+                self.loops.push(false);
                 if let KExpr::Op(Op::Lt, a) = cond {
                     if let [KExpr::Local(q), bound] = a.as_slice() {
                         if let Some(streams) = self.prefetched(*q, Some(bound), body) {
@@ -1068,7 +1066,7 @@ impl<'k> Emitter<'k> {
                 let _ = writeln!(self.out, "{pad}  if (!c_) break;");
                 self.block(body, level + 1)?;
                 let _ = writeln!(self.out, "{pad}}}");
-                self.in_for_body = in_for;
+                self.loops.pop();
                 self.release_sums(held, &pad);
             }
             KStmt::If {

@@ -90,41 +90,6 @@ pub(super) fn streams(
     (!found.is_empty()).then_some(found)
 }
 
-/// The variables of the `for` loops in `body` that no loop encloses (a variable some
-/// nested loop also uses is left out).
-pub(super) fn outermost_loops(body: &[KStmt]) -> HashSet<LocalId> {
-    fn walk(
-        body: &[KStmt],
-        nested: bool,
-        outer: &mut HashSet<LocalId>,
-        inner: &mut HashSet<LocalId>,
-    ) {
-        for s in body {
-            match s {
-                KStmt::For { var, body, .. } => {
-                    if nested {
-                        inner.insert(*var);
-                    } else {
-                        outer.insert(*var);
-                    }
-                    walk(body, true, outer, inner);
-                }
-                KStmt::While { body, .. } => walk(body, true, outer, inner),
-                KStmt::If {
-                    then, otherwise, ..
-                } => {
-                    walk(then, nested, outer, inner);
-                    walk(otherwise, nested, outer, inner);
-                }
-                _ => {}
-            }
-        }
-    }
-    let (mut outer, mut inner) = (HashSet::new(), HashSet::new());
-    walk(body, false, &mut outer, &mut inner);
-    &outer - &inner
-}
-
 /// No nested loop, `break` or sort; collects the assigned locals and counts the steps of
 /// `var` (any other assignment to `var` disqualifies).
 fn plain(body: &[KStmt], var: LocalId, assigned: &mut HashSet<LocalId>, steps: &mut usize) -> bool {
