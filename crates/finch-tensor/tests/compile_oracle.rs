@@ -1179,6 +1179,13 @@ fn row_spmv_c(level: &str, reassociate: bool) -> Option<String> {
     (k.engine() == Engine::C).then(|| k.c_source(finch::backend::c::CheckMode::Trusted).unwrap())
 }
 
+/// The AVX-512 copy of a kernel in C (from its name to the end of its body), if it has one.
+fn avx512_copy(c: &str) -> Option<&str> {
+    let from = c.find("_avx512(")?;
+    let simd = &c[from..];
+    Some(&simd[..simd.find("\n}\n").unwrap_or(simd.len())])
+}
+
 #[test]
 fn reassociated_block_rows_reduce_once_per_row() {
     // A SparseBlockList row is several blocks: with `reassociate`, each block's loop adds
@@ -1186,8 +1193,7 @@ fn reassociated_block_rows_reduce_once_per_row() {
     let Some(c) = reassociated_row_spmv_c("SparseBlockList") else {
         return;
     };
-    let simd = &c[c.find("_avx512(").expect("an AVX-512 copy")..];
-    let simd = &simd[..simd.find("\n}\n").unwrap_or(simd.len())];
+    let simd = avx512_copy(&c).expect("an AVX-512 copy");
     assert_eq!(simd.matches("_mm512_reduce_add_pd").count(), 1, "{simd}");
     // Each product adds into the partial sums in one fused multiply-add.
     assert!(simd.contains("_mm512_mask3_fmadd_pd("), "{simd}");
@@ -1456,13 +1462,11 @@ fn loops_prefetch_the_loads_that_move_on() {
         // keeps cc from vectorizing a loop of at most seven iterations. A block's, in the
         // walk over a row's blocks, keep cc's vector pairs. A reassociating kernel's
         // AVX-512 copy has no strips (its loops run eight lanes at a time).
-        let simd_copy = |c: &str| {
-            let from = c.find("_avx512(").map_or(c.len(), |at| at);
-            let to = c[from..].find("\n}\n").map_or(c.len(), |end| from + end);
-            c[from..to].to_string()
-        };
         assert!(band.contains("__asm__(\"\");"), "{band}");
-        assert!(!simd_copy(&band).contains("__asm__"), "{band}");
+        assert!(
+            !avx512_copy(&band).unwrap_or("").contains("__asm__"),
+            "{band}"
+        );
         let blocks = row_spmv_c("SparseBlockList", reassociate).expect("C");
         assert!(blocks.contains("__builtin_prefetch"), "{blocks}");
         assert!(!blocks.contains("__asm__"), "{blocks}");

@@ -30,8 +30,9 @@ fn values(rows: usize, cols: usize, keep: impl Fn(usize, usize, u64) -> bool) ->
     out
 }
 
-/// Data each inner level can hold, for `A[i, j]` with `j` the stored (inner) mode: runs of
-/// columns for bands and blocks, one run of one value for intervals, one entry for points.
+/// Data each inner level can hold, for `A[i, j]` with `i` the stored (inner) mode, one
+/// fiber per `j`: runs of rows for bands and blocks, one run of one value for intervals,
+/// one entry for points.
 fn data_for(level: &str, rows: usize, cols: usize) -> Vec<f64> {
     match level {
         "SparseBand" => values(rows, cols, |i, j, _| i.abs_diff(j * rows / cols) <= 12),
