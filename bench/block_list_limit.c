@@ -38,8 +38,10 @@ void blk512p(void) { for (long i = 0; i < n; i++) { __m512d acc = _mm512_setzero
 __attribute__((target("avx512f,avx512dq,avx512vl")))
 void csr512p(void) { for (long i = 0; i < n; i++) { __m512d acc = _mm512_setzero_pd(); long q0 = ptr[i], e = ptr[i+1]; for (long q = q0; q < e; q += 8) { AHEAD(val + q); AHEAD(idx + q); long r = e - q; __mmask8 m = r >= 8 ? 0xFF : (__mmask8)((1u << r) - 1); __m512i ix = _mm512_maskz_loadu_epi64(m, idx + q); acc = _mm512_mask3_fmadd_pd(_mm512_maskz_loadu_pd(m, val + q), _mm512_mask_i64gather_pd(_mm512_setzero_pd(), m, ix, x, 8), acc, m); } y[i] += _mm512_reduce_add_pd(acc); } }
 #define STRIPS(q, end, body, ...) while ((end) - (q) >= 8) { __VA_ARGS__; for (int k_ = 0; k_ < 8; k_++, (q)++) { body; } } for (; (q) < (end); (q)++) { __asm__(""); body; }
+/* Block `b`'s first and end positions `q`, `e` and its `x` aligned to positions `xx`. */
+#define BLOCK(b, q, e, xx) do { q = bofs[b]; e = bofs[b+1]; xx = x + bidx[b] - (e - 1); } while (0)
 void csr_strict(void) { for (long i = 0; i < n; i++) { double s = y[i]; long q = ptr[i], e = ptr[i+1]; STRIPS(q, e, s += val[q] * x[idx[q]], AHEAD(val + q); AHEAD(idx + q)) y[i] = s; } }
-void blk_strict(void) { for (long i = 0; i < n; i++) { double s = y[i]; for (long b = bptr[i]; b < bptr[i+1]; b++) { long q = bofs[b], e = bofs[b+1]; const double *xx = x + bidx[b] - (e - 1); STRIPS(q, e, s += val[q] * xx[q], AHEAD(val + q)) } y[i] = s; } }
+void blk_strict(void) { for (long i = 0; i < n; i++) { double s = y[i]; for (long b = bptr[i]; b < bptr[i+1]; b++) { long q, e; const double *xx; BLOCK(b, q, e, xx); STRIPS(q, e, s += val[q] * xx[q], AHEAD(val + q)) } y[i] = s; } }
 void csr_pair(void) { long i = 0; for (; i + 1 < n; i += 2) { double sa = y[i], sb = y[i+1]; long qa = ptr[i], ea = ptr[i+1], qb = ptr[i+1], eb = ptr[i+2];
   while (ea - qa >= 8 && eb - qb >= 8) { AHEAD(val + qa); AHEAD(idx + qa); AHEAD(val + qb); AHEAD(idx + qb); for (int k = 0; k < 8; k++, qa++, qb++) { sa += val[qa] * x[idx[qa]]; sb += val[qb] * x[idx[qb]]; } }
   STRIPS(qa, ea, sa += val[qa] * x[idx[qa]], AHEAD(val + qa); AHEAD(idx + qa)) STRIPS(qb, eb, sb += val[qb] * x[idx[qb]], AHEAD(val + qb); AHEAD(idx + qb)) y[i] = sa; y[i+1] = sb; }
@@ -47,20 +49,20 @@ void csr_pair(void) { long i = 0; for (; i + 1 < n; i += 2) { double sa = y[i], 
 void blk_pair(void) { long i = 0; for (; i + 1 < n; i += 2) { double sa = y[i], sb = y[i+1];
   long ba = bptr[i], bea = bptr[i+1], bb = bptr[i+1], beb = bptr[i+2];
   long qa = 0, ea = 0, qb = 0, eb = 0; const double *xa = x, *xb = x;
-  if (ba < bea) { qa = bofs[ba]; ea = bofs[ba+1]; xa = x + bidx[ba] - (ea - 1); }
-  if (bb < beb) { qb = bofs[bb]; eb = bofs[bb+1]; xb = x + bidx[bb] - (eb - 1); }
+  if (ba < bea) BLOCK(ba, qa, ea, xa);
+  if (bb < beb) BLOCK(bb, qb, eb, xb);
   while (ba < bea && bb < beb) {
     long m = ea - qa < eb - qb ? ea - qa : eb - qb;
     long stop = qa + m;
     while (stop - qa >= 8) { AHEAD(val + qa); AHEAD(val + qb); for (int k = 0; k < 8; k++, qa++, qb++) { sa += val[qa] * xa[qa]; sb += val[qb] * xb[qb]; } }
     for (; qa < stop; qa++, qb++) { __asm__(""); sa += val[qa] * xa[qa]; sb += val[qb] * xb[qb]; }
-    if (qa == ea) { ba++; if (ba < bea) { qa = bofs[ba]; ea = bofs[ba+1]; xa = x + bidx[ba] - (ea - 1); } }
-    if (qb == eb) { bb++; if (bb < beb) { qb = bofs[bb]; eb = bofs[bb+1]; xb = x + bidx[bb] - (eb - 1); } }
+    if (qa == ea && ++ba < bea) BLOCK(ba, qa, ea, xa);
+    if (qb == eb && ++bb < beb) BLOCK(bb, qb, eb, xb);
   }
-  while (ba < bea) { STRIPS(qa, ea, sa += val[qa] * xa[qa], AHEAD(val + qa)) ba++; if (ba < bea) { qa = bofs[ba]; ea = bofs[ba+1]; xa = x + bidx[ba] - (ea - 1); } }
-  while (bb < beb) { STRIPS(qb, eb, sb += val[qb] * xb[qb], AHEAD(val + qb)) bb++; if (bb < beb) { qb = bofs[bb]; eb = bofs[bb+1]; xb = x + bidx[bb] - (eb - 1); } }
+  while (ba < bea) { STRIPS(qa, ea, sa += val[qa] * xa[qa], AHEAD(val + qa)) if (++ba < bea) BLOCK(ba, qa, ea, xa); }
+  while (bb < beb) { STRIPS(qb, eb, sb += val[qb] * xb[qb], AHEAD(val + qb)) if (++bb < beb) BLOCK(bb, qb, eb, xb); }
   y[i] = sa; y[i+1] = sb; }
-  for (; i < n; i++) { double s = y[i]; for (long b = bptr[i]; b < bptr[i+1]; b++) { long q = bofs[b], e = bofs[b+1]; const double *xx = x + bidx[b] - (e - 1); STRIPS(q, e, s += val[q] * xx[q], AHEAD(val + q)) } y[i] = s; } }
+  for (; i < n; i++) { double s = y[i]; for (long b = bptr[i]; b < bptr[i+1]; b++) { long q, e; const double *xx; BLOCK(b, q, e, xx); STRIPS(q, e, s += val[q] * xx[q], AHEAD(val + q)) } y[i] = s; } }
 double bench(void (*f)(void)) { double best = 1e9; for (int r = 0; r < 300; r++) { memset(y, 0, n * sizeof(double)); double t = now(); f(); t = now() - t; if (t < best) best = t; } return best * 1e3; }
 static void build(E *es, long ne);
 static void report(void);
