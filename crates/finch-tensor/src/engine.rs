@@ -406,7 +406,10 @@ impl CompiledProgram {
                                 // flag per position: the modes from the root down to this
                                 // level (the last `d + 1` of the shape).
                                 let total = checked_len(&shape[shape.len() - d - 1..])?;
-                                b.val = Buffer::filled(ty, total, init)?;
+                                // (A Pattern leaf has no values: the flags are the entries.)
+                                if matches!(info.levels.last(), Some(LevelParams::Element { .. })) {
+                                    b.val = Buffer::filled(ty, total, init)?;
+                                }
                                 b.flags =
                                     Buffer::filled(ScalarType::Bool, total, Value::Bool(false))?;
                             }
@@ -830,9 +833,10 @@ impl CompiledProgram {
                     }
                     let declared_byte_map = has_byte_map(lf);
                     if byte_map.is_some() && !declared_byte_map {
+                        // (Over a Pattern leaf the set flags are the entries.)
                         let written = LevelFormat::inner(
                             crate::formats::LevelKind::SparseByteMap,
-                            LevelFormat::Element(info.format.fill_value()),
+                            lf.leaf().clone(),
                         );
                         let t = Tensor::from_parts(
                             Format::Levels(written.clone()),

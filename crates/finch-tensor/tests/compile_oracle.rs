@@ -410,6 +410,101 @@ proptest! {
     }
 }
 
+/// Kernels whose output `{O}` has a Pattern leaf (`|=` where an index may be written
+/// again), in loop orders that write it in order and out of order.
+const WRITTEN_PATTERN: [Kernel; 6] = [
+    Kernel { name: "matrix_pattern_transposed_write", text: "input A :: {A}\noutput C :: {O}\nC .= false\nfor j = _, i = _\n  C[j, i] = A[i, j] != 0.0\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "matrix_pattern_in_order", text: "input A :: {A}\noutput C :: {O}\nC .= false\nfor j = _, i = _\n  C[i, j] = A[i, j] > 0.0\nend\n", inputs: &[("A", true, 0, 1)] },
+    Kernel { name: "matrix_pattern_boolean_product_outer_k", text: "input A :: {A}\ninput B :: {B}\noutput C :: {O}\nC .= false\nfor k = _, j = _, i = _\n  C[i, j] |= A[i, k] != 0.0 && B[k, j] != 0.0\nend\n", inputs: &[("A", true, 0, 2), ("B", true, 2, 1)] },
+    Kernel { name: "matrix_pattern_two_statements_read_back", text: "input A :: {A}\noutput C :: {O}\noutput s :: Scalar(0.0)\nC .= false\ns .= 0\nfor j = _, i = _\n  C[j, i] = A[i, j] != 0.0\nend\nfor j = _, i = _\n  C[i, j] |= A[i, j] > 2.0\nend\nfor j = _, i = _\n  s[] += C[i, j] * (i + 10 * j)\nend\n", inputs: &[("A", true, 0, 0)] },
+    Kernel { name: "vector_pattern_column_major_reach", text: "input A :: {A}\ninput x :: {x}\noutput y :: {O}\ny .= false\nfor j = _, i = _\n  y[i] |= A[i, j] * x[j] != 0.0\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
+    Kernel { name: "vector_pattern_row_major_reach", text: "input A :: {A}\ninput x :: {x}\noutput y :: {O}\ny .= false\nfor i = _, j = _\n  y[i] |= A[j, i] * x[j] != 0.0\nend\n", inputs: &[("A", true, 1, 0), ("x", false, 1, 0)] },
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Pattern outputs in every format, written in any loop order: the compiled result
+    /// equals the reference's, or the program is refused by name.
+    #[test]
+    fn written_pattern_formats_match_the_reference_or_are_refused(
+        k in 0usize..WRITTEN_PATTERN.len(),
+        fa in prop::sample::select(structured_matrices()),
+        fb in prop::sample::select(MATRICES.to_vec()),
+        fx in prop::sample::select(structured_vectors()),
+        fv in prop::sample::select(structured_vectors()),
+        fm in prop::sample::select(structured_matrices()),
+        m in sizes(), n in sizes(), p in sizes(),
+        structure in 0u8..4,
+        seed in any::<u32>(),
+    ) {
+        let k = &WRITTEN_PATTERN[k];
+        let out = if k.name.starts_with("vector") { &fv } else { &fm };
+        let out = out.replace("Element(0.0)", "Pattern()");
+        // (A Dense vector of Pattern is `true` everywhere: not an output; see below.)
+        prop_assume!(out != "Dense(Pattern())");
+        let text = k
+            .text
+            .replace("{A}", &fa)
+            .replace("{B}", fb)
+            .replace("{x}", &fx)
+            .replace("{O}", &out);
+        check_program(k, &text, [m, n, p], 0.3, seed as u64, structure, &[Engine::Interp, Engine::C], true)?;
+    }
+}
+
+/// Out-of-order writes into Pattern outputs whose levels are written in order (SparseList,
+/// SparseCOO) go through a hash table or a bytemap, as valued outputs do: they compile,
+/// and give the reference's result.
+#[test]
+fn pattern_outputs_take_writes_in_any_order() {
+    let cases = [
+        (&WRITTEN_PATTERN[0], "Dense(SparseList(Pattern()))"),
+        (&WRITTEN_PATTERN[0], "SparseCOO{2}(Pattern())"),
+        (&WRITTEN_PATTERN[0], "SparseList(SparseList(Pattern()))"),
+        (&WRITTEN_PATTERN[0], "SparseHash(SparseHash(Pattern()))"),
+        (&WRITTEN_PATTERN[2], "Dense(SparseList(Pattern()))"),
+        (&WRITTEN_PATTERN[3], "SparseList(SparseList(Pattern()))"),
+        (&WRITTEN_PATTERN[3], "Dense(SparseCOO{1}(Pattern()))"),
+        (&WRITTEN_PATTERN[4], "SparseList(Pattern())"),
+        (&WRITTEN_PATTERN[4], "SparseCOO{1}(Pattern())"),
+    ];
+    for (seed, (k, out)) in cases.into_iter().enumerate() {
+        let text = k
+            .text
+            .replace("{A}", "Dense(SparseList(Element(0.0)))")
+            .replace("{B}", "Dense(SparseList(Element(0.0)))")
+            .replace("{x}", "Dense(Element(0.0))")
+            .replace("{O}", out);
+        check_program(
+            k,
+            &text,
+            [7, 6, 5],
+            0.3,
+            seed as u64,
+            0,
+            &[Engine::Interp, Engine::C],
+            false,
+        )
+        .unwrap_or_else(|e| panic!("{} into {out}: {e}", k.name));
+    }
+    // A Pattern leaf right under a Dense level stores nothing to write.
+    let text = WRITTEN_PATTERN[4]
+        .text
+        .replace("{A}", "Dense(SparseList(Element(0.0)))")
+        .replace("{x}", "Dense(Element(0.0))")
+        .replace("{O}", "Dense(Pattern())");
+    let e = Program::parse(&text)
+        .and_then(|p| p.compile(Engine::Interp))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.contains("`y` (Dense(Pattern())) cannot be written"),
+        "{e}"
+    );
+}
+
 /// The read-only structured levels of issue #4.
 const STRUCTURED: [&str; 8] = [
     "SparsePoint",
@@ -694,14 +789,23 @@ fn sparse_outputs_store_only_the_structure() {
         assert_eq!(t["w"].countstored(), 3, "{engine:?}");
         assert_eq!(t["s"].to_dense().unwrap().data, [finch::Value::F64(12.0)]);
     }
-    // A Pattern leaf has no hash table: refused by name.
+    // So is a Pattern output (its hash table holds keys only).
     let pattern = "input x :: SparseList(Element(0.0))\noutput w :: SparseList(Pattern())\nw .= false\nfor i = _\n  w[i] = x[i] > 1.0\nend\nfor i = _\n  w[i] |= x[i] < 0.0\nend\n";
-    let e = Program::parse(pattern)
-        .unwrap()
-        .compile(Engine::Interp)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("more than one statement"), "{e}");
+    for engine in [Engine::Interp, Engine::C] {
+        let k = Program::parse(pattern).unwrap().compile(engine).unwrap();
+        let mut t = HashMap::from([("x".to_string(), x.clone())]);
+        k.run(&mut t, &HashMap::new()).unwrap();
+        let got: Vec<bool> = t["w"]
+            .to_dense()
+            .unwrap()
+            .data
+            .iter()
+            .map(|v| *v == finch::Value::Bool(true))
+            .collect();
+        let want = [false, false, true, false, false, true, false, false];
+        assert_eq!(got, want, "{engine:?}");
+        assert_eq!(t["w"].countstored(), 2, "{engine:?}");
+    }
 }
 
 /// Updates by a value that changes nothing (`+= 0`: a stored zero run of a RunList times

@@ -1288,17 +1288,27 @@ fn writes_that_come_back_to_an_in_order_fiber_go_through_a_hash_table() {
             );
         }
     }
-    // A Pattern leaf: refused by name.
+    // A Pattern leaf: the vector goes through a bytemap of flags (rows with an entry).
     let pattern = "input A :: Dense(SparseList(Element(0.0)))\noutput y :: SparseList(Pattern())\ny .= false\nfor j = _, i = _\n  y[i] |= A[i, j] != 0.0\nend\n";
-    let e = Program::parse(pattern)
-        .unwrap()
-        .compile(Engine::Interp)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("not supported yet") && e.contains("inside the loop over `j`"),
-        "{e}"
-    );
+    let p = Program::parse(pattern).unwrap();
+    let mut want = Bindings::new();
+    want.insert("A", a.clone());
+    p.run_reference(&mut want, &RunOptions::default()).unwrap();
+    for engine in [Engine::Interp, Engine::C] {
+        let k = p.compile(engine).unwrap();
+        assert!(
+            k.kernel().to_string().contains("y_lvl1_tbl"),
+            "{}",
+            k.kernel()
+        );
+        let mut t = stored(&p, &[("A", &a)]);
+        k.run(&mut t, &HashMap::new()).unwrap();
+        assert_eq!(
+            &t["y"].to_dense().unwrap(),
+            want.get("y").unwrap(),
+            "{engine:?}"
+        );
+    }
     // A workspace declared inside the outer loop is a fresh fiber on every iteration:
     // written in order, no hash table.
     let fresh = "input A :: Dense(SparseList(Element(0.0)))\noutput s :: Scalar(0.0)\ntemp w :: SparseList(Element(0.0))\ns .= 0\nfor j = _\n  w .= 0\n  for i = _\n    w[i] = A[i, j] * 2.0\n  end\n  for i = _\n    s[] += w[i]\n  end\nend\n";

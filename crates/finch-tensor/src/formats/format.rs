@@ -173,6 +173,14 @@ impl LevelFormat {
         self.fill_value().scalar_type().unwrap_or(ScalarType::F64)
     }
 
+    /// The leaf (`Element` or `Pattern`) under every level.
+    pub fn leaf(&self) -> &LevelFormat {
+        match self {
+            LevelFormat::Inner { child, .. } => child.leaf(),
+            leaf => leaf,
+        }
+    }
+
     /// The number of tensor modes (sum of the levels' modes).
     pub fn ndims(&self) -> usize {
         match self {

@@ -397,13 +397,15 @@ pub struct TensorInfo {
 
 impl TensorInfo {
     /// Every level takes writes in any order, repeated (laminate): Dense, SparseByteMap
-    /// and SparseHash levels over an Element leaf.
+    /// and SparseHash levels over an Element or Pattern leaf (a Pattern leaf is written
+    /// only under a sparse level).
     pub fn takes_writes_in_any_order(&self) -> bool {
         self.levels.iter().all(|l| {
             matches!(
                 l,
                 LevelParams::Dense { .. }
                     | LevelParams::Element { .. }
+                    | LevelParams::Pattern
                     | LevelParams::SparseByteMapOut { .. }
                     | LevelParams::HashOut { .. }
             )
@@ -619,7 +621,10 @@ fn tensor_table(
                             let hashed = (*kind != LevelKind::Dense
                                 && is_written
                                 && any_order.contains(&d.name)
-                                && matches!(leaf_of(level), LevelFormat::Element(_)))
+                                && matches!(
+                                    level.leaf(),
+                                    LevelFormat::Element(_) | LevelFormat::Pattern
+                                ))
                             .then(|| modes_below(level));
                             // A vector (one mode, no Dense parent) takes a SparseByteMap
                             // instead: a flag per index beats a hash table (its dense flags
@@ -629,7 +634,7 @@ fn tensor_table(
                                 LevelKind::Dense => info.levels.push(LevelParams::Dense { shape }),
                                 _ if byte_map => {
                                     info.levels.push(byte_map_out(kernel, &d.name, depth, shape));
-                                    level = leaf_of(level);
+                                    level = level.leaf();
                                     depth += 1;
                                     continue;
                                 }
@@ -656,7 +661,7 @@ fn tensor_table(
                                             last = child;
                                         }
                                     }
-                                    level = if hashed.is_some() { leaf_of(level) } else { last };
+                                    level = if hashed.is_some() { level.leaf() } else { last };
                                     depth += modes;
                                     continue;
                                 }
@@ -738,11 +743,11 @@ fn tensor_table(
                                 // an Element leaf: entries are recorded in order (extrude) like
                                 // a SparseCOO level spanning those modes, and the run time
                                 // builds the levels from them.
-                                _ if is_written && matches!(leaf_of(level), LevelFormat::Element(_) | LevelFormat::Pattern) => {
+                                _ if is_written && matches!(level.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern) => {
                                     let modes = level.ndims();
                                     let shapes = mode_shapes(kernel, &d.name, depth, shape, modes);
                                     info.levels.extend(recorded_levels(kernel, &d.name, depth, &shapes, true));
-                                    level = leaf_of(level);
+                                    level = level.leaf();
                                     depth += modes;
                                     continue;
                                 }
@@ -800,11 +805,21 @@ fn tensor_table(
                                         LevelParams::SparseByteMapOut { .. }
                                             | LevelParams::SparseListOut { .. }
                                             | LevelParams::CooOut { .. }
+                                            | LevelParams::HashOut { .. }
                                     )
                                 )
                             {
+                                if matches!(
+                                    info.levels.last(),
+                                    Some(LevelParams::Dense { .. }) | None
+                                ) {
+                                    return Err(Error::Program(format!(
+                                        "`{}` ({}) cannot be written: a Pattern leaf under a Dense level (or at the root) is `true` everywhere and stores nothing; put a sparse level above the leaf",
+                                        d.name, d.format
+                                    )));
+                                }
                                 return unsupported(format!(
-                                    "writes to the Pattern tensor `{}` other than under a SparseByteMap, SparseList or SparseCOO level, or levels built from recorded entries",
+                                    "writes to the Pattern tensor `{}` other than under a SparseByteMap, SparseList, SparseCOO or SparseHash level, or levels built from recorded entries",
                                     d.name
                                 ));
                             }
@@ -878,18 +893,10 @@ fn recorded_levels(
         .collect()
 }
 
-/// The leaf under `level`.
-fn leaf_of(level: &LevelFormat) -> &LevelFormat {
-    match level {
-        LevelFormat::Inner { child, .. } => leaf_of(child),
-        leaf => leaf,
-    }
-}
-
 /// An output that needs levels taking writes in any order, or read back where it is
-/// written: over an Element leaf its levels below the leading Dense ones can be one
-/// SparseHash group, so it is recorded in `any_order` (the conversion is done again);
-/// anything else (a Pattern leaf, an input) is refused with `why`.
+/// written: over an Element or Pattern leaf its levels below the leading Dense ones can be
+/// one SparseHash group, so it is recorded in `any_order` (the conversion is done again);
+/// anything else (an input) is refused with `why`.
 fn any_order_or(
     info: &TensorInfo,
     any_order: &mut std::collections::HashSet<String>,
@@ -897,7 +904,7 @@ fn any_order_or(
 ) -> Result<()> {
     let hashable = info.written
         && info.kind != DeclKind::Input
-        && matches!(&info.format, Format::Levels(lf) if matches!(leaf_of(lf), LevelFormat::Element(_)));
+        && matches!(&info.format, Format::Levels(lf) if matches!(lf.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern));
     if !hashable {
         return unsupported(why);
     }
@@ -934,8 +941,8 @@ fn modes_below(level: &LevelFormat) -> usize {
     }
 }
 
-/// How many SparseHash levels `level` starts that run down to an Element leaf (a group
-/// the compiler writes as one hash table), or `None`.
+/// How many SparseHash levels `level` starts that run down to an Element or Pattern leaf
+/// (a group the compiler writes as one hash table), or `None`.
 fn hash_group(level: &LevelFormat) -> Option<usize> {
     let mut n = 0;
     let mut l = level;
@@ -949,7 +956,7 @@ fn hash_group(level: &LevelFormat) -> Option<usize> {
                 n += 1;
                 l = child;
             }
-            LevelFormat::Element(_) => return (n > 0).then_some(n),
+            LevelFormat::Element(_) | LevelFormat::Pattern => return (n > 0).then_some(n),
             _ => return None,
         }
     }

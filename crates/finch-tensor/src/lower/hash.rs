@@ -254,26 +254,34 @@ impl Lowerer {
             return Ok(dense_lookup(f, shape));
         }
         let linear = linear_position(f.pos.clone(), shape);
-        let (val, init) = self.written_leaf(t, depth, "SparseHash")?;
+        // A Pattern leaf stores nothing: an entry is its key.
+        let leaf = match self.tensors[t].levels.get(depth) {
+            Some(super::LevelParams::Pattern) => None,
+            _ => Some(self.written_leaf(t, depth, "SparseHash")?),
+        };
         let p = self.probe_locals(t, depth);
         let q = self.level_local(t, depth, "rehash");
         let mut insert = vec![
             grow_to(h.keys, add(l(h.count), KExpr::int(1)), Value::I64(0)),
             grow_to(h.slot_of, add(l(h.count), KExpr::int(1)), Value::I64(0)),
-            grow_to(val, add(l(h.count), KExpr::int(1)), init),
-            KStmt::Store {
-                buf: h.keys,
-                index: l(h.count),
-                value: l(p.key),
-            },
         ];
+        if let Some((val, init)) = leaf {
+            insert.push(grow_to(val, add(l(h.count), KExpr::int(1)), init));
+        }
+        insert.push(KStmt::Store {
+            buf: h.keys,
+            index: l(h.count),
+            value: l(p.key),
+        });
         insert.extend(h.place(l(p.slot), l(p.key), l(h.count)));
-        insert.extend([
-            KStmt::Store {
+        if let Some((val, init)) = leaf {
+            insert.push(KStmt::Store {
                 buf: val,
                 index: l(h.count),
                 value: KExpr::Lit(init),
-            },
+            });
+        }
+        insert.extend([
             KStmt::Assign(h.at, l(h.count)),
             KStmt::Assign(h.count, add(l(h.count), KExpr::int(1))),
             KStmt::Assign(h.frozen, KExpr::Lit(Value::Bool(false))),
