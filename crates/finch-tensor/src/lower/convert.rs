@@ -813,10 +813,12 @@ fn tensor_table(
                                     info.levels.last(),
                                     Some(LevelParams::Dense { .. }) | None
                                 ) {
-                                    return Err(Error::Program(format!(
-                                        "`{}` ({}) cannot be written: a Pattern leaf under a Dense level (or at the root) is `true` everywhere and stores nothing; put a sparse level above the leaf",
+                                    // (Only an all-`true` result fits; the reference
+                                    // engine stores one.)
+                                    return unsupported(format!(
+                                        "writing `{}` ({}): a Pattern leaf under a Dense level (or at the root) is `true` everywhere and stores nothing to write; put a sparse level above the leaf",
                                         d.name, d.format
-                                    )));
+                                    ));
                                 }
                                 return unsupported(format!(
                                     "writes to the Pattern tensor `{}` other than under a SparseByteMap, SparseList, SparseCOO or SparseHash level, or levels built from recorded entries",
