@@ -832,12 +832,22 @@ impl CompiledProgram {
                         }
                     }
                     let declared_byte_map = has_byte_map(lf);
-                    if byte_map.is_some() && !declared_byte_map {
-                        // (Over a Pattern leaf the set flags are the entries.)
-                        let written = LevelFormat::inner(
-                            crate::formats::LevelKind::SparseByteMap,
-                            lf.leaf().clone(),
-                        );
+                    // A Pattern leaf written with a flag per entry (stores that may clear
+                    // an index) is built over those flags, then stored without the false
+                    // ones.
+                    let flags = matches!(lf.leaf(), LevelFormat::Pattern)
+                        && matches!(info.levels.last(), Some(LevelParams::Element { .. }));
+                    if byte_map.is_some() && (!declared_byte_map || flags) {
+                        let leaf = match info.levels.last() {
+                            Some(LevelParams::Element { fill, .. }) => LevelFormat::Element(*fill),
+                            // (Over a Pattern leaf the set flags are the entries.)
+                            _ => LevelFormat::Pattern,
+                        };
+                        let written = if declared_byte_map {
+                            lf.with_leaf(leaf)
+                        } else {
+                            LevelFormat::inner(crate::formats::LevelKind::SparseByteMap, leaf)
+                        };
                         let t = Tensor::from_parts(
                             Format::Levels(written.clone()),
                             shape.clone(),

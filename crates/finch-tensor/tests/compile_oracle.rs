@@ -382,12 +382,14 @@ proptest! {
 
 /// Kernels whose output `{O}` has a Pattern leaf (`|=` where an index may be written
 /// again), in loop orders that write it in order and out of order.
-const WRITTEN_PATTERN: [Kernel; 6] = [
+const WRITTEN_PATTERN: [Kernel; 8] = [
     Kernel { name: "matrix_pattern_transposed_write", text: "input A :: {A}\noutput C :: {O}\nC .= false\nfor j = _, i = _\n  C[j, i] = A[i, j] != 0.0\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "matrix_pattern_in_order", text: "input A :: {A}\noutput C :: {O}\nC .= false\nfor j = _, i = _\n  C[i, j] = A[i, j] > 0.0\nend\n", inputs: &[("A", true, 0, 1)] },
     Kernel { name: "matrix_pattern_boolean_product_outer_k", text: "input A :: {A}\ninput B :: {B}\noutput C :: {O}\nC .= false\nfor k = _, j = _, i = _\n  C[i, j] |= A[i, k] != 0.0 && B[k, j] != 0.0\nend\n", inputs: &[("A", true, 0, 2), ("B", true, 2, 1)] },
     Kernel { name: "matrix_pattern_two_statements_read_back", text: "input A :: {A}\noutput C :: {O}\noutput s :: Scalar(0.0)\nC .= false\ns .= 0\nfor j = _, i = _\n  C[j, i] = A[i, j] != 0.0\nend\nfor j = _, i = _\n  C[i, j] |= A[i, j] > 2.0\nend\nfor j = _, i = _\n  s[] += C[i, j] * (i + 10 * j)\nend\n", inputs: &[("A", true, 0, 0)] },
+    Kernel { name: "matrix_pattern_store_clears", text: "input A :: {A}\ninput B :: {B}\noutput C :: {O}\nC .= false\nfor j = _, i = _\n  C[i, j] = A[i, j] != 0.0\nend\nfor j = _, i = _\n  C[j, i] = B[i, j] > 1.0\nend\n", inputs: &[("A", true, 0, 0), ("B", true, 0, 0)] },
     Kernel { name: "vector_pattern_column_major_reach", text: "input A :: {A}\ninput x :: {x}\noutput y :: {O}\ny .= false\nfor j = _, i = _\n  y[i] |= A[i, j] * x[j] != 0.0\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 1, 0)] },
+    Kernel { name: "vector_pattern_store_clears", text: "input A :: {A}\ninput x :: {x}\noutput y :: {O}\ny .= false\nfor i = _\n  y[i] = x[i] != 0.0\nend\nfor j = _, i = _\n  y[i] = A[i, j] > 0.0\nend\n", inputs: &[("A", true, 0, 1), ("x", false, 0, 0)] },
     Kernel { name: "vector_pattern_row_major_reach", text: "input A :: {A}\ninput x :: {x}\noutput y :: {O}\ny .= false\nfor i = _, j = _\n  y[i] |= A[j, i] * x[j] != 0.0\nend\n", inputs: &[("A", true, 1, 0), ("x", false, 1, 0)] },
 ];
 
@@ -427,7 +429,8 @@ proptest! {
 
 /// Out-of-order writes into Pattern outputs whose levels are written in order (SparseList,
 /// SparseCOO) go through a hash table or a bytemap, as valued outputs do: they compile,
-/// and give the reference's result.
+/// and give the reference's result, also where a later store of `false` clears an index
+/// (through a hash table or bytemap, declared or not).
 #[test]
 fn pattern_outputs_take_writes_in_any_order() {
     let cases = [
@@ -438,8 +441,13 @@ fn pattern_outputs_take_writes_in_any_order() {
         (&WRITTEN_PATTERN[2], "Dense(SparseList(Pattern()))"),
         (&WRITTEN_PATTERN[3], "SparseList(SparseList(Pattern()))"),
         (&WRITTEN_PATTERN[3], "Dense(SparseCOO{1}(Pattern()))"),
-        (&WRITTEN_PATTERN[4], "SparseList(Pattern())"),
-        (&WRITTEN_PATTERN[4], "SparseCOO{1}(Pattern())"),
+        (&WRITTEN_PATTERN[4], "Dense(SparseList(Pattern()))"),
+        (&WRITTEN_PATTERN[4], "Dense(SparseByteMap(Pattern()))"),
+        (&WRITTEN_PATTERN[4], "SparseHash(SparseHash(Pattern()))"),
+        (&WRITTEN_PATTERN[5], "SparseList(Pattern())"),
+        (&WRITTEN_PATTERN[5], "SparseCOO{1}(Pattern())"),
+        (&WRITTEN_PATTERN[6], "SparseList(Pattern())"),
+        (&WRITTEN_PATTERN[6], "SparseByteMap(Pattern())"),
     ];
     for (seed, (k, out)) in cases.into_iter().enumerate() {
         let text = k
@@ -462,7 +470,7 @@ fn pattern_outputs_take_writes_in_any_order() {
     }
     // A Pattern leaf right under a Dense level stores nothing to write (only an all-true
     // result would fit): not compiled, the reference engine runs it.
-    let text = WRITTEN_PATTERN[4]
+    let text = WRITTEN_PATTERN[5]
         .text
         .replace("{A}", "Dense(SparseList(Element(0.0)))")
         .replace("{x}", "Dense(Element(0.0))")

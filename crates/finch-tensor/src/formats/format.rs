@@ -181,6 +181,18 @@ impl LevelFormat {
         }
     }
 
+    /// The same levels over another leaf.
+    pub fn with_leaf(&self, leaf: LevelFormat) -> LevelFormat {
+        match self {
+            LevelFormat::Inner { kind, index, child } => LevelFormat::Inner {
+                kind: *kind,
+                index: *index,
+                child: Box::new(child.with_leaf(leaf)),
+            },
+            _ => leaf,
+        }
+    }
+
     /// The number of tensor modes (sum of the levels' modes).
     pub fn ndims(&self) -> usize {
         match self {

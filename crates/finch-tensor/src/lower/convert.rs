@@ -795,9 +795,35 @@ fn tensor_table(
                             break;
                         }
                         LevelFormat::Pattern => {
-                            // A written Pattern leaf stores nothing: writing `true` claims
-                            // the index, which the level above records (flags, or a list of
-                            // indices or entries).
+                            // Under levels that take repeated writes, a store of anything
+                            // but `true` may clear an index set before: such a leaf keeps
+                            // a flag per entry (an `Element(false)` leaf; entries left
+                            // `false` are dropped when frozen).
+                            let repeated = matches!(
+                                info.levels.last(),
+                                Some(
+                                    LevelParams::SparseByteMapOut { .. }
+                                        | LevelParams::HashOut { .. }
+                                )
+                            );
+                            if is_written && repeated && may_clear(&program.ast().body, &d.name) {
+                                let sparse_out =
+                                    matches!(info.levels.last(), Some(LevelParams::HashOut { .. }));
+                                let val = kernel.buf(
+                                    format!("{}_lvl{depth}_val", d.name),
+                                    ScalarType::Bool,
+                                    true,
+                                    sparse_out,
+                                );
+                                info.levels.push(LevelParams::Element {
+                                    val,
+                                    fill: Value::Bool(false),
+                                });
+                                break;
+                            }
+                            // Otherwise a written Pattern leaf stores nothing: writing `true`
+                            // claims the index, which the level above records (flags, or a
+                            // list of indices or entries).
                             if is_written
                                 && !matches!(
                                     info.levels.last(),
@@ -853,6 +879,26 @@ fn mode_shapes(
         shapes.push(s);
     }
     shapes
+}
+
+/// Whether `s` stores (`=`) into `name` anything but the literal `true` (which may clear
+/// an index of a Pattern tensor).
+fn may_clear(s: &notation::Stmt, name: &str) -> bool {
+    match s {
+        notation::Stmt::Assign { lhs, op, rhs } => {
+            lhs.tensor == name
+                && *op == notation::AssignOp::Store
+                && *rhs != notation::Expr::Literal(Value::Bool(true))
+        }
+        notation::Stmt::Loop { body, .. } | notation::Stmt::Define { body, .. } => {
+            may_clear(body, name)
+        }
+        notation::Stmt::Sieve {
+            then, otherwise, ..
+        } => may_clear(then, name) || otherwise.as_deref().is_some_and(|o| may_clear(o, name)),
+        notation::Stmt::Block(v) => v.iter().any(|s| may_clear(s, name)),
+        _ => false,
+    }
 }
 
 /// The levels of a written group recorded as entries (a SparseCOO level, or levels the run
