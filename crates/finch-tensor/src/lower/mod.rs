@@ -53,6 +53,7 @@ pub fn lower_program(program: &crate::Program) -> Result<Lowered> {
         depth: 0,
         nonempty: Vec::new(),
         at_most: Vec::new(),
+        lowered: 0,
     };
     let body = l.lower(c.body)?;
     l.kernel.body = crate::kernel::tidy(body);
@@ -123,6 +124,45 @@ fn truncation_changes(l: &Looplet) -> bool {
     }
 }
 
+/// Steppers one loop coiterates with a specialized body for each combination of those
+/// whose child ends the step (`2^n` bodies).
+const MAX_VARIANT_STEPPERS: usize = 4;
+
+/// Statements one kernel's lowering may produce (about 2-3 MB of C, 20 s of `cc -O3`):
+/// past it, the program is refused rather than compiled for minutes. The code grows
+/// exponentially with the sparse operands one loop coiterates (the phases of their walks
+/// and the children that end each step); the largest example program takes under 1000.
+const LOWERING_BUDGET: usize = 6000;
+
+/// A stepper's child over a step ending at or before the child's stop, where `ends` holds
+/// when it ends at it: a spike keeps its repeated part and ends in its tail only if
+/// `ends`, else in the repeated part; a child that truncation leaves as it is stays. `None`
+/// for other children.
+fn spike_where(l: &Looplet, ends: &KExpr) -> Option<Looplet> {
+    match l {
+        Looplet::Spike { body, tail } => Some(Looplet::Spike {
+            body: body.clone(),
+            tail: Box::new(Tensor::Switch {
+                pre: vec![],
+                cond: ends.clone(),
+                then: tail.clone(),
+                otherwise: body.clone(),
+            }),
+        }),
+        Looplet::Thunk {
+            preamble,
+            body,
+            epilogue,
+        } => Some(Looplet::Thunk {
+            preamble: preamble.clone(),
+            body: Box::new(spike_where(body, ends)?),
+            epilogue: epilogue.clone(),
+        }),
+        other if !truncation_changes(other) => Some(other.clone()),
+        _ => None,
+    }
+}
+
 /// What to do with one looplet access `A[.., i]` for the loop index `i`.
 enum Repl {
     /// Leave it.
@@ -144,6 +184,8 @@ pub(crate) struct Lowerer {
     nonempty: Vec<(KExpr, KExpr)>,
     /// Facts `a <= b` between locals, from level invariants, for the bounds prover.
     pub(crate) at_most: Vec<(LocalId, LocalId)>,
+    /// Statements lowered so far.
+    lowered: usize,
 }
 
 impl Typer for Lowerer {
@@ -399,6 +441,12 @@ impl Lowerer {
 
     /// Lowers a statement to kernel IR.
     fn lower(&mut self, s: Stmt) -> Result<Vec<KStmt>> {
+        self.lowered += 1;
+        if self.lowered > LOWERING_BUDGET {
+            return Err(Error::Unsupported(format!(
+                "a kernel this large: lowering passed {LOWERING_BUDGET} statements (several megabytes of C); coiterating many sparse operands in one loop multiplies the code (split the statement, e.g. `s[] += a[i] + b[i]` and `s[] += c[i] + d[i]` in two loops)"
+            )));
+        }
         self.depth += 1;
         if self.depth > 200 {
             return Err(Error::Program(
@@ -1569,12 +1617,6 @@ impl Lowerer {
                 _ => None,
             })
             .collect();
-        if steppers.len() > 4 {
-            return Err(Error::Unsupported(format!(
-                "coiterating {} sparse operands in one loop (at most 4 for now)",
-                steppers.len()
-            )));
-        }
         let i = self.fresh(&format!("{index}_step_start"), ScalarType::I64);
         let st = self.fresh(&format!("{index}_step_stop"), ScalarType::I64);
         let seek_to = match &lo {
@@ -1606,15 +1648,25 @@ impl Lowerer {
         let mut stops = vec![hi.clone()];
         stops.extend(steppers.iter().map(|s| s.stop.clone()));
         step.push(KStmt::Assign(st, KExpr::Op(Op::Min, stops)));
-        step.extend(self.stepper_variants(
-            index,
-            &body,
-            &steppers,
-            KExpr::Local(i),
-            KExpr::Local(st),
-            0,
-            &mut Vec::new(),
-        )?);
+        if steppers.len() > MAX_VARIANT_STEPPERS {
+            step.extend(self.stepper_switched(
+                index,
+                &body,
+                &steppers,
+                KExpr::Local(i),
+                KExpr::Local(st),
+            )?);
+        } else {
+            step.extend(self.stepper_variants(
+                index,
+                &body,
+                &steppers,
+                KExpr::Local(i),
+                KExpr::Local(st),
+                0,
+                &mut Vec::new(),
+            )?);
+        }
         step.push(KStmt::Assign(
             i,
             KExpr::bin(Op::Add, KExpr::Local(st), KExpr::int(1)),
@@ -1802,6 +1854,56 @@ impl Lowerer {
             then,
             otherwise,
         }])
+    }
+
+    /// One step of more steppers than [`stepper_variants`] specializes for (its variants
+    /// double with each): one body, in which a stepper's spike at the step's end is its
+    /// tail where its stop ends the step and its repeated part where it does not, chosen
+    /// by an `if` at the statements that read it; a stepper advances where its stop ends
+    /// the step.
+    fn stepper_switched(
+        &mut self,
+        index: &str,
+        body: &Stmt,
+        steppers: &[std::rc::Rc<Stepper>],
+        lo: KExpr,
+        st: KExpr,
+    ) -> Result<Vec<KStmt>> {
+        let mut chunks = Vec::new();
+        for s in steppers {
+            let ends = KExpr::bin(Op::Eq, s.stop.clone(), st.clone());
+            let chunk = spike_where(&s.chunk, &ends).ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "coiterating {} sparse operands in one loop where one is not a list of single entries (at most {MAX_VARIANT_STEPPERS} then)",
+                    steppers.len()
+                ))
+            })?;
+            chunks.push(chunk);
+        }
+        let step_body = self.rewrite(body.clone(), index, &mut |_, l| match l {
+            Looplet::Stepper(s) => match steppers.iter().position(|x| std::rc::Rc::ptr_eq(x, s)) {
+                Some(n) => Repl::Looplet(chunks[n].clone()),
+                None => Repl::Keep,
+            },
+            _ => Repl::Keep,
+        })?;
+        self.nonempty.push((lo.clone(), st.clone()));
+        let code = self.lower(Stmt::Loop {
+            index: index.into(),
+            lo,
+            hi: st.clone(),
+            body: Box::new(step_body),
+        });
+        self.nonempty.pop();
+        let mut code = code?;
+        for s in steppers {
+            code.push(KStmt::If {
+                cond: KExpr::bin(Op::Eq, s.stop.clone(), st.clone()),
+                then: s.next.clone(),
+                otherwise: vec![],
+            });
+        }
+        Ok(code)
     }
 
     /// AcceptRun (Finch's run-accepting writes), once every read is constant over the
@@ -2401,6 +2503,7 @@ mod tests {
             depth: 0,
             nonempty: Vec::new(),
             at_most: Vec::new(),
+            lowered: 0,
         }
     }
 
