@@ -488,8 +488,10 @@ fn pattern_outputs_take_writes_in_any_order() {
 }
 
 /// Loops coiterating more sparse operands than the compiler specializes each step for
-/// (four): five and six vectors, and five CSR matrices.
-const MANY_OPERANDS: [Kernel; 4] = [
+/// (four): five and six vectors, and five CSR matrices; and galloping over four and five.
+const MANY_OPERANDS: [Kernel; 6] = [
+    Kernel { name: "gallop_four", text: "input a :: {a}\ninput b :: {b}\ninput c :: {c}\ninput d :: {d}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += a[gallop(i)] * b[gallop(i)] * c[gallop(i)] * d[gallop(i)]\nend\n", inputs: &[("a", false, 0, 0), ("b", false, 0, 0), ("c", false, 0, 0), ("d", false, 0, 0)] },
+    Kernel { name: "gallop_five", text: "input a :: {a}\ninput b :: {b}\ninput c :: {c}\ninput d :: {d}\ninput e :: {e}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += a[gallop(i)] * b[gallop(i)] * c[gallop(i)] * (d[gallop(i)] + 1.0) * e[gallop(i)]\nend\n", inputs: &[("a", false, 0, 0), ("b", false, 0, 0), ("c", false, 0, 0), ("d", false, 0, 0), ("e", false, 0, 0)] },
     Kernel { name: "sum_of_five", text: "input a :: {a}\ninput b :: {b}\ninput c :: {c}\ninput d :: {d}\ninput e :: {e}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += a[i] + b[i] * 2.0 + c[i] + d[i] * e[i]\nend\n", inputs: &[("a", false, 0, 0), ("b", false, 0, 0), ("c", false, 0, 0), ("d", false, 0, 0), ("e", false, 0, 0)] },
     Kernel { name: "max_of_five_into_format", text: "input a :: {a}\ninput b :: {b}\ninput c :: {c}\ninput d :: {d}\ninput e :: {e}\noutput w :: {w}\nw .= 0\nfor i = _\n  w[i] = max(a[i], b[i], c[i], d[i], e[i])\nend\n", inputs: &[("a", false, 0, 0), ("b", false, 0, 0), ("c", false, 0, 0), ("d", false, 0, 0), ("e", false, 0, 0)] },
     Kernel { name: "sum_of_six_products", text: "input a :: {a}\ninput b :: {b}\ninput c :: {c}\ninput d :: {d}\ninput e :: {e}\ninput f :: {f}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += a[i] * b[i] + c[i] * d[i] + e[i] * f[i]\nend\n", inputs: &[("a", false, 0, 0), ("b", false, 0, 0), ("c", false, 0, 0), ("d", false, 0, 0), ("e", false, 0, 0), ("f", false, 0, 0)] },
@@ -497,10 +499,11 @@ const MANY_OPERANDS: [Kernel; 4] = [
 ];
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// Five and six sparse operands in one loop, in random formats (so any number of them
-    /// are walked as lists of single entries): the compiled result equals the reference's.
+    /// Four to six sparse operands in one loop, in random formats (so any number of them
+    /// are walked as lists of single entries, or gallop): the compiled result equals the
+    /// reference's, or a level without the gallop protocol is refused by name.
     #[test]
     fn many_sparse_operands_match_the_reference(
         k in 0usize..MANY_OPERANDS.len(),

@@ -1083,12 +1083,6 @@ impl Lowerer {
                 _ => None,
             })
             .collect();
-        if jumpers.len() > 3 {
-            return Err(Error::Unsupported(format!(
-                "galloping over {} operands in one loop (at most 3 for now)",
-                jumpers.len()
-            )));
-        }
         let i = self.fresh(&format!("{index}_jump_start"), ScalarType::I64);
         let st = self.fresh(&format!("{index}_jump_stop"), ScalarType::I64);
         let mut step = Vec::new();
