@@ -399,9 +399,10 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
     }
 
     out.push_str(
-        "\nWhere a structured level gains less than 1.5x, and why. This machine's 480 MB L3 \
-         holds every matrix here, so these kernels are bound by the core and the cache, not \
-         by memory bandwidth, where the paper's gains over TACO were measured. Strict kernels \
+        "\nWhere a structured level gains less than 1.5x, and why. Every matrix here takes \
+         at most 32 MB, which this VM reads from cache (one thread reads 21-22 GB/s up to 32 \
+         MB and 8.5-11 GB/s from 128 MB; lscpu reports a 480 MB L3), so these kernels are \
+         bound by the core and the cache. Strict kernels \
          run their loops in strips of eight with software prefetch (a loop no loop encloses \
          prefetches every stream it moves along; a band row's last iterations run as a plain \
          scalar loop) and pair long band rows (two rows' additions interleaved, each row's in order); \
@@ -416,7 +417,9 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          (qc324), wait on nothing else. Pairing block rows there (two chains interleaved) \
          makes qc324 faster (0.010 -> 0.007 ms) but the synthetic rows (0.421 -> 0.440 ms) and \
          bcsstk16 (0.143 -> 0.169 ms) slower, so kernels do not pair them; CSR gains nothing \
-         from it. Reassociated (one \
+         from it. From memory the strict blocks gain no more: 400000 of the synthetic rows \
+         (`block_list_limit synthetic 400000`, 38.4 million entries, one run) take 63.4 ms \
+         against CSR's 64.6 (1.02x; two rows at a time 53.4 ms, 1.21x). Reassociated (one \
          masked loop per block, partial sums per row) the synthetic rows gain 1.6-1.8x and \
          qc324 1.4-1.5x.\n\
          * Strict bands vary between runs of this bench more than CSR does: the band of 11 \
@@ -431,7 +434,8 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          the limit with hand-written AVX-512 C and the same prefetching, in one run: on \
          bcsstk16, blocks 0.111 ms against CSR with gathers 0.164 ms (1.48x; compiled, \
          1.4-1.5x); on bcsstk38 0.239 against 0.211 ms and on mbeacxc 0.029 against 0.015 ms \
-         (blocks slower); on the synthetic rows 0.339 against 0.577 ms (1.70x).\n\
+         (blocks slower); on the synthetic rows 0.339 against 0.577 ms (1.70x), and from \
+         memory (400000 rows) 38.0 against 60.0 ms (1.58x).\n\
          * Pattern leaves on soc-Slashdot0902 gain 1.15-1.25x strict and 1.25-1.35x reassociated: a \
          Pattern leaf drops the value stream (8 of 16 bytes per entry), but each entry's \
          `x[j]` is a gather at random over 82168 columns, which both formats pay.\n",
