@@ -163,6 +163,15 @@ fn spike_where(l: &Looplet, ends: &KExpr) -> Option<Looplet> {
     }
 }
 
+/// Moves stepper `s` to its next child where its current one ends at the step's end `st`.
+fn advance_where_ended(s: &Stepper, st: &KExpr) -> KStmt {
+    KStmt::If {
+        cond: KExpr::bin(Op::Eq, s.stop.clone(), st.clone()),
+        then: s.next.clone(),
+        otherwise: vec![],
+    }
+}
+
 /// What to do with one looplet access `A[.., i]` for the loop index `i`.
 enum Repl {
     /// Leave it.
@@ -1150,17 +1159,7 @@ impl Lowerer {
                 }
                 _ => Repl::Keep,
             })?;
-            // A step is never empty: the loop runs while `lo <= hi` and seeking leaves
-            // every stop at or after `lo`.
-            self.nonempty.push((lo.clone(), st.clone()));
-            let code = self.lower(Stmt::Loop {
-                index: index.into(),
-                lo,
-                hi: st,
-                body: Box::new(step_body),
-            });
-            self.nonempty.pop();
-            let mut code = code?;
+            let mut code = self.lower_step(index, step_body, lo, st)?;
             for (j, &lead) in jumpers.iter().zip(leads.iter()) {
                 if lead {
                     code.extend(j.next.iter().cloned());
@@ -1801,28 +1800,14 @@ impl Lowerer {
                 }
                 _ => Repl::Keep,
             })?;
-            // A step is never empty: the loop runs while `lo <= hi` and seeking leaves
-            // every stop at or after `lo`.
-            self.nonempty.push((lo.clone(), st.clone()));
-            let code = self.lower(Stmt::Loop {
-                index: index.into(),
-                lo,
-                hi: st.clone(),
-                body: Box::new(step_body),
-            });
-            self.nonempty.pop();
-            let mut code = code?;
+            let mut code = self.lower_step(index, step_body, lo, st.clone())?;
             for (s, &f) in steppers.iter().zip(full.iter()) {
                 if f {
                     code.extend(s.next.iter().cloned());
                 } else if !truncation_changes(&s.chunk) {
                     // One body served both cases: advance only where the step ended at
                     // this stepper's stop.
-                    code.push(KStmt::If {
-                        cond: KExpr::bin(Op::Eq, s.stop.clone(), st.clone()),
-                        then: s.next.clone(),
-                        otherwise: vec![],
-                    });
+                    code.push(advance_where_ended(s, &st));
                 }
             }
             return Ok(code);
@@ -1881,23 +1866,24 @@ impl Lowerer {
             },
             _ => Repl::Keep,
         })?;
+        let mut code = self.lower_step(index, step_body, lo, st.clone())?;
+        code.extend(steppers.iter().map(|s| advance_where_ended(s, &st)));
+        Ok(code)
+    }
+
+    /// One step `lo..=st` of a stepper or jumper loop, over the children chosen for it.
+    fn lower_step(&mut self, index: &str, body: Stmt, lo: KExpr, st: KExpr) -> Result<Vec<KStmt>> {
+        // A step is never empty: the loop runs while `lo <= hi` and seeking leaves every
+        // stop at or after `lo`.
         self.nonempty.push((lo.clone(), st.clone()));
         let code = self.lower(Stmt::Loop {
             index: index.into(),
             lo,
-            hi: st.clone(),
-            body: Box::new(step_body),
+            hi: st,
+            body: Box::new(body),
         });
         self.nonempty.pop();
-        let mut code = code?;
-        for s in steppers {
-            code.push(KStmt::If {
-                cond: KExpr::bin(Op::Eq, s.stop.clone(), st.clone()),
-                then: s.next.clone(),
-                otherwise: vec![],
-            });
-        }
-        Ok(code)
+        code
     }
 
     /// AcceptRun (Finch's run-accepting writes), once every read is constant over the
