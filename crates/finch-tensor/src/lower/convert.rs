@@ -555,30 +555,15 @@ fn tensor_table(
     any_order: &std::collections::HashSet<String>,
 ) -> Result<Vec<TensorInfo>> {
     let mut written = std::collections::HashSet::new();
-    fn writes(s: &notation::Stmt, out: &mut std::collections::HashSet<String>) {
-        match s {
-            notation::Stmt::Assign { lhs, .. } => {
-                out.insert(lhs.tensor.clone());
-            }
-            notation::Stmt::Declare { tensor, .. } => {
-                out.insert(tensor.clone());
-            }
-            notation::Stmt::Loop { body, .. } | notation::Stmt::Define { body, .. } => {
-                writes(body, out)
-            }
-            notation::Stmt::Sieve {
-                then, otherwise, ..
-            } => {
-                writes(then, out);
-                if let Some(o) = otherwise {
-                    writes(o, out);
-                }
-            }
-            notation::Stmt::Block(v) => v.iter().for_each(|s| writes(s, out)),
-            _ => {}
+    each_stmt(&program.ast().body, &mut |s| match s {
+        notation::Stmt::Assign { lhs, .. } => {
+            written.insert(lhs.tensor.clone());
         }
-    }
-    writes(&program.ast().body, &mut written);
+        notation::Stmt::Declare { tensor, .. } => {
+            written.insert(tensor.clone());
+        }
+        _ => {}
+    });
     let mut tensors = Vec::new();
     for d in program.decls() {
         let is_written = written.contains(&d.name);
@@ -881,24 +866,38 @@ fn mode_shapes(
     shapes
 }
 
-/// Whether `s` stores (`=`) into `name` anything but the literal `true` (which may clear
-/// an index of a Pattern tensor).
-fn may_clear(s: &notation::Stmt, name: &str) -> bool {
+/// Calls `f` on `s` and on every statement nested in it.
+fn each_stmt(s: &notation::Stmt, f: &mut dyn FnMut(&notation::Stmt)) {
+    f(s);
     match s {
-        notation::Stmt::Assign { lhs, op, rhs } => {
-            lhs.tensor == name
-                && *op == notation::AssignOp::Store
-                && *rhs != notation::Expr::Literal(Value::Bool(true))
-        }
         notation::Stmt::Loop { body, .. } | notation::Stmt::Define { body, .. } => {
-            may_clear(body, name)
+            each_stmt(body, f)
         }
         notation::Stmt::Sieve {
             then, otherwise, ..
-        } => may_clear(then, name) || otherwise.as_deref().is_some_and(|o| may_clear(o, name)),
-        notation::Stmt::Block(v) => v.iter().any(|s| may_clear(s, name)),
-        _ => false,
+        } => {
+            each_stmt(then, f);
+            if let Some(o) = otherwise {
+                each_stmt(o, f);
+            }
+        }
+        notation::Stmt::Block(v) => v.iter().for_each(|s| each_stmt(s, f)),
+        _ => {}
     }
+}
+
+/// Whether `s` stores (`=`) into `name` anything but the literal `true` (which may clear
+/// an index of a Pattern tensor).
+fn may_clear(s: &notation::Stmt, name: &str) -> bool {
+    let mut clears = false;
+    each_stmt(s, &mut |s| {
+        if let notation::Stmt::Assign { lhs, op, rhs } = s {
+            clears |= lhs.tensor == name
+                && *op == notation::AssignOp::Store
+                && *rhs != notation::Expr::Literal(Value::Bool(true));
+        }
+    });
+    clears
 }
 
 /// The levels of a written group recorded as entries (a SparseCOO level, or levels the run

@@ -254,11 +254,8 @@ impl Lowerer {
             return Ok(dense_lookup(f, shape));
         }
         let linear = linear_position(f.pos.clone(), shape);
-        // A Pattern leaf stores nothing: an entry is its key.
-        let leaf = match self.tensors[t].levels.get(depth) {
-            Some(super::LevelParams::Pattern) => None,
-            _ => Some(self.written_leaf(t, depth, "SparseHash")?),
-        };
+        // (Over a Pattern leaf, which stores no values, an entry is its key.)
+        let leaf = self.written_values(t, depth, "SparseHash")?;
         let p = self.probe_locals(t, depth);
         let q = self.level_local(t, depth, "rehash");
         let mut insert = vec![

@@ -293,6 +293,20 @@ impl Lowerer {
         Ok((*val, init))
     }
 
+    /// [`Self::written_leaf`], or `None` for a Pattern leaf, which stores no values (writing
+    /// `true` claims the index).
+    pub(super) fn written_values(
+        &self,
+        t: usize,
+        depth: usize,
+        level: &str,
+    ) -> Result<Option<(crate::kernel::BufId, Value)>> {
+        match self.tensors[t].levels.get(depth) {
+            Some(LevelParams::Pattern) => Ok(None),
+            _ => self.written_leaf(t, depth, level).map(Some),
+        }
+    }
+
     /// A SparseList level written in order (extrude), or one mode of a SparseCOO level
     /// (`coo = Some((mode, modes))`). The first write of an index claims position `qos`
     /// (growing the buffers by doubling when full, starting the value from the declared
@@ -316,12 +330,8 @@ impl Lowerer {
         let inner = if mode + 1 < modes {
             dense_lookup(f, shape)
         } else {
-            // The values grow with the indices; a Pattern leaf has none (writing `true`
-            // claims the index).
-            let leaf = match self.tensors[t].levels.get(depth) {
-                Some(LevelParams::Pattern) => None,
-                _ => Some(self.written_leaf(t, depth, "sparse output")?),
-            };
+            // The values grow with the indices (a Pattern leaf has none).
+            let leaf = self.written_values(t, depth, "sparse output")?;
             let grown = KExpr::Op(
                 Op::Max,
                 vec![
