@@ -2509,30 +2509,15 @@ fn walk_accesses(s: &notation::Stmt, f: &mut dyn FnMut(&notation::Access)) {
             _ => {}
         }
     }
-    match s {
+    each_stmt(s, &mut |s| match s {
         notation::Stmt::Assign { lhs, rhs, .. } => {
             f(lhs);
             lhs.indices.iter().for_each(|x| in_expr(x, f));
             in_expr(rhs, f);
         }
         notation::Stmt::Declare { init, .. } => in_expr(init, f),
-        notation::Stmt::Loop { body, .. } => walk_accesses(body, f),
-        notation::Stmt::Sieve {
-            cond,
-            then,
-            otherwise,
-        } => {
-            in_expr(cond, f);
-            walk_accesses(then, f);
-            if let Some(o) = otherwise {
-                walk_accesses(o, f);
-            }
-        }
-        notation::Stmt::Define { value, body, .. } => {
-            in_expr(value, f);
-            walk_accesses(body, f);
-        }
-        notation::Stmt::Block(v) => v.iter().for_each(|s| walk_accesses(s, f)),
+        notation::Stmt::Sieve { cond, .. } => in_expr(cond, f),
+        notation::Stmt::Define { value, .. } => in_expr(value, f),
         _ => {}
-    }
+    });
 }
