@@ -362,23 +362,25 @@ fn code_prints_c_and_ir() {
 
 #[test]
 fn programs_the_compiler_cannot_take_yet_point_to_the_reference_engine() {
-    // Five matrices with sparse rows and columns, added in one loop, would lower to
-    // megabytes of C: not compiled (yet).
-    let program = temp_path("five_sparse_matrices.fin");
-    let decls: String = ["a", "b", "c", "d", "e"]
+    // Six matrices of banded columns, added in one loop, would lower to megabytes of C:
+    // not compiled (yet).
+    let program = temp_path("six_banded_matrices.fin");
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let decls: String = names
         .iter()
-        .map(|v| format!("input {v} :: SparseList(SparseList(Element(0.0)))\n"))
+        .map(|v| format!("input {v} :: SparseList(SparseBand(Element(0.0)))\n"))
         .collect();
+    let sum = names.map(|v| format!("{v}[i, j]")).join(" + ");
     std::fs::write(
         &program,
-        format!("{decls}output s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += a[i, j] + b[i, j] + c[i, j] + d[i, j] + e[i, j]\nend\n"),
+        format!("{decls}output s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += {sum}\nend\n"),
     )
     .expect("write program");
     let mut args = vec![
         "run".to_string(),
         program.to_str().expect("utf-8 path").to_string(),
     ];
-    for v in ["a", "b", "c", "d", "e"] {
+    for v in names {
         args.extend(["--input".to_string(), format!("{v}=examples/data/A.mtx")]);
     }
     let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -389,12 +391,12 @@ fn programs_the_compiler_cannot_take_yet_point_to_the_reference_engine() {
         e.contains("not supported yet") && e.contains("--engine reference"),
         "{e}"
     );
-    // As the message says, the reference engine runs it: five times the sum of A.
+    // As the message says, the reference engine runs it: six times the sum of A.
     args.extend(["--engine", "reference"]);
     let o = finch(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("117.5"), "{out}");
+    assert!(out.contains("141"), "{out}");
 }
 
 #[test]

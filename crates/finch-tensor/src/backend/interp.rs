@@ -103,6 +103,19 @@ impl Machine<'_, '_> {
                 self.load(*b, i)?
             }
             KExpr::Len(b) => Value::I64(self.bufs[b.0 as usize].len() as i64),
+            // Only the chosen value is read, as in C's `?:` (the other may not exist).
+            KExpr::Op(crate::algebra::Op::IfElse, args) if args.len() == 3 => {
+                match self.expr(&args[0])? {
+                    Value::Bool(true) => self.expr(&args[1])?,
+                    Value::Bool(false) => self.expr(&args[2])?,
+                    v => {
+                        return Err(Error::Eval(format!(
+                            "kernel `{}`: `ifelse` needs a bool condition, got {v}",
+                            self.k.name
+                        )))
+                    }
+                }
+            }
             KExpr::Op(op, args) => {
                 let vals = args
                     .iter()

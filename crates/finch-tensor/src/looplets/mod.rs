@@ -217,6 +217,18 @@ pub enum Tensor {
     /// statement that reads it stops the kernel with `t`'s index-out-of-range error, as
     /// the reference interpreter stops where it reads out of bounds.
     OutOfRange(usize),
+    /// Subfiber `fiber` where `cond` holds, and `fill` everywhere where it does not: a
+    /// coiterated operand's entry at a step that may end before it, read by one body for
+    /// both cases (rather than one body per combination of operands). A level that cannot
+    /// take the condition into its own loop bounds makes it a [`Tensor::Switch`].
+    Present {
+        /// The condition (`bool`, computed before the body).
+        cond: KExpr,
+        /// The subfiber where it holds.
+        fiber: Fiber,
+        /// The value everywhere where it does not.
+        fill: Value,
+    },
     /// A choice made at run time: after `pre` runs, `then` if `cond` holds, else
     /// `otherwise` (a random access that may miss). Resolved by an `if` around the
     /// statement that reads it.

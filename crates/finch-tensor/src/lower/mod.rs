@@ -163,6 +163,93 @@ fn spike_where(l: &Looplet, ends: &KExpr) -> Option<Looplet> {
     }
 }
 
+/// Does a body, simplified where one operand is its fill, do nothing or write only
+/// constants? Then that operand is a factor (of a product, or of a write the fill of a
+/// sparse output drops): where it has no entry the step is decided without the others,
+/// and a loop of its own (a branch, a phase) lets that part vanish or become a constant
+/// write.
+fn fill_decides(s: &Stmt) -> bool {
+    match s {
+        Stmt::Assign { rhs, .. } => matches!(rhs, Expr::Lit(_)),
+        Stmt::Block(v) => v.iter().all(fill_decides),
+        Stmt::Loop { body, .. } | Stmt::Define { body, .. } => fill_decides(body),
+        Stmt::Sieve {
+            then, otherwise, ..
+        } => fill_decides(then) && fill_decides(otherwise),
+        _ => false,
+    }
+}
+
+/// The stepper and fill of a sorted walk, `Sequence(Phase(Stepper(Spike(fill, ..))),
+/// Phase(Run(fill)))` with the stepper counting stored positions; `None` for anything else.
+fn sorted_walk_parts(l: &Looplet) -> Option<(Rc<Stepper>, Value)> {
+    let Looplet::Sequence(phases) = l else {
+        return None;
+    };
+    let [(Some(_), Looplet::Stepper(s)), (None, Looplet::Run(rest))] = phases.as_slice() else {
+        return None;
+    };
+    let (Looplet::Spike { body, .. }, Tensor::FillLeaf(fill), Some(_)) =
+        (&s.chunk, &**rest, &s.counted)
+    else {
+        return None;
+    };
+    matches!(&**body, Tensor::FillLeaf(v) if v == fill).then(|| (s.clone(), *fill))
+}
+
+/// Walk `s` (see [`sorted_walk_parts`]) over a whole extent ending at `past - 1`: while
+/// entries remain (`counted.more`) it is `s`; after them its stop is `past`, beyond every
+/// step, so it contributes the fill of its truncated child.
+fn stepper_to_the_end(s: Rc<Stepper>, past: &KExpr) -> Stepper {
+    let more = s
+        .counted
+        .as_ref()
+        .map_or(KExpr::Lit(Value::Bool(false)), |c| c.more.clone());
+    let only_while = |code: Vec<KStmt>, more: &KExpr| -> Vec<KStmt> {
+        if code.is_empty() {
+            return code;
+        }
+        vec![KStmt::If {
+            cond: more.clone(),
+            then: code,
+            otherwise: vec![],
+        }]
+    };
+    let KExpr::Local(stop) = s.stop else {
+        let inner = s.clone();
+        let seek_more = more.clone();
+        return Stepper {
+            seek: Box::new(move |start| only_while((inner.seek)(start), &seek_more)),
+            preamble: only_while(s.preamble.clone(), &more),
+            stop: KExpr::Op(Op::IfElse, vec![more, s.stop.clone(), past.clone()]),
+            chunk: s.chunk.clone(),
+            next: s.next.clone(),
+            counted: None,
+        };
+    };
+    // A sorted walk's preamble reads its entry's index into the stop local, and only
+    // seeking and advancing change the entry: the stop is read there, once per entry
+    // rather than once per step, and set past the end when the entries run out.
+    let reload = vec![KStmt::If {
+        cond: more.clone(),
+        then: s.preamble.clone(),
+        otherwise: vec![KStmt::Assign(stop, past.clone())],
+    }];
+    let (inner, after_seek) = (s.clone(), reload.clone());
+    Stepper {
+        seek: Box::new(move |start| {
+            let mut code = only_while((inner.seek)(start), &more);
+            code.extend(after_seek.iter().cloned());
+            code
+        }),
+        preamble: vec![],
+        stop: s.stop.clone(),
+        chunk: s.chunk.clone(),
+        next: s.next.iter().cloned().chain(reload).collect(),
+        counted: None,
+    }
+}
+
 /// Moves stepper `s` to its next child where its current one ends at the step's end `st`.
 fn advance_where_ended(s: &Stepper, st: &KExpr) -> KStmt {
     KStmt::If {
@@ -171,6 +258,18 @@ fn advance_where_ended(s: &Stepper, st: &KExpr) -> KStmt {
         otherwise: vec![],
     }
 }
+
+/// What [`Lowerer::select_missing_leaves`] made of a statement.
+enum Selected {
+    /// The statement, its missing leaves read as selects.
+    Code(Vec<KStmt>),
+    /// Nothing yet: its reads still to be concordized come first.
+    Wait,
+}
+
+/// A stepper's chunk read through a [`Tensor::Present`] condition, and the local holding
+/// the condition (see `Lowerer::present_chunks`); `None` for a stepper branched on.
+type PresentChunk = Option<(LocalId, Looplet)>;
 
 /// What to do with one looplet access `A[.., i]` for the loop index `i`.
 enum Repl {
@@ -208,6 +307,7 @@ impl Typer for Lowerer {
             Tensor::Scalar(s) => self.tensors[*s].format.element_type(),
             Tensor::Local(l) => self.kernel.locals[l.0 as usize].ty,
             Tensor::Switch { then, .. } => self.tensor_type(then),
+            Tensor::Present { fiber, .. } => self.tensors[fiber.tensor].format.element_type(),
             Tensor::Null => ScalarType::F64,
             Tensor::OutOfRange(t) => self.tensors[*t].format.element_type(),
             Tensor::FillLeaf(v) => v.scalar_type().unwrap_or(ScalarType::F64),
@@ -338,6 +438,32 @@ fn map_accesses(e: Expr, f: &mut dyn FnMut(Tensor, Vec<Expr>) -> Result<Expr>) -
     })
 }
 
+/// A [`Tensor::Present`] fiber read at an index other than a loop's (a value bound
+/// already, or a shifted index) becomes a [`Tensor::Switch`] on its condition, which the
+/// statement resolves with an `if`: only a loop over the fiber's own level, or its leaf,
+/// takes the condition in.
+fn present_read_by_value(s: Stmt) -> Result<Stmt> {
+    map_exprs(s, &mut |e| {
+        map_accesses(e, &mut |t, idx| match t {
+            Tensor::Present { cond, fiber, fill } if read_by_value(&idx) => Ok(Expr::Access(
+                Box::new(Tensor::Switch {
+                    pre: vec![],
+                    cond,
+                    then: Box::new(Tensor::Fiber(fiber)),
+                    otherwise: Box::new(Tensor::FillLeaf(fill)),
+                }),
+                idx,
+            )),
+            t => Ok(Expr::Access(Box::new(t), idx)),
+        })
+    })
+}
+
+/// Is an access's last index something other than a loop index still to be lowered?
+fn read_by_value(idx: &[Expr]) -> bool {
+    matches!(idx.last(), Some(i) if !matches!(i, Expr::Index(_)))
+}
+
 /// The tensor of the first read of [`Tensor::OutOfRange`] in `e`, if any.
 fn out_of_range_read(e: &Expr) -> Option<usize> {
     match e {
@@ -463,6 +589,7 @@ impl Lowerer {
             ));
         }
         let s = simplify_stmt(s, self);
+        let s = present_read_by_value(s)?;
         if let Some(code) = self.resolve_switch(&s)? {
             self.depth -= 1;
             return Ok(code);
@@ -684,9 +811,101 @@ impl Lowerer {
         r
     }
 
+    /// An assignment reading two or more stored leaves that may be missing (Switches
+    /// between a leaf and fill: random access into a sparse level), each a term its fill
+    /// does not decide (see [`fill_decides`]): rather than one copy of the statement per
+    /// combination of them (`2^n`), every read's `pre` code runs first and the statement
+    /// reads each as a [`Tensor::Present`] leaf (`cond ? value : fill`). `None` otherwise.
+    fn select_missing_leaves(&mut self, s: &Stmt) -> Result<Option<Selected>> {
+        if !matches!(s, Stmt::Assign { .. }) {
+            return Ok(None);
+        }
+        let mut switches = 0;
+        // Candidates by their position among the statement's accesses.
+        let mut candidates: Vec<(usize, Vec<KStmt>, KExpr, crate::looplets::Fiber, Value)> =
+            Vec::new();
+        let mut n = 0;
+        map_exprs(s.clone(), &mut |e| {
+            map_accesses(e, &mut |t, idx| {
+                if matches!(t, Tensor::Switch { .. }) {
+                    switches += 1;
+                }
+                if let (
+                    Tensor::Switch {
+                        pre,
+                        cond,
+                        then,
+                        otherwise,
+                    },
+                    true,
+                ) = (&t, idx.is_empty())
+                {
+                    if let (Tensor::Fiber(f), Tensor::FillLeaf(fill)) = (&**then, &**otherwise) {
+                        let leaf = matches!(
+                            self.tensors[f.tensor].levels.get(f.depth),
+                            Some(LevelParams::Element { .. } | LevelParams::Pattern)
+                        );
+                        if leaf && f.hollow.is_none() && f.protocols & crate::looplets::WRITTEN == 0
+                        {
+                            candidates.push((n, pre.clone(), cond.clone(), f.clone(), *fill));
+                        }
+                    }
+                }
+                n += 1;
+                Ok(Expr::Access(Box::new(t), idx))
+            })
+        })?;
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let replace = |s: &Stmt, with: &dyn Fn(usize) -> Option<Tensor>| -> Result<Stmt> {
+            let mut n = 0;
+            map_exprs(s.clone(), &mut |e| {
+                map_accesses(e, &mut |t, idx| {
+                    let k = n;
+                    n += 1;
+                    Ok(Expr::Access(Box::new(with(k).unwrap_or(t)), idx))
+                })
+            })
+        };
+        let mut terms = Vec::new();
+        for c in &candidates {
+            let without = replace(s, &|k| (k == c.0).then_some(Tensor::FillLeaf(c.4)))?;
+            if !fill_decides(&simplify_stmt(without, self)) {
+                terms.push(c);
+            }
+        }
+        // Reads still to be concordized (at an index bound already) become such Switches
+        // one at a time: wait for them while every Switch is a term.
+        if !terms.is_empty() && terms.len() == switches && needs_concordizing(s) {
+            return Ok(Some(Selected::Wait));
+        }
+        if terms.len() < 2 {
+            return Ok(None);
+        }
+        let selected = replace(s, &|k| {
+            terms
+                .iter()
+                .find(|c| c.0 == k)
+                .map(|(_, _, cond, fiber, fill)| Tensor::Present {
+                    cond: cond.clone(),
+                    fiber: fiber.clone(),
+                    fill: *fill,
+                })
+        })?;
+        let mut code: Vec<KStmt> = terms.iter().flat_map(|c| c.1.iter().cloned()).collect();
+        code.extend(self.lower(selected)?);
+        Ok(Some(Selected::Code(code)))
+    }
+
     /// Resolves the first `Switch` tensor read or written by a statement: its `pre` code,
     /// then an `if` with the statement lowered for each choice.
     fn resolve_switch(&mut self, s: &Stmt) -> Result<Option<Vec<KStmt>>> {
+        match self.select_missing_leaves(s)? {
+            Some(Selected::Code(code)) => return Ok(Some(code)),
+            Some(Selected::Wait) => return Ok(None),
+            None => {}
+        }
         // A SparseScalar's switch on its written flag moves out of any statement that does
         // not write the scalar (so a whole loop specializes); one that does is resolved
         // inside, where the flag is current.
@@ -751,6 +970,10 @@ impl Lowerer {
             map_accesses(e, &mut |t, mut idx| {
                 if let (Tensor::Fiber(f), true) = (&t, last_is(&idx, index)) {
                     let l = self.unfurl(f)?;
+                    return Ok(Expr::Access(Box::new(Tensor::Looplet(l)), idx));
+                }
+                if let (Tensor::Present { cond, fiber, fill }, true) = (&t, last_is(&idx, index)) {
+                    let l = self.unfurl_present(fiber, cond, *fill)?;
                     return Ok(Expr::Access(Box::new(Tensor::Looplet(l)), idx));
                 }
                 // A wrapped index (offset and/or permissive): the level's looplet, shifted to
@@ -971,6 +1194,7 @@ impl Lowerer {
         let v = self.index_value(&value, fiber.tensor)?;
         let k = self.fresh("concordant", ScalarType::I64);
         let name = format!("concordant:{}", k.0);
+        let searched = self.search_term(s, &fiber, &exprs)?;
         // The statement with that access's last index renamed to the new loop's index.
         let target = fiber.clone();
         let mut replaced = false;
@@ -980,6 +1204,11 @@ impl Lowerer {
                     *last = Expr::Index(name.clone());
                 }
                 replaced = true;
+                if let (Tensor::Fiber(f), true) = (&t, searched) {
+                    let mut f = f.clone();
+                    f.protocols |= 1 << f.depth;
+                    return Ok(Expr::Access(Box::new(Tensor::Fiber(f)), idx));
+                }
             }
             Ok(Expr::Access(Box::new(t), idx))
         };
@@ -1062,6 +1291,55 @@ impl Lowerer {
             code.extend(inside);
         }
         Ok(Some(code))
+    }
+
+    /// Should a read at a bound index be concordized by binary search (`follow`) rather
+    /// than by its walk? Where the statement has two or more such reads and this one is a
+    /// SparseList whose fill does not decide the statement (a term of a sum): a search's
+    /// miss is a Switch, which [`Self::select_missing_leaves`] reads as a select, where
+    /// each walk's phases would copy the rest of the statement (`2^n`).
+    fn search_term(
+        &mut self,
+        s: &Stmt,
+        fiber: &crate::looplets::Fiber,
+        exprs: &[Expr],
+    ) -> Result<bool> {
+        let level = self.tensors[fiber.tensor].levels.get(fiber.depth);
+        let listed = match level {
+            Some(LevelParams::SparseList { .. }) => true,
+            Some(LevelParams::SparseListOut { .. }) => {
+                fiber.protocols & crate::looplets::WRITTEN == 0
+            }
+            _ => false,
+        };
+        if !listed || fiber.protocols & (1 << fiber.depth) != 0 {
+            return Ok(false);
+        }
+        fn bound_reads(e: &Expr) -> usize {
+            match e {
+                Expr::Access(t, idx) => {
+                    idx.iter().map(bound_reads).sum::<usize>()
+                        + usize::from(bound_access(t, idx).is_some())
+                }
+                Expr::Call(_, a) => a.iter().map(bound_reads).sum(),
+                _ => 0,
+            }
+        }
+        if exprs.iter().map(bound_reads).sum::<usize>() < 2 {
+            return Ok(false);
+        }
+        let fill = self.fill_of(fiber.tensor);
+        let mut gone = false;
+        let without = map_exprs(s.clone(), &mut |e| {
+            map_accesses(e, &mut |t, idx| {
+                if !gone && bound_access(&t, &idx) == Some(fiber) {
+                    gone = true;
+                    return Ok(Expr::Lit(fill));
+                }
+                Ok(Expr::Access(Box::new(t), idx))
+            })
+        })?;
+        Ok(!fill_decides(&simplify_stmt(without, self)))
     }
 
     /// Applies the rule of the highest-priority looplet style in the body.
@@ -1492,6 +1770,9 @@ impl Lowerer {
                 _ => None,
             })
             .ok_or_else(|| Error::Program("internal: no sequence".into()))?;
+        if let Some(merged) = self.walks_to_the_end(index, &body, &hi)? {
+            return self.dispatch(index, lo, hi, merged);
+        }
         let guard = self.short_circuit_guard(&body);
         let mut out = Vec::new();
         let mut start = lo.clone();
@@ -1593,6 +1874,56 @@ impl Lowerer {
         Ok(out)
     }
 
+    /// Three or more sorted walks coiterated (`Sequence(Phase(stepper), Phase(Run(fill)))`
+    /// each): the phases of each walk would split the loop into one loop per combination
+    /// of the walks still running (`2^n`). A walk whose fill alone does not make the body
+    /// vanish (a term of a sum, not a factor of a product, whose phases do vanish) becomes
+    /// one stepper over the whole extent instead, whose stop lies past `hi` once its
+    /// entries are exhausted. `None` when no walk is rewritten.
+    fn walks_to_the_end(&mut self, index: &str, body: &Stmt, hi: &KExpr) -> Result<Option<Stmt>> {
+        let looplets = self.looplets(body, index)?;
+        let walks: Vec<usize> = looplets
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| sorted_walk_parts(l).is_some())
+            .map(|(k, _)| k)
+            .collect();
+        let steppers = looplets
+            .iter()
+            .filter(|l| matches!(l, Looplet::Stepper(_)))
+            .count();
+        if walks.len() + steppers < 3 {
+            return Ok(None);
+        }
+        let mut merged = Vec::new();
+        for &k in &walks {
+            let Some((_, fill)) = sorted_walk_parts(&looplets[k]) else {
+                continue;
+            };
+            let without = self.rewrite(body.clone(), index, &mut |n, _| {
+                if n == k {
+                    Repl::Consume(Tensor::FillLeaf(fill))
+                } else {
+                    Repl::Keep
+                }
+            })?;
+            if !fill_decides(&simplify_stmt(without, self)) {
+                merged.push(k);
+            }
+        }
+        if merged.is_empty() {
+            return Ok(None);
+        }
+        let past = KExpr::bin(Op::Add, hi.clone(), KExpr::int(1));
+        let body = self.rewrite(body.clone(), index, &mut |n, l| match sorted_walk_parts(l)
+            .filter(|_| merged.contains(&n))
+        {
+            Some((s, _)) => Repl::Looplet(Looplet::Stepper(Rc::new(stepper_to_the_end(s, &past)))),
+            None => Repl::Keep,
+        })?;
+        Ok(Some(body))
+    }
+
     /// Stepper: a `while` loop over steps ending at the nearest stop; a stepper whose stop
     /// ends the step contributes its full chunk and advances, the others a truncated one.
     fn rule_stepper(
@@ -1641,11 +1972,21 @@ impl Lowerer {
         let mut stops = vec![hi.clone()];
         stops.extend(steppers.iter().map(|s| s.stop.clone()));
         step.push(KStmt::Assign(st, KExpr::Op(Op::Min, stops)));
+        let present = self.present_chunks(index, &body, &steppers)?;
+        for (s, p) in steppers.iter().zip(&present) {
+            if let Some((ends, _)) = p {
+                step.push(KStmt::Assign(
+                    *ends,
+                    KExpr::bin(Op::Eq, s.stop.clone(), KExpr::Local(st)),
+                ));
+            }
+        }
         if steppers.len() > MAX_VARIANT_STEPPERS {
             step.extend(self.stepper_switched(
                 index,
                 &body,
                 &steppers,
+                &present,
                 KExpr::Local(i),
                 KExpr::Local(st),
             )?);
@@ -1653,7 +1994,7 @@ impl Lowerer {
             step.extend(self.stepper_variants(
                 index,
                 &body,
-                &steppers,
+                (&steppers, &present),
                 KExpr::Local(i),
                 KExpr::Local(st),
                 0,
@@ -1689,7 +2030,7 @@ impl Lowerer {
                 fast.extend(self.stepper_variants(
                     index,
                     &body,
-                    &steppers,
+                    (&steppers, &[None]),
                     KExpr::Local(i),
                     KExpr::Local(st),
                     1,
@@ -1772,18 +2113,20 @@ impl Lowerer {
     }
 
     /// The step body for every combination of full/truncated steppers, as nested `if`s on
-    /// `stop_k == st`.
+    /// `stop_k == st`; a stepper with a present chunk (see [`Self::present_chunks`]) is not
+    /// branched on.
     #[allow(clippy::too_many_arguments)]
     fn stepper_variants(
         &mut self,
         index: &str,
         body: &Stmt,
-        steppers: &[std::rc::Rc<Stepper>],
+        (steppers, present): (&[std::rc::Rc<Stepper>], &[PresentChunk]),
         lo: KExpr,
         st: KExpr,
         k: usize,
         full: &mut Vec<bool>,
     ) -> Result<Vec<KStmt>> {
+        let present_of = |n: usize| present.get(n).and_then(Option::as_ref);
         if k == steppers.len() {
             let choice = full.clone();
             let step_body = self.rewrite(body.clone(), index, &mut |_, l| match l {
@@ -1792,17 +2135,23 @@ impl Lowerer {
                         .iter()
                         .position(|x| std::rc::Rc::ptr_eq(x, s))
                         .unwrap_or(0);
-                    Repl::Looplet(if choice[n] {
-                        s.chunk.clone()
-                    } else {
-                        truncate_before_stop(&s.chunk)
+                    Repl::Looplet(match present_of(n) {
+                        Some((_, chunk)) => chunk.clone(),
+                        None if choice[n] => s.chunk.clone(),
+                        None => truncate_before_stop(&s.chunk),
                     })
                 }
                 _ => Repl::Keep,
             })?;
             let mut code = self.lower_step(index, step_body, lo, st.clone())?;
-            for (s, &f) in steppers.iter().zip(full.iter()) {
-                if f {
+            for (n, (s, &f)) in steppers.iter().zip(full.iter()).enumerate() {
+                if let Some((ends, _)) = present_of(n) {
+                    code.push(KStmt::If {
+                        cond: KExpr::Local(*ends),
+                        then: s.next.clone(),
+                        otherwise: vec![],
+                    });
+                } else if f {
                     code.extend(s.next.iter().cloned());
                 } else if !truncation_changes(&s.chunk) {
                     // One body served both cases: advance only where the step ended at
@@ -1812,21 +2161,31 @@ impl Lowerer {
             }
             return Ok(code);
         }
-        if !truncation_changes(&steppers[k].chunk) {
-            // A chunk that truncation leaves as it is (runs, sequences, lookups) needs no
-            // branch on whether the step ends at its stop: the body is the same.
+        let steppers_present = (steppers, present);
+        if present_of(k).is_some() || !truncation_changes(&steppers[k].chunk) {
+            // A chunk that truncation leaves as it is (runs, sequences, lookups), or one
+            // read through its present condition, needs no branch on whether the step ends
+            // at its stop: the body is the same.
             full.push(false);
-            let code = self.stepper_variants(index, body, steppers, lo, st, k + 1, full);
+            let code = self.stepper_variants(index, body, steppers_present, lo, st, k + 1, full);
             full.pop();
             return code;
         }
         let cond = KExpr::bin(Op::Eq, steppers[k].stop.clone(), st.clone());
         full.push(true);
-        let then =
-            self.stepper_variants(index, body, steppers, lo.clone(), st.clone(), k + 1, full)?;
+        let then = self.stepper_variants(
+            index,
+            body,
+            steppers_present,
+            lo.clone(),
+            st.clone(),
+            k + 1,
+            full,
+        )?;
         full.pop();
         full.push(false);
-        let otherwise = self.stepper_variants(index, body, steppers, lo, st, k + 1, full)?;
+        let otherwise =
+            self.stepper_variants(index, body, steppers_present, lo, st, k + 1, full)?;
         full.pop();
         Ok(vec![KStmt::If {
             cond,
@@ -1845,11 +2204,16 @@ impl Lowerer {
         index: &str,
         body: &Stmt,
         steppers: &[std::rc::Rc<Stepper>],
+        present: &[PresentChunk],
         lo: KExpr,
         st: KExpr,
     ) -> Result<Vec<KStmt>> {
         let mut chunks = Vec::new();
-        for s in steppers {
+        for (s, p) in steppers.iter().zip(present) {
+            if let Some((_, chunk)) = p {
+                chunks.push(chunk.clone());
+                continue;
+            }
             let ends = KExpr::bin(Op::Eq, s.stop.clone(), st.clone());
             let chunk = spike_where(&s.chunk, &ends).ok_or_else(|| {
                 Error::Unsupported(format!(
@@ -1867,8 +2231,78 @@ impl Lowerer {
             _ => Repl::Keep,
         })?;
         let mut code = self.lower_step(index, step_body, lo, st.clone())?;
-        code.extend(steppers.iter().map(|s| advance_where_ended(s, &st)));
+        for (s, p) in steppers.iter().zip(present) {
+            code.push(match p {
+                Some((ends, _)) => KStmt::If {
+                    cond: KExpr::Local(*ends),
+                    then: s.next.clone(),
+                    otherwise: vec![],
+                },
+                None => advance_where_ended(s, &st),
+            });
+        }
         Ok(code)
+    }
+
+    /// For each coiterated stepper, the chunk that reads its entry at a step's end through
+    /// a [`Tensor::Present`] condition (`ends`, a local set to `stop == st` at each step),
+    /// so that one body serves the steps that end at its entry and those that do not,
+    /// where branching would copy that body (`None`: branch as before). That is a stepper
+    /// of three or more whose chunk is a spike from fill to a stored subfiber, unless
+    /// its fill alone makes the step do nothing (a factor of a product: there the branch
+    /// costs no code and skips the work), and whose subfiber is a level (a loop to copy)
+    /// or, past [`MAX_VARIANT_STEPPERS`], also a leaf (a value to select).
+    fn present_chunks(
+        &mut self,
+        index: &str,
+        body: &Stmt,
+        steppers: &[std::rc::Rc<Stepper>],
+    ) -> Result<Vec<PresentChunk>> {
+        let mut out = Vec::new();
+        for s in steppers {
+            out.push(None);
+            if steppers.len() < 3 {
+                continue;
+            }
+            let Looplet::Spike { body: before, tail } = &s.chunk else {
+                continue;
+            };
+            let (Tensor::FillLeaf(fill), Tensor::Fiber(fiber)) = (&**before, &**tail) else {
+                continue;
+            };
+            if fiber.hollow.is_some() || fiber.end.is_some() {
+                continue;
+            }
+            let leaf = matches!(
+                self.tensors[fiber.tensor].levels.get(fiber.depth),
+                Some(LevelParams::Element { .. } | LevelParams::Pattern)
+            );
+            if leaf && steppers.len() <= MAX_VARIANT_STEPPERS {
+                continue;
+            }
+            let without = self.rewrite(body.clone(), index, &mut |_, l| match l {
+                Looplet::Stepper(x) if std::rc::Rc::ptr_eq(x, s) => {
+                    Repl::Consume(Tensor::FillLeaf(*fill))
+                }
+                _ => Repl::Keep,
+            })?;
+            if fill_decides(&simplify_stmt(without, self)) {
+                continue;
+            }
+            let ends = self.fresh(&format!("{index}_ends"), ScalarType::Bool);
+            let chunk = Looplet::Spike {
+                body: before.clone(),
+                tail: Box::new(Tensor::Present {
+                    cond: KExpr::Local(ends),
+                    fiber: fiber.clone(),
+                    fill: *fill,
+                }),
+            };
+            if let Some(last) = out.last_mut() {
+                *last = Some((ends, chunk));
+            }
+        }
+        Ok(out)
     }
 
     /// One step `lo..=st` of a stepper or jumper loop, over the children chosen for it.
@@ -2288,6 +2722,28 @@ impl Lowerer {
 
     /// A kernel expression and its type, with explicit conversions to the operator's
     /// common argument type (Julia promotion, as `Op::eval`).
+    /// A leaf that holds only where `cond` does ([`Tensor::Present`]): a select, which
+    /// reads the value only where it exists (C's `?:`); a Pattern leaf is the condition.
+    fn present_leaf(
+        &mut self,
+        cond: &KExpr,
+        fiber: &crate::looplets::Fiber,
+        fill: Value,
+    ) -> Result<(KExpr, ScalarType)> {
+        let leaf = Expr::Access(Box::new(Tensor::Fiber(fiber.clone())), vec![]);
+        let (value, ty) = self.kexpr(&leaf)?;
+        let fill = fill
+            .convert_exact(ty)
+            .ok_or_else(|| Error::Program(format!("internal: the fill {fill} of a {ty} leaf")))?;
+        Ok(match (value, fill) {
+            (KExpr::Lit(Value::Bool(true)), Value::Bool(false)) => (cond.clone(), ty),
+            (value, fill) => (
+                KExpr::Op(Op::IfElse, vec![cond.clone(), value, KExpr::Lit(fill)]),
+                ty,
+            ),
+        })
+    }
+
     fn kexpr(&mut self, e: &Expr) -> Result<(KExpr, ScalarType)> {
         match e {
             Expr::Lit(v) => match v.scalar_type() {
@@ -2331,6 +2787,7 @@ impl Lowerer {
                         )),
                     },
                     Tensor::FillLeaf(v) => self.kexpr(&Expr::Lit(*v)),
+                    Tensor::Present { cond, fiber, fill } => self.present_leaf(cond, fiber, *fill),
                     Tensor::Local(l) => Ok((KExpr::Local(*l), self.kernel.locals[l.0 as usize].ty)),
                     Tensor::Switch { .. } => Err(Error::Program(
                         "internal: an unresolved switch at a leaf".into(),

@@ -74,6 +74,13 @@ impl Printer<'_> {
             Tensor::Local(l) => self.kexpr(&KExpr::Local(*l)),
             Tensor::Looplet(l) => format!("{l:?}"),
             Tensor::Switch { .. } => "switch".into(),
+            Tensor::Present { cond, fiber, .. } => format!(
+                "{} where {}",
+                self.tensors
+                    .get(fiber.tensor)
+                    .map_or("?", |i| i.name.as_str()),
+                self.kexpr(cond)
+            ),
             Tensor::Null => "null".into(),
             Tensor::OutOfRange(t) => format!(
                 "out_of_range({})",

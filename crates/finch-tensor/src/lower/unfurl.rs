@@ -26,6 +26,49 @@ impl Lowerer {
         self.tensors[t].format.fill_value()
     }
 
+    /// The looplet nest of fiber `f` where `cond` holds, `fill` everywhere where it does
+    /// not ([`Tensor::Present`]): a Dense level hands the condition down to its children, a
+    /// SparseList has no entries where it fails; any other level is one `Switch` on it.
+    pub(super) fn unfurl_present(
+        &mut self,
+        f: &Fiber,
+        cond: &KExpr,
+        fill: Value,
+    ) -> Result<Looplet> {
+        let level = self.tensors[f.tensor].levels.get(f.depth).cloned();
+        match level {
+            Some(LevelParams::Dense { shape }) => {
+                let Looplet::Lookup(child) = dense_lookup(f, shape) else {
+                    return Err(Error::Program("internal: a Dense level's lookup".into()));
+                };
+                let cond = cond.clone();
+                Ok(Looplet::Lookup(Rc::new(move |i: KExpr| match child(i) {
+                    Tensor::Fiber(fiber) => Tensor::Present {
+                        cond: cond.clone(),
+                        fiber,
+                        fill,
+                    },
+                    other => other,
+                })))
+            }
+            Some(LevelParams::SparseList { ptr, idx, shape })
+            | Some(LevelParams::SparseListOut {
+                ptr, idx, shape, ..
+            }) if f.protocols & crate::looplets::WRITTEN == 0 => {
+                let mut list = SortedList::of_list(ptr, idx, shape);
+                list.entries = Entries::FiberWhere(ptr, cond.clone());
+                Ok(self.sorted_read(f, list))
+            }
+            _ => Ok(Looplet::Switch(vec![
+                (cond.clone(), self.unfurl(f)?),
+                (
+                    KExpr::Lit(Value::Bool(true)),
+                    Looplet::Run(Box::new(Tensor::FillLeaf(fill))),
+                ),
+            ])),
+        }
+    }
+
     /// The looplet nest of fiber `f` for the dimension of its level.
     pub(super) fn unfurl(&mut self, f: &Fiber) -> Result<Looplet> {
         let info = &self.tensors[f.tensor];
@@ -1580,6 +1623,13 @@ impl Lowerer {
         let preamble = match entries {
             Entries::Until(end) => entry_bounds(pos, end, idx, q, q_stop, i_last),
             Entries::Fiber(ptr) => fiber_bounds(ptr, idx, pos, q, q_stop, i_last),
+            Entries::FiberWhere(ptr, present) => vec![KStmt::If {
+                cond: present,
+                then: fiber_bounds(ptr, idx, pos, q, q_stop, i_last),
+                otherwise: [q, q_stop, i_last]
+                    .map(|x| KStmt::Assign(x, KExpr::int(0)))
+                    .to_vec(),
+            }],
         };
         Looplet::Thunk {
             epilogue: vec![],
@@ -1625,6 +1675,14 @@ impl Lowerer {
                     KExpr::load(*ptr, pos.clone()),
                     KExpr::load(*ptr, plus1(pos.clone())),
                 ),
+                Entries::FiberWhere(ptr, present) => {
+                    let or_none =
+                        |e: KExpr| KExpr::Op(Op::IfElse, vec![present.clone(), e, KExpr::int(0)]);
+                    (
+                        or_none(KExpr::load(*ptr, pos.clone())),
+                        or_none(KExpr::load(*ptr, plus1(pos.clone()))),
+                    )
+                }
             };
             let mut matched = vec![KStmt::Assign(
                 found,
@@ -1755,6 +1813,9 @@ pub(super) enum Entries {
     Fiber(crate::kernel::BufId),
     /// `pos .. end` (a SparseCOO mode below its first; a hash group read back).
     Until(KExpr),
+    /// `ptr[pos] .. ptr[pos+1]` where the condition holds, none where it does not (a
+    /// [`Tensor::Present`] fiber).
+    FiberWhere(crate::kernel::BufId, KExpr),
 }
 
 /// `q = ptr[p]; q_stop = ptr[p+1]; i_last = last[q_stop - 1] + 1` (or 0 for an empty

@@ -74,6 +74,7 @@ pub fn may_be_missing(e: &Expr) -> bool {
             Tensor::Switch {
                 then, otherwise, ..
             } => tensor(then) || tensor(otherwise),
+            Tensor::Present { fill, .. } => fill.is_missing(),
             Tensor::Fiber(_)
             | Tensor::Scalar(_)
             | Tensor::Local(_)

@@ -174,6 +174,10 @@ static inline double finch_fmod_floor(double x, double y) {
 static inline bool finch_f2b(double x) { return x == x && trunc(x) != 0; }
 static inline double finch_min_f(double a, double b) { return a != a ? a : (b != b ? b : (a <= b ? a : b)); }
 static inline double finch_max_f(double a, double b) { return a != a ? a : (b != b ? b : (a >= b ? a : b)); }
+static inline int64_t finch_min_s(int64_t a, int64_t b) { return a <= b ? a : b; }
+static inline int64_t finch_max_s(int64_t a, int64_t b) { return a >= b ? a : b; }
+static inline uint64_t finch_min_u(uint64_t a, uint64_t b) { return a <= b ? a : b; }
+static inline uint64_t finch_max_u(uint64_t a, uint64_t b) { return a >= b ? a : b; }
 static inline uint64_t finch_f2u(double x) {
   /* Value::convert_wrapping: truncate toward zero, saturate at the i128 range, wrap to 64 bits. */
   if (x != x) return 0;
@@ -535,7 +539,21 @@ impl<'k> Emitter<'k> {
                     fold(&|x, y| format!("(({rt}){f}({x}, {y}))"))
                 } else {
                     let cmp = if op == Op::Min { "<=" } else { ">=" };
-                    fold(&|x, y| format!("({x} {cmp} {y} ? {x} : {y})"))
+                    let f = match (op == Op::Min, r == ScalarType::U64) {
+                        (true, false) => "finch_min_s",
+                        (false, false) => "finch_max_s",
+                        (true, true) => "finch_min_u",
+                        (false, true) => "finch_max_u",
+                    };
+                    // A conditional operand is not repeated (a fold of `n` of them would
+                    // grow as `2^n`): it goes through a function.
+                    fold(&|x, y| {
+                        if x.contains('?') || y.contains('?') {
+                            format!("(({rt}){f}({x}, {y}))")
+                        } else {
+                            format!("({x} {cmp} {y} ? {x} : {y})")
+                        }
+                    })
                 }
             }
             Op::BitAnd | Op::BitOr | Op::Xor => {

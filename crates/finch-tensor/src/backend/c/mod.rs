@@ -98,10 +98,26 @@ pub fn compile(k: &Kernel) -> Result<CKernel> {
     compile_with(k, CheckMode::Checked)
 }
 
+/// Expressions a kernel's statements may hold (conditions, bounds, values; about 200
+/// bytes of C each) for the C compiler: past it, the kernel is refused, since `cc -O3`
+/// takes minutes over one function this large (the interpreter runs it). The lowering's
+/// own budget counts its work, not the code it leaves, which per statement lowered varies
+/// with the levels (a SparseBlockList searched at a bound index makes more). The largest
+/// example program holds 3170 (500 KB of C, 2 s of `cc -O3`); fuzzed kernels of
+/// 5200-7300 took 6-20 s, and of 9400-11100, 43-207 s.
+const KERNEL_BUDGET: usize = 8000;
+
 /// Compiles with a check mode. `Trusted` is only for kernels whose every access the
 /// compiler derived from validated tensors.
 pub(crate) fn compile_with(k: &Kernel, mode: CheckMode) -> Result<CKernel> {
     let start = Instant::now();
+    let mut size = 0usize;
+    crate::kernel::visit_exprs(&k.body, &mut |_| size += 1);
+    if size > KERNEL_BUDGET {
+        return Err(Error::Unsupported(format!(
+            "a kernel this large in C: {size} statements (over {KERNEL_BUDGET}; megabytes of C, minutes of `cc`); `--engine interp` runs it, or split the statement (coiterating many sparse operands in one loop multiplies the code)"
+        )));
+    }
     let cc = compiler().ok_or_else(|| {
         Error::Unsupported("no C compiler found (set CC, or use the interpreter backend)".into())
     })?;
