@@ -684,10 +684,13 @@ impl CompiledProgram {
                         kind: *kind,
                         fill: *fill,
                         val: out_scalars.get(&l).copied().unwrap_or(*fill),
+                        // Written, and to something other than the fill (as a SparseScalar
+                        // built from its value is): a write of the fill leaves it clean.
                         dirty: info
                             .dirty
                             .and_then(|d| out_scalars.get(&d))
-                            .is_some_and(|v| *v == Value::Bool(true)),
+                            .is_some_and(|v| *v == Value::Bool(true))
+                            && !out_scalars.get(&l).is_some_and(|v| v.same(fill)),
                     }),
                 )?,
                 (Format::Levels(_), None) if hash_count(&info.levels).is_some() => {

@@ -721,6 +721,41 @@ fn sparse_scalar_reads_specialize_on_whether_it_was_written() {
     assert!(e.is_err_and(|e| e.to_string().contains("declared with its fill")));
 }
 
+/// A SparseScalar written only with its fill value is reported clean by every engine, as
+/// the one built from the reference's value is (its flag says it holds something else).
+#[test]
+fn a_sparse_scalar_written_with_its_fill_stays_clean() {
+    let text = "input  x :: SparseList(Element(0.0))\noutput b :: SparseScalar(0.0)\nb .= 0\nfor i = _\n  b[] += x[i] - x[i]\nend\n";
+    let p = Program::parse(text).unwrap();
+    let xs = DenseArray::from_f64(&[4], &[0.0, 2.0, 0.0, 5.0]).unwrap();
+    let mut b = Bindings::new();
+    b.insert("x", xs.clone());
+    p.run_reference(&mut b, &RunOptions::default()).unwrap();
+    let f = Format::parse("SparseScalar(0.0)").unwrap();
+    let reference = Tensor::from_dense(&f, b.get("b").unwrap()).unwrap();
+    let TensorStorage::Scalar(expected) = reference.storage() else {
+        panic!()
+    };
+    assert!(!expected.dirty);
+    for engine in [Engine::Interp, Engine::C] {
+        let mut t = HashMap::new();
+        let xf = Format::parse("SparseList(Element(0.0))").unwrap();
+        t.insert("x".to_string(), Tensor::from_dense(&xf, &xs).unwrap());
+        p.compile(engine)
+            .unwrap()
+            .run(&mut t, &HashMap::new())
+            .unwrap();
+        let TensorStorage::Scalar(s) = t["b"].storage() else {
+            panic!()
+        };
+        assert_eq!(
+            (s.val, s.dirty),
+            (expected.val, expected.dirty),
+            "{engine:?}"
+        );
+    }
+}
+
 #[test]
 fn an_index_sum_walks_the_sparse_level_shifted() {
     // `x[~(i + j - 2)]` in `j`'s loop inside `i`'s (Finch's ToeplitzTensor): the sparse
