@@ -490,9 +490,9 @@ fn pattern_outputs_take_writes_in_any_order() {
 /// Loops coiterating more sparse operands than the compiler specializes each step for
 /// (four): five and six vectors, and five matrices; and galloping over four and five.
 /// Three or four matrices whose rows are walked too (`{A}` in `SparseList(..)`): terms
-/// of a sum share one loop over their rows, a factor keeps its own; read across their
-/// storage order, a term's row is searched (a branch where it is missing).
-const MANY_OPERANDS: [Kernel; 9] = [
+/// of a sum share one loop over their rows, a factor keeps its own; a term searched
+/// (`follow`, or read across the storage order) reads its fill where it has no entry.
+const MANY_OPERANDS: [Kernel; 10] = [
     Kernel { name: "gallop_four", text: "input a :: {a}\ninput b :: {b}\ninput c :: {c}\ninput d :: {d}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += a[gallop(i)] * b[gallop(i)] * c[gallop(i)] * d[gallop(i)]\nend\n", inputs: &[("a", false, 0, 0), ("b", false, 0, 0), ("c", false, 0, 0), ("d", false, 0, 0)] },
     Kernel { name: "gallop_five", text: "input a :: {a}\ninput b :: {b}\ninput c :: {c}\ninput d :: {d}\ninput e :: {e}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += a[gallop(i)] * b[gallop(i)] * c[gallop(i)] * (d[gallop(i)] + 1.0) * e[gallop(i)]\nend\n", inputs: &[("a", false, 0, 0), ("b", false, 0, 0), ("c", false, 0, 0), ("d", false, 0, 0), ("e", false, 0, 0)] },
     Kernel { name: "sum_of_five", text: "input a :: {a}\ninput b :: {b}\ninput c :: {c}\ninput d :: {d}\ninput e :: {e}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += a[i] + b[i] * 2.0 + c[i] + d[i] * e[i]\nend\n", inputs: &[("a", false, 0, 0), ("b", false, 0, 0), ("c", false, 0, 0), ("d", false, 0, 0), ("e", false, 0, 0)] },
@@ -500,6 +500,7 @@ const MANY_OPERANDS: [Kernel; 9] = [
     Kernel { name: "sum_of_six_products", text: "input a :: {a}\ninput b :: {b}\ninput c :: {c}\ninput d :: {d}\ninput e :: {e}\ninput f :: {f}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += a[i] * b[i] + c[i] * d[i] + e[i] * f[i]\nend\n", inputs: &[("a", false, 0, 0), ("b", false, 0, 0), ("c", false, 0, 0), ("d", false, 0, 0), ("e", false, 0, 0), ("f", false, 0, 0)] },
     Kernel { name: "three_matrices", text: "input a :: {A}\ninput b :: {A}\ninput c :: {A}\noutput C :: {W}\nC .= 0\nfor j = _, i = _\n  C[i, j] = a[i, j] + b[i, j] * 2.0 + c[i, j]\nend\n", inputs: &[("a", true, 0, 1), ("b", true, 0, 1), ("c", true, 0, 1)] },
     Kernel { name: "sum_of_three_times_one", text: "input a :: {A}\ninput b :: {A}\ninput c :: {A}\ninput d :: {A}\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += (a[i, j] + b[i, j] - c[i, j]) * d[i, j]\nend\n", inputs: &[("a", true, 0, 1), ("b", true, 0, 1), ("c", true, 0, 1), ("d", true, 0, 1)] },
+    Kernel { name: "three_matrices_two_searched", text: "input a :: {A}\ninput b :: {A}\ninput c :: {A}\noutput C :: {W}\nC .= 0\nfor j = _, i = _\n  C[i, j] = a[follow(i), j] + b[i, j] * 2.0 + c[follow(i), j]\nend\n", inputs: &[("a", true, 0, 1), ("b", true, 0, 1), ("c", true, 0, 1)] },
     Kernel { name: "four_matrices_read_across", text: "input a :: {A}\ninput b :: {A}\ninput c :: {A}\ninput d :: {A}\noutput C :: {W}\nC .= 0\nfor i = _, j = _\n  C[j, i] = a[i, j] + b[i, j] + c[i, j] - d[i, j]\nend\n", inputs: &[("a", true, 0, 1), ("b", true, 0, 1), ("c", true, 0, 1), ("d", true, 0, 1)] },
     Kernel { name: "csr_sum_of_five", text: "input a :: {A}\ninput b :: {A}\ninput c :: {A}\ninput d :: {A}\ninput e :: {A}\noutput C :: {W}\nC .= 0\nfor j = _, i = _\n  C[i, j] = a[i, j] + b[i, j] - c[i, j] + max(d[i, j], e[i, j])\nend\n", inputs: &[("a", true, 0, 1), ("b", true, 0, 1), ("c", true, 0, 1), ("d", true, 0, 1), ("e", true, 0, 1)] },
 ];
