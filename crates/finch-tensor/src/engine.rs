@@ -677,22 +677,26 @@ impl CompiledProgram {
                 continue;
             }
             let tensor = match (&info.format, info.scalar) {
-                (Format::Scalar(kind, fill), Some(l)) => Tensor::from_parts(
-                    info.format.clone(),
-                    vec![],
-                    TensorStorage::Scalar(ScalarStorage {
-                        kind: *kind,
-                        fill: *fill,
-                        val: out_scalars.get(&l).copied().unwrap_or(*fill),
-                        // Written, and to something other than the fill (as a SparseScalar
-                        // built from its value is): a write of the fill leaves it clean.
-                        dirty: info
-                            .dirty
-                            .and_then(|d| out_scalars.get(&d))
-                            .is_some_and(|v| *v == Value::Bool(true))
-                            && !out_scalars.get(&l).is_some_and(|v| v.same(fill)),
-                    }),
-                )?,
+                (Format::Scalar(kind, fill), Some(l)) => {
+                    let val = out_scalars.get(&l).copied().unwrap_or(*fill);
+                    Tensor::from_parts(
+                        info.format.clone(),
+                        vec![],
+                        TensorStorage::Scalar(ScalarStorage {
+                            kind: *kind,
+                            fill: *fill,
+                            val,
+                            // Written, and to something other than the fill (as a
+                            // SparseScalar built from its value is): a write of the fill
+                            // leaves it clean.
+                            dirty: info
+                                .dirty
+                                .and_then(|d| out_scalars.get(&d))
+                                .is_some_and(|v| *v == Value::Bool(true))
+                                && !val.same(fill),
+                        }),
+                    )?
+                }
                 (Format::Levels(_), None) if hash_count(&info.levels).is_some() => {
                     let bufs = out_vals
                         .remove(&k)

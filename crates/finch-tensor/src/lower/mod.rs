@@ -163,19 +163,16 @@ fn spike_where(l: &Looplet, ends: &KExpr) -> Option<Looplet> {
     }
 }
 
-/// Does a body, simplified where one operand is its fill, do nothing or write only
-/// constants? Then that operand is a factor (of a product, or of a write the fill of a
-/// sparse output drops): where it has no entry the step is decided without the others,
-/// and a loop of its own (a branch, a phase) lets that part vanish or become a constant
-/// write.
-fn fill_decides(s: &Stmt) -> bool {
+/// Does a simplified statement do nothing or write only constants? (See
+/// `Lowerer::fill_decides`.)
+fn only_constants(s: &Stmt) -> bool {
     match s {
         Stmt::Assign { rhs, .. } => matches!(rhs, Expr::Lit(_)),
-        Stmt::Block(v) => v.iter().all(fill_decides),
-        Stmt::Loop { body, .. } | Stmt::Define { body, .. } => fill_decides(body),
+        Stmt::Block(v) => v.iter().all(only_constants),
+        Stmt::Loop { body, .. } | Stmt::Define { body, .. } => only_constants(body),
         Stmt::Sieve {
             then, otherwise, ..
-        } => fill_decides(then) && fill_decides(otherwise),
+        } => only_constants(then) && only_constants(otherwise),
         _ => false,
     }
 }
@@ -252,8 +249,13 @@ fn stepper_to_the_end(s: Rc<Stepper>, past: &KExpr) -> Stepper {
 
 /// Moves stepper `s` to its next child where its current one ends at the step's end `st`.
 fn advance_where_ended(s: &Stepper, st: &KExpr) -> KStmt {
+    advance_if(s, KExpr::bin(Op::Eq, s.stop.clone(), st.clone()))
+}
+
+/// Moves stepper `s` to its next child where `cond` holds.
+fn advance_if(s: &Stepper, cond: KExpr) -> KStmt {
     KStmt::If {
-        cond: KExpr::bin(Op::Eq, s.stop.clone(), st.clone()),
+        cond,
         then: s.next.clone(),
         otherwise: vec![],
     }
@@ -496,19 +498,23 @@ fn bound_access<'a>(t: &'a Tensor, idx: &[Expr]) -> Option<&'a crate::looplets::
 /// Does the statement read a level at an already-bound index (to be concordized at the
 /// leaf, so not integrable as a whole)?
 fn needs_concordizing(s: &Stmt) -> bool {
-    fn in_expr(e: &Expr) -> bool {
-        match e {
-            Expr::Access(t, idx) => idx.iter().any(in_expr) || bound_access(t, idx).is_some(),
-            Expr::Call(_, a) => a.iter().any(in_expr),
-            _ => false,
-        }
-    }
     let mut found = false;
     let _ = map_exprs(s.clone(), &mut |e| {
-        found |= in_expr(&e);
+        found |= bound_reads(&e) > 0;
         Ok(e)
     });
     found
+}
+
+/// The accesses in `e` that read a level at an already-bound index.
+fn bound_reads(e: &Expr) -> usize {
+    match e {
+        Expr::Access(t, idx) => {
+            idx.iter().map(bound_reads).sum::<usize>() + usize::from(bound_access(t, idx).is_some())
+        }
+        Expr::Call(_, a) => a.iter().map(bound_reads).sum(),
+        _ => 0,
+    }
 }
 
 /// Does the statement mention the index anywhere?
@@ -811,9 +817,26 @@ impl Lowerer {
         r
     }
 
+    /// Does `without` (a body with one operand replaced by its fill), simplified, do nothing
+    /// or write only constants? Then that operand is a factor (of a product, or of a write
+    /// the fill of a sparse output drops): where it has no entry the step is decided
+    /// without the others, and a loop of its own (a branch, a phase) lets that part vanish
+    /// or become a constant write. Otherwise it is a term.
+    fn fill_decides(&self, without: Stmt) -> bool {
+        only_constants(&simplify_stmt(without, self))
+    }
+
+    /// Is fiber `f` at its tensor's leaf (Element or Pattern)?
+    fn is_leaf(&self, f: &crate::looplets::Fiber) -> bool {
+        matches!(
+            self.tensors[f.tensor].levels.get(f.depth),
+            Some(LevelParams::Element { .. } | LevelParams::Pattern)
+        )
+    }
+
     /// An assignment reading two or more stored leaves that may be missing (Switches
     /// between a leaf and fill: random access into a sparse level), each a term its fill
-    /// does not decide (see [`fill_decides`]): rather than one copy of the statement per
+    /// does not decide (see [`Self::fill_decides`]): rather than one copy of the statement per
     /// combination of them (`2^n`), every read's `pre` code runs first and the statement
     /// reads each as a [`Tensor::Present`] leaf (`cond ? value : fill`). `None` otherwise.
     fn select_missing_leaves(&mut self, s: &Stmt) -> Result<Option<Selected>> {
@@ -841,11 +864,9 @@ impl Lowerer {
                 ) = (&t, idx.is_empty())
                 {
                     if let (Tensor::Fiber(f), Tensor::FillLeaf(fill)) = (&**then, &**otherwise) {
-                        let leaf = matches!(
-                            self.tensors[f.tensor].levels.get(f.depth),
-                            Some(LevelParams::Element { .. } | LevelParams::Pattern)
-                        );
-                        if leaf && f.hollow.is_none() && f.protocols & crate::looplets::WRITTEN == 0
+                        if self.is_leaf(f)
+                            && f.hollow.is_none()
+                            && f.protocols & crate::looplets::WRITTEN == 0
                         {
                             candidates.push((n, pre.clone(), cond.clone(), f.clone(), *fill));
                         }
@@ -871,7 +892,7 @@ impl Lowerer {
         let mut terms = Vec::new();
         for c in &candidates {
             let without = replace(s, &|k| (k == c.0).then_some(Tensor::FillLeaf(c.4)))?;
-            if !fill_decides(&simplify_stmt(without, self)) {
+            if !self.fill_decides(without) {
                 terms.push(c);
             }
         }
@@ -1315,16 +1336,6 @@ impl Lowerer {
         if !listed || fiber.protocols & (1 << fiber.depth) != 0 {
             return Ok(false);
         }
-        fn bound_reads(e: &Expr) -> usize {
-            match e {
-                Expr::Access(t, idx) => {
-                    idx.iter().map(bound_reads).sum::<usize>()
-                        + usize::from(bound_access(t, idx).is_some())
-                }
-                Expr::Call(_, a) => a.iter().map(bound_reads).sum(),
-                _ => 0,
-            }
-        }
         if exprs.iter().map(bound_reads).sum::<usize>() < 2 {
             return Ok(false);
         }
@@ -1339,7 +1350,7 @@ impl Lowerer {
                 Ok(Expr::Access(Box::new(t), idx))
             })
         })?;
-        Ok(!fill_decides(&simplify_stmt(without, self)))
+        Ok(!self.fill_decides(without))
     }
 
     /// Applies the rule of the highest-priority looplet style in the body.
@@ -1907,7 +1918,7 @@ impl Lowerer {
                     Repl::Keep
                 }
             })?;
-            if !fill_decides(&simplify_stmt(without, self)) {
+            if !self.fill_decides(without) {
                 merged.push(k);
             }
         }
@@ -2146,11 +2157,7 @@ impl Lowerer {
             let mut code = self.lower_step(index, step_body, lo, st.clone())?;
             for (n, (s, &f)) in steppers.iter().zip(full.iter()).enumerate() {
                 if let Some((ends, _)) = present_of(n) {
-                    code.push(KStmt::If {
-                        cond: KExpr::Local(*ends),
-                        then: s.next.clone(),
-                        otherwise: vec![],
-                    });
+                    code.push(advance_if(s, KExpr::Local(*ends)));
                 } else if f {
                     code.extend(s.next.iter().cloned());
                 } else if !truncation_changes(&s.chunk) {
@@ -2233,11 +2240,7 @@ impl Lowerer {
         let mut code = self.lower_step(index, step_body, lo, st.clone())?;
         for (s, p) in steppers.iter().zip(present) {
             code.push(match p {
-                Some((ends, _)) => KStmt::If {
-                    cond: KExpr::Local(*ends),
-                    then: s.next.clone(),
-                    otherwise: vec![],
-                },
+                Some((ends, _)) => advance_if(s, KExpr::Local(*ends)),
                 None => advance_where_ended(s, &st),
             });
         }
@@ -2273,11 +2276,7 @@ impl Lowerer {
             if fiber.hollow.is_some() || fiber.end.is_some() {
                 continue;
             }
-            let leaf = matches!(
-                self.tensors[fiber.tensor].levels.get(fiber.depth),
-                Some(LevelParams::Element { .. } | LevelParams::Pattern)
-            );
-            if leaf && steppers.len() <= MAX_VARIANT_STEPPERS {
+            if self.is_leaf(fiber) && steppers.len() <= MAX_VARIANT_STEPPERS {
                 continue;
             }
             let without = self.rewrite(body.clone(), index, &mut |_, l| match l {
@@ -2286,7 +2285,7 @@ impl Lowerer {
                 }
                 _ => Repl::Keep,
             })?;
-            if fill_decides(&simplify_stmt(without, self)) {
+            if self.fill_decides(without) {
                 continue;
             }
             let ends = self.fresh(&format!("{index}_ends"), ScalarType::Bool);
@@ -2720,8 +2719,6 @@ impl Lowerer {
         }
     }
 
-    /// A kernel expression and its type, with explicit conversions to the operator's
-    /// common argument type (Julia promotion, as `Op::eval`).
     /// A leaf that holds only where `cond` does ([`Tensor::Present`]): a select, which
     /// reads the value only where it exists (C's `?:`); a Pattern leaf is the condition.
     fn present_leaf(
@@ -2744,6 +2741,8 @@ impl Lowerer {
         })
     }
 
+    /// A kernel expression and its type, with explicit conversions to the operator's
+    /// common argument type (Julia promotion, as `Op::eval`).
     fn kexpr(&mut self, e: &Expr) -> Result<(KExpr, ScalarType)> {
         match e {
             Expr::Lit(v) => match v.scalar_type() {
