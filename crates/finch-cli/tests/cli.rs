@@ -362,13 +362,13 @@ fn code_prints_c_and_ir() {
 
 #[test]
 fn programs_the_compiler_cannot_take_yet_point_to_the_reference_engine() {
-    // Six matrices of banded columns, added in one loop, would lower to megabytes of C:
-    // not compiled (yet).
-    let program = temp_path("six_banded_matrices.fin");
-    let names = ["a", "b", "c", "d", "e", "f"];
+    // Ten matrices of sparse columns of runs, added in one loop, would lower to megabytes
+    // of C (an absent column of runs is a branch, one per combination): not compiled (yet).
+    let program = temp_path("ten_run_length_matrices.fin");
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "k", "l"];
     let decls: String = names
         .iter()
-        .map(|v| format!("input {v} :: SparseList(SparseBand(Element(0.0)))\n"))
+        .map(|v| format!("input {v} :: SparseList(RunList(Element(0.0)))\n"))
         .collect();
     let sum = names.map(|v| format!("{v}[i, j]")).join(" + ");
     std::fs::write(
@@ -391,12 +391,12 @@ fn programs_the_compiler_cannot_take_yet_point_to_the_reference_engine() {
         e.contains("not supported yet") && e.contains("--engine reference"),
         "{e}"
     );
-    // As the message says, the reference engine runs it: six times the sum of A.
+    // As the message says, the reference engine runs it: ten times the sum of A.
     args.extend(["--engine", "reference"]);
     let o = finch(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("141"), "{out}");
+    assert!(out.contains("235"), "{out}");
 }
 
 #[test]

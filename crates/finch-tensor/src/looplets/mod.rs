@@ -161,6 +161,10 @@ pub struct Stepper {
     /// Set when the children are one per stored position, so the walk can be a counted
     /// loop over positions wherever the extent reaches the last child's stop.
     pub counted: Option<Counted>,
+    /// Set when the current child is all `fill` wherever the local is false (a segment
+    /// between the blocks of a level walked to the end of the extent): a step where every
+    /// such stepper is outside its blocks reads each as its fill.
+    pub outside: Option<(crate::kernel::LocalId, Value)>,
 }
 
 /// A stepper whose children are one per stored position (a SparseList fiber's entries).
@@ -542,6 +546,7 @@ fn shift_stepper(s: &Rc<Stepper>, c: &KExpr) -> Stepper {
             // A shifted walk seeks into the middle of a child.
             first: None,
         }),
+        outside: s.outside,
     }
 }
 

@@ -194,6 +194,124 @@ fn sorted_walk_parts(l: &Looplet) -> Option<(Rc<Stepper>, Value)> {
     matches!(&**body, Tensor::FillLeaf(v) if v == fill).then(|| (s.clone(), *fill))
 }
 
+/// A coiterated operand that can be walked entry by entry to the end of the extent (see
+/// `Lowerer::walks_to_the_end`), with its fill.
+enum ToTheEnd {
+    /// A sorted walk ([`sorted_walk_parts`]): its stepper.
+    Walk(Rc<Stepper>),
+    /// Entries at the consecutive indices `first..=last`, each `middle` (a SparseBand's
+    /// block, a SparseInterval's run, a SparsePoint's entry):
+    /// `Sequence(Run(fill), middle, Run(fill))`, the middle a Lookup or a Run.
+    Block {
+        first: KExpr,
+        last: KExpr,
+        middle: Looplet,
+    },
+    /// Blocks of consecutive indices, walked by `blocks`, whose chunk is
+    /// `Sequence(Phase(stop = before, Run(fill)), middle)` (SparseBlockList, SparseRunList).
+    Blocks {
+        blocks: Rc<Stepper>,
+        before: KExpr,
+        middle: Looplet,
+    },
+}
+
+/// A run of fill and its value.
+fn fill_run_of(l: &Looplet) -> Option<Value> {
+    match l {
+        Looplet::Run(t) => match &**t {
+            Tensor::FillLeaf(v) => Some(*v),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A block's middle phase: a Lookup, or a Run of a stored subfiber.
+fn is_block_middle(l: &Looplet) -> bool {
+    match l {
+        Looplet::Lookup(_) => true,
+        Looplet::Run(t) => !matches!(**t, Tensor::FillLeaf(_)),
+        _ => false,
+    }
+}
+
+/// A block's middle phase (a Lookup or a Run) where `cond` holds, `fill` where it does not.
+fn present_middle(middle: &Looplet, cond: KExpr, fill: Value) -> Looplet {
+    let present = move |t: Tensor| match t {
+        Tensor::Fiber(fiber) => Tensor::Present {
+            cond: cond.clone(),
+            fiber,
+            fill,
+        },
+        Tensor::FillLeaf(v) if v == fill => Tensor::FillLeaf(v),
+        other => Tensor::Switch {
+            pre: vec![],
+            cond: cond.clone(),
+            then: Box::new(other),
+            otherwise: Box::new(Tensor::FillLeaf(fill)),
+        },
+    };
+    match middle {
+        Looplet::Lookup(f) => {
+            let f = f.clone();
+            Looplet::Lookup(Rc::new(move |i| present(f(i))))
+        }
+        Looplet::Run(t) => Looplet::Run(Box::new(present((**t).clone()))),
+        other => other.clone(),
+    }
+}
+
+/// How `l` can be walked entry by entry to the end of the extent; `None` when it cannot.
+fn to_the_end_parts(l: &Looplet) -> Option<(ToTheEnd, Value)> {
+    if let Some((s, fill)) = sorted_walk_parts(l) {
+        return Some((ToTheEnd::Walk(s), fill));
+    }
+    let Looplet::Sequence(phases) = l else {
+        return None;
+    };
+    match phases.as_slice() {
+        [(Some(before), head), (Some(last), middle), (None, rest)] => {
+            let fill = fill_run_of(head)?;
+            (fill_run_of(rest) == Some(fill) && is_block_middle(middle)).then(|| {
+                let first = KExpr::bin(Op::Add, before.clone(), KExpr::int(1));
+                let (last, middle) = (last.clone(), middle.clone());
+                (
+                    ToTheEnd::Block {
+                        first,
+                        last,
+                        middle,
+                    },
+                    fill,
+                )
+            })
+        }
+        [(Some(_), Looplet::Stepper(s)), (None, rest)] => {
+            let fill = fill_run_of(rest)?;
+            let Looplet::Sequence(chunk) = &s.chunk else {
+                return None;
+            };
+            let [(Some(before), head), (None, middle)] = chunk.as_slice() else {
+                return None;
+            };
+            let fits = s.counted.is_some() && fill_run_of(head) == Some(fill);
+            (fits && is_block_middle(middle)).then(|| {
+                let (before, middle) = (before.clone(), middle.clone());
+                let blocks = s.clone();
+                (
+                    ToTheEnd::Blocks {
+                        blocks,
+                        before,
+                        middle,
+                    },
+                    fill,
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Walk `s` (see [`sorted_walk_parts`]) over a whole extent ending at `past - 1`: while
 /// entries remain (`counted.more`) it is `s`; after them its stop is `past`, beyond every
 /// step, so it contributes the fill of its truncated child.
@@ -222,6 +340,7 @@ fn stepper_to_the_end(s: Rc<Stepper>, past: &KExpr) -> Stepper {
             chunk: s.chunk.clone(),
             next: s.next.clone(),
             counted: None,
+            outside: None,
         };
     };
     // A sorted walk's preamble reads its entry's index into the stop local, and only
@@ -244,6 +363,7 @@ fn stepper_to_the_end(s: Rc<Stepper>, past: &KExpr) -> Stepper {
         chunk: s.chunk.clone(),
         next: s.next.iter().cloned().chain(reload).collect(),
         counted: None,
+        outside: None,
     }
 }
 
@@ -440,30 +560,29 @@ fn map_accesses(e: Expr, f: &mut dyn FnMut(Tensor, Vec<Expr>) -> Result<Expr>) -
     })
 }
 
-/// A [`Tensor::Present`] fiber read at an index other than a loop's (a value bound
-/// already, or a shifted index) becomes a [`Tensor::Switch`] on its condition, which the
-/// statement resolves with an `if`: only a loop over the fiber's own level, or its leaf,
-/// takes the condition in.
-fn present_read_by_value(s: Stmt) -> Result<Stmt> {
+/// A [`Tensor::Present`] fiber read at a shifted index becomes a [`Tensor::Switch`] on its
+/// condition, which the statement resolves with an `if`: only a loop over the fiber's own
+/// level (a concordized read at a bound index among them), or its leaf, takes the
+/// condition in.
+fn present_read_shifted(s: Stmt) -> Result<Stmt> {
     map_exprs(s, &mut |e| {
         map_accesses(e, &mut |t, idx| match t {
-            Tensor::Present { cond, fiber, fill } if read_by_value(&idx) => Ok(Expr::Access(
-                Box::new(Tensor::Switch {
-                    pre: vec![],
-                    cond,
-                    then: Box::new(Tensor::Fiber(fiber)),
-                    otherwise: Box::new(Tensor::FillLeaf(fill)),
-                }),
-                idx,
-            )),
+            Tensor::Present { cond, fiber, fill }
+                if matches!(idx.last(), Some(Expr::Wrapped { .. })) =>
+            {
+                Ok(Expr::Access(
+                    Box::new(Tensor::Switch {
+                        pre: vec![],
+                        cond,
+                        then: Box::new(Tensor::Fiber(fiber)),
+                        otherwise: Box::new(Tensor::FillLeaf(fill)),
+                    }),
+                    idx,
+                ))
+            }
             t => Ok(Expr::Access(Box::new(t), idx)),
         })
     })
-}
-
-/// Is an access's last index something other than a loop index still to be lowered?
-fn read_by_value(idx: &[Expr]) -> bool {
-    matches!(idx.last(), Some(i) if !matches!(i, Expr::Index(_)))
 }
 
 /// The tensor of the first read of [`Tensor::OutOfRange`] in `e`, if any.
@@ -483,10 +602,10 @@ fn last_is(idx: &[Expr], index: &str) -> bool {
 }
 
 /// The fiber an access reads at an already-bound index (a value, not a loop index still to
-/// be lowered): such a read is concordized at the leaf.
+/// be lowered), itself or where present: such a read is concordized at the leaf.
 fn bound_access<'a>(t: &'a Tensor, idx: &[Expr]) -> Option<&'a crate::looplets::Fiber> {
     match (t, idx.last()) {
-        (Tensor::Fiber(f), Some(last))
+        (Tensor::Fiber(f) | Tensor::Present { fiber: f, .. }, Some(last))
             if !matches!(last, Expr::Index(_) | Expr::Wrapped { .. }) =>
         {
             Some(f)
@@ -595,7 +714,7 @@ impl Lowerer {
             ));
         }
         let s = simplify_stmt(s, self);
-        let s = present_read_by_value(s)?;
+        let s = present_read_shifted(s)?;
         if let Some(code) = self.resolve_switch(&s)? {
             self.depth -= 1;
             return Ok(code);
@@ -1225,10 +1344,14 @@ impl Lowerer {
                     *last = Expr::Index(name.clone());
                 }
                 replaced = true;
-                if let (Tensor::Fiber(f), true) = (&t, searched) {
-                    let mut f = f.clone();
-                    f.protocols |= 1 << f.depth;
-                    return Ok(Expr::Access(Box::new(Tensor::Fiber(f)), idx));
+                if searched {
+                    let searching = |f: &mut crate::looplets::Fiber| f.protocols |= 1 << f.depth;
+                    let mut t = t;
+                    match &mut t {
+                        Tensor::Fiber(f) | Tensor::Present { fiber: f, .. } => searching(f),
+                        _ => {}
+                    }
+                    return Ok(Expr::Access(Box::new(t), idx));
                 }
             }
             Ok(Expr::Access(Box::new(t), idx))
@@ -1286,7 +1409,7 @@ impl Lowerer {
             let mut gone = false;
             let mut miss = |t: Tensor, idx: Vec<Expr>| -> Result<Expr> {
                 if !gone {
-                    if let Tensor::Fiber(f) = &t {
+                    if let Tensor::Fiber(f) | Tensor::Present { fiber: f, .. } = &t {
                         if *f == fiber && matches!(idx.last(), Some(Expr::Permissive(..))) {
                             gone = true;
                             return Ok(Expr::Lit(crate::algebra::Value::Missing));
@@ -1316,9 +1439,11 @@ impl Lowerer {
 
     /// Should a read at a bound index be concordized by binary search (`follow`) rather
     /// than by its walk? Where the statement has two or more such reads and this one is a
-    /// SparseList whose fill does not decide the statement (a term of a sum): a search's
-    /// miss is a Switch, which [`Self::select_missing_leaves`] reads as a select, where
-    /// each walk's phases would copy the rest of the statement (`2^n`).
+    /// SparseList or structured level whose fill does not decide the statement (a term of
+    /// a sum): a search's miss is a Switch, which [`Self::select_missing_leaves`] reads as
+    /// a select, where each walk's phases would copy the rest of the statement (`2^n`). A
+    /// term read where present (a row of a sparse list of rows walked with other terms)
+    /// searches only where it is.
     fn search_term(
         &mut self,
         s: &Stmt,
@@ -1327,7 +1452,7 @@ impl Lowerer {
     ) -> Result<bool> {
         let level = self.tensors[fiber.tensor].levels.get(fiber.depth);
         let listed = match level {
-            Some(LevelParams::SparseList { .. }) => true,
+            Some(LevelParams::SparseList { .. } | LevelParams::Structured { .. }) => true,
             Some(LevelParams::SparseListOut { .. }) => {
                 fiber.protocols & crate::looplets::WRITTEN == 0
             }
@@ -1890,30 +2015,46 @@ impl Lowerer {
     /// of the walks still running (`2^n`). A walk whose fill alone does not make the body
     /// vanish (a term of a sum, not a factor of a product, whose phases do vanish) becomes
     /// one stepper over the whole extent instead, whose stop lies past `hi` once its
-    /// entries are exhausted. `None` when no walk is rewritten.
+    /// entries are exhausted. Levels of consecutive indices (bands, intervals, points,
+    /// blocks, sparse runs: [`ToTheEnd`]) are walked so entry by entry where more than
+    /// [`MAX_VARIANT_STEPPERS`] operands are coiterated: their three phases each would
+    /// make `3^n` loops, but below that size those loops run faster than one step per
+    /// index. `None` when no walk is rewritten.
     fn walks_to_the_end(&mut self, index: &str, body: &Stmt, hi: &KExpr) -> Result<Option<Stmt>> {
         let looplets = self.looplets(body, index)?;
-        let walks: Vec<usize> = looplets
+        let parts: Vec<Option<(ToTheEnd, Value)>> = looplets.iter().map(to_the_end_parts).collect();
+        let walks = parts
             .iter()
-            .enumerate()
-            .filter(|(_, l)| sorted_walk_parts(l).is_some())
-            .map(|(k, _)| k)
-            .collect();
+            .filter(|p| matches!(p, Some((ToTheEnd::Walk(_), _))))
+            .count();
+        let blocks = parts
+            .iter()
+            .filter(|p| {
+                matches!(
+                    p,
+                    Some((ToTheEnd::Block { .. } | ToTheEnd::Blocks { .. }, _))
+                )
+            })
+            .count();
         let steppers = looplets
             .iter()
             .filter(|l| matches!(l, Looplet::Stepper(_)))
             .count();
-        if walks.len() + steppers < 3 {
+        let take_blocks = walks + blocks + steppers > MAX_VARIANT_STEPPERS;
+        if walks + steppers + if take_blocks { blocks } else { 0 } < 3 {
             return Ok(None);
         }
         let mut merged = Vec::new();
-        for &k in &walks {
-            let Some((_, fill)) = sorted_walk_parts(&looplets[k]) else {
+        for (k, part) in parts.iter().enumerate() {
+            let Some((kind, fill)) = part else {
                 continue;
             };
+            if !take_blocks && !matches!(kind, ToTheEnd::Walk(_)) {
+                continue;
+            }
             let without = self.rewrite(body.clone(), index, &mut |n, _| {
                 if n == k {
-                    Repl::Consume(Tensor::FillLeaf(fill))
+                    Repl::Consume(Tensor::FillLeaf(*fill))
                 } else {
                     Repl::Keep
                 }
@@ -1926,13 +2067,171 @@ impl Lowerer {
             return Ok(None);
         }
         let past = KExpr::bin(Op::Add, hi.clone(), KExpr::int(1));
-        let body = self.rewrite(body.clone(), index, &mut |n, l| match sorted_walk_parts(l)
-            .filter(|_| merged.contains(&n))
-        {
-            Some((s, _)) => Repl::Looplet(Looplet::Stepper(Rc::new(stepper_to_the_end(s, &past)))),
-            None => Repl::Keep,
+        let mut walked = Vec::new();
+        for (k, part) in parts.into_iter().enumerate() {
+            walked.push(match part {
+                Some((kind, fill)) if merged.contains(&k) => {
+                    let (init, s) = self.walk_to_the_end(index, kind, fill, &past);
+                    let walk = Looplet::Stepper(Rc::new(s));
+                    Some(match init.is_empty() {
+                        true => walk,
+                        false => Looplet::Thunk {
+                            preamble: init,
+                            body: Box::new(walk),
+                            epilogue: vec![],
+                        },
+                    })
+                }
+                _ => None,
+            });
+        }
+        let body = self.rewrite(body.clone(), index, &mut |n, _| match walked.get(n) {
+            Some(Some(l)) => Repl::Looplet(l.clone()),
+            _ => Repl::Keep,
         })?;
         Ok(Some(body))
+    }
+
+    /// `kind` as one stepper over the whole extent (ending at `past - 1`), with the code
+    /// that starts it: a sorted walk as [`stepper_to_the_end`] makes it; levels of
+    /// consecutive indices step from segment to segment (the fill before a block, the
+    /// block, ...), each child their middle read where the segment is a block and the fill
+    /// elsewhere (a [`Tensor::Present`]), so that no child changes when a step ends before
+    /// its stop and the coiterating loop needs no branch on it.
+    fn walk_to_the_end(
+        &mut self,
+        index: &str,
+        kind: ToTheEnd,
+        fill: Value,
+        past: &KExpr,
+    ) -> (Vec<KStmt>, Stepper) {
+        let (first, last, middle, blocks) = match kind {
+            ToTheEnd::Walk(s) => return (vec![], stepper_to_the_end(s, past)),
+            ToTheEnd::Block {
+                first,
+                last,
+                middle,
+            } => (first, last, middle, None),
+            ToTheEnd::Blocks {
+                blocks,
+                before,
+                middle,
+            } => {
+                let first = KExpr::bin(Op::Add, before, KExpr::int(1));
+                (first, blocks.stop.clone(), middle, Some(blocks))
+            }
+        };
+        let inside = self.fresh(&format!("{index}_in_block"), ScalarType::Bool);
+        let stop = self.fresh(&format!("{index}_segment_stop"), ScalarType::I64);
+        let chunk = present_middle(&middle, KExpr::Local(inside), fill);
+        let minus1 = |e: KExpr| KExpr::bin(Op::Sub, e, KExpr::int(1));
+        let set = |x: LocalId, e: KExpr| KStmt::Assign(x, e);
+        let Some(b) = blocks else {
+            // One block: the segment before it, the block, the rest; an empty one skipped.
+            let past = past.clone();
+            let enter = move |at: KExpr| {
+                let (first, last) = (first.clone(), last.clone());
+                let ahead = KExpr::bin(Op::Lt, at.clone(), first.clone());
+                let within = KExpr::bin(Op::Le, at.clone(), last.clone());
+                vec![
+                    set(
+                        inside,
+                        KExpr::Op(
+                            Op::And,
+                            vec![
+                                KExpr::bin(Op::Le, first.clone(), at.clone()),
+                                within.clone(),
+                            ],
+                        ),
+                    ),
+                    set(
+                        stop,
+                        KExpr::Op(
+                            Op::IfElse,
+                            vec![
+                                ahead,
+                                minus1(first),
+                                KExpr::Op(Op::IfElse, vec![within, last, past.clone()]),
+                            ],
+                        ),
+                    ),
+                ]
+            };
+            let next = enter(KExpr::bin(Op::Add, KExpr::Local(stop), KExpr::int(1)));
+            let init = enter(KExpr::int(1));
+            let seek = move |start: KExpr| match start {
+                KExpr::Lit(Value::I64(1)) => vec![],
+                start => enter(start),
+            };
+            let stepper = Stepper {
+                seek: Box::new(seek),
+                preamble: vec![],
+                stop: KExpr::Local(stop),
+                chunk,
+                next,
+                counted: None,
+                outside: Some((inside, fill)),
+            };
+            return (init, stepper);
+        };
+        // Blocks: the segment before each block, then the block; past the last, the rest.
+        let more = b
+            .counted
+            .as_ref()
+            .map_or(KExpr::Lit(Value::Bool(false)), |c| c.more.clone());
+        let (loader, past) = (b.clone(), past.clone());
+        let load = move |at: KExpr| {
+            let mut then = loader.preamble.clone();
+            then.push(set(inside, KExpr::bin(Op::Le, first.clone(), at)));
+            then.push(set(
+                stop,
+                KExpr::Op(
+                    Op::IfElse,
+                    vec![
+                        KExpr::Local(inside),
+                        loader.stop.clone(),
+                        minus1(first.clone()),
+                    ],
+                ),
+            ));
+            vec![KStmt::If {
+                cond: more.clone(),
+                then,
+                otherwise: vec![
+                    set(inside, KExpr::Lit(Value::Bool(false))),
+                    set(stop, past.clone()),
+                ],
+            }]
+        };
+        let mut on = b.next.clone();
+        on.extend(load(KExpr::bin(Op::Add, KExpr::Local(stop), KExpr::int(1))));
+        let next = vec![KStmt::If {
+            cond: KExpr::Local(inside),
+            then: on,
+            otherwise: vec![
+                set(inside, KExpr::Lit(Value::Bool(true))),
+                set(stop, b.stop.clone()),
+            ],
+        }];
+        let init = load(KExpr::int(1));
+        let seek = move |start: KExpr| {
+            if start == KExpr::int(1) {
+                return vec![];
+            }
+            let mut code = (b.seek)(start.clone());
+            code.extend(load(start));
+            code
+        };
+        let stepper = Stepper {
+            seek: Box::new(seek),
+            preamble: vec![],
+            stop: KExpr::Local(stop),
+            chunk,
+            next,
+            counted: None,
+            outside: Some((inside, fill)),
+        };
+        (init, stepper)
     }
 
     /// Stepper: a `while` loop over steps ending at the nearest stop; a stepper whose stop
@@ -1983,34 +2282,52 @@ impl Lowerer {
         let mut stops = vec![hi.clone()];
         stops.extend(steppers.iter().map(|s| s.stop.clone()));
         step.push(KStmt::Assign(st, KExpr::Op(Op::Min, stops)));
-        let present = self.present_chunks(index, &body, &steppers)?;
-        for (s, p) in steppers.iter().zip(&present) {
-            if let Some((ends, _)) = p {
-                step.push(KStmt::Assign(
-                    *ends,
-                    KExpr::bin(Op::Eq, s.stop.clone(), KExpr::Local(st)),
-                ));
-            }
-        }
-        if steppers.len() > MAX_VARIANT_STEPPERS {
-            step.extend(self.stepper_switched(
-                index,
-                &body,
-                &steppers,
-                &present,
-                KExpr::Local(i),
-                KExpr::Local(st),
-            )?);
+        let (lo_step, st_step) = (KExpr::Local(i), KExpr::Local(st));
+        let outside: Vec<(usize, LocalId, Value)> = steppers
+            .iter()
+            .enumerate()
+            .filter_map(|(n, s)| s.outside.map(|(inside, fill)| (n, inside, fill)))
+            .collect();
+        let all = self.step_code(index, &body, &steppers, lo_step.clone(), st_step.clone())?;
+        if outside.is_empty() {
+            step.extend(all);
         } else {
-            step.extend(self.stepper_variants(
-                index,
-                &body,
-                (&steppers, &present),
-                KExpr::Local(i),
-                KExpr::Local(st),
-                0,
-                &mut Vec::new(),
-            )?);
+            // A step where every segment walk is outside its blocks reads them as their
+            // fill (a gap of a sum's terms does nothing): their steppers only advance.
+            let gap = |n: usize| outside.iter().find(|(m, _, _)| *m == n);
+            let gaps_body = self.rewrite(body.clone(), index, &mut |_, l| match l {
+                Looplet::Stepper(x) => match steppers.iter().position(|y| Rc::ptr_eq(x, y)) {
+                    Some(n) => match gap(n) {
+                        Some((_, _, fill)) => Repl::Consume(Tensor::FillLeaf(*fill)),
+                        None => Repl::Keep,
+                    },
+                    None => Repl::Keep,
+                },
+                _ => Repl::Keep,
+            })?;
+            let rest: Vec<Rc<Stepper>> = steppers
+                .iter()
+                .enumerate()
+                .filter(|(n, _)| gap(*n).is_none())
+                .map(|(_, s)| s.clone())
+                .collect();
+            let mut none = match rest.is_empty() {
+                true => self.lower_step(index, gaps_body, lo_step, st_step.clone())?,
+                false => self.step_code(index, &gaps_body, &rest, lo_step, st_step.clone())?,
+            };
+            for (n, _, _) in &outside {
+                none.push(advance_where_ended(&steppers[*n], &st_step));
+            }
+            let any_inside = outside
+                .iter()
+                .map(|(_, inside, _)| KExpr::Local(*inside))
+                .reduce(|a, b| KExpr::Op(Op::Or, vec![a, b]))
+                .unwrap_or(KExpr::Lit(Value::Bool(false)));
+            step.push(KStmt::If {
+                cond: any_inside,
+                then: all,
+                otherwise: none,
+            });
         }
         step.push(KStmt::Assign(
             i,
@@ -2070,6 +2387,43 @@ impl Lowerer {
         }
         out.push(general);
         Ok(out)
+    }
+
+    /// One step `lo..=st` of coiterated `steppers` (a stepper loop's body after the step's
+    /// end is found): the body for the combinations of steppers whose child ends there,
+    /// or one body branching on each, and the steppers' advances.
+    fn step_code(
+        &mut self,
+        index: &str,
+        body: &Stmt,
+        steppers: &[Rc<Stepper>],
+        lo: KExpr,
+        st: KExpr,
+    ) -> Result<Vec<KStmt>> {
+        let mut code = Vec::new();
+        let present = self.present_chunks(index, body, steppers)?;
+        for (s, p) in steppers.iter().zip(&present) {
+            if let Some((ends, _)) = p {
+                code.push(KStmt::Assign(
+                    *ends,
+                    KExpr::bin(Op::Eq, s.stop.clone(), st.clone()),
+                ));
+            }
+        }
+        if steppers.len() > MAX_VARIANT_STEPPERS {
+            code.extend(self.stepper_switched(index, body, steppers, &present, lo, st)?);
+        } else {
+            code.extend(self.stepper_variants(
+                index,
+                body,
+                (steppers, &present),
+                lo,
+                st,
+                0,
+                &mut Vec::new(),
+            )?);
+        }
+        Ok(code)
     }
 
     /// The condition under which every reduction of `body` is into a ShortCircuitScalar
@@ -3138,6 +3492,7 @@ mod tests {
                     KExpr::bin(Op::Add, KExpr::Local(p), KExpr::int(1)),
                 )],
                 counted: None,
+                outside: None,
             }))
         };
         let a = jumper(idx, val, "p");
@@ -3182,6 +3537,7 @@ mod tests {
                     KExpr::bin(Op::Add, KExpr::Local(p), KExpr::int(1)),
                 )],
                 counted: None,
+                outside: None,
             }))
         };
         let a = stepper(idx, val, "p");

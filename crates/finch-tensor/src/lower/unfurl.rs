@@ -27,8 +27,11 @@ impl Lowerer {
     }
 
     /// The looplet nest of fiber `f` where `cond` holds, `fill` everywhere where it does
-    /// not ([`Tensor::Present`]): a Dense level hands the condition down to its children, a
-    /// SparseList has no entries where it fails; any other level is one `Switch` on it.
+    /// not ([`Tensor::Present`]): a Dense level hands the condition down to its children; a
+    /// SparseList, and a walked structured level with fill between its entries, has none
+    /// where it fails (its fiber's bounds are read only where it holds); a searched
+    /// structured level searches only where it holds; any other level is one `Switch` on
+    /// it.
     pub(super) fn unfurl_present(
         &mut self,
         f: &Fiber,
@@ -59,6 +62,27 @@ impl Lowerer {
                 list.entries = Entries::FiberWhere(ptr, cond.clone());
                 Ok(self.sorted_read(f, list))
             }
+            Some(LevelParams::Structured { kind, shape, bufs })
+                if kind.has_fill_gaps()
+                    && f.protocols & (1 << f.depth) == 0
+                    && f.protocols & crate::looplets::WRITTEN == 0 =>
+            {
+                self.check_protocols(f, kind)?;
+                self.unfurl_structured(f, kind, shape, &bufs, Some(cond))
+            }
+            Some(LevelParams::Structured { .. })
+                if f.protocols & (1 << f.depth) != 0
+                    && f.protocols & crate::looplets::WRITTEN == 0 =>
+            {
+                // Searched: each search runs, and its hit counts, only where `cond` holds.
+                let Looplet::Lookup(search) = self.unfurl(f)? else {
+                    return Err(Error::Program("internal: a search is a lookup".into()));
+                };
+                let cond = cond.clone();
+                Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
+                    searched_where(search(i), &cond, fill)
+                })))
+            }
             _ => Ok(Looplet::Switch(vec![
                 (cond.clone(), self.unfurl(f)?),
                 (
@@ -85,7 +109,7 @@ impl Lowerer {
             }
             LevelParams::Structured { kind, shape, bufs } => {
                 self.check_protocols(f, kind)?;
-                self.unfurl_structured(f, kind, shape, &bufs)
+                self.unfurl_structured(f, kind, shape, &bufs, None)
             }
             LevelParams::SparseListOut {
                 ptr, idx, shape, ..
@@ -256,7 +280,7 @@ impl Lowerer {
                         None => (LevelKind::RunList, vec![ptr, right]),
                     };
                     let _ = dense;
-                    let body = self.unfurl_structured(f, kind, shape, &bufs)?;
+                    let body = self.unfurl_structured(f, kind, shape, &bufs, None)?;
                     return Ok(Looplet::Thunk {
                         preamble: vec![
                             KStmt::Store {
@@ -1270,10 +1294,26 @@ impl Lowerer {
         kind: LevelKind,
         shape: crate::kernel::LocalId,
         bufs: &[crate::kernel::BufId],
+        present: Option<&KExpr>,
     ) -> Result<Looplet> {
         let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
         let fill = self.fill_of(t);
         let l = KExpr::Local;
+        // Under a present condition (see `unfurl_present`) the fiber's bounds are read only
+        // where it holds; elsewhere `empty` sets them to a fiber with no entries.
+        let bounds_where = |preamble: Vec<KStmt>, empty: Vec<KStmt>| match present {
+            Some(cond) => vec![KStmt::If {
+                cond: cond.clone(),
+                then: preamble,
+                otherwise: empty,
+            }],
+            None => preamble,
+        };
+        let zero = |xs: &[crate::kernel::LocalId]| -> Vec<KStmt> {
+            xs.iter()
+                .map(|x| KStmt::Assign(*x, KExpr::int(0)))
+                .collect()
+        };
         let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
         let minus1 = |e: KExpr| KExpr::bin(Op::Sub, e, KExpr::int(1));
         let child = move |q: KExpr| {
@@ -1304,8 +1344,12 @@ impl Lowerer {
             // One index `i` per fiber (`shape` when empty): fill, the child at `i`, fill.
             LevelKind::SparsePoint => {
                 let i = self.level_local(t, depth, "i");
+                // An empty fiber stores index `shape` (0-based): past every index.
                 Looplet::Thunk {
-                    preamble: vec![KStmt::Assign(i, plus1(KExpr::load(buf(0)?, pos.clone())))],
+                    preamble: bounds_where(
+                        vec![KStmt::Assign(i, plus1(KExpr::load(buf(0)?, pos.clone())))],
+                        vec![KStmt::Assign(i, plus1(l(shape)))],
+                    ),
                     body: Box::new(Looplet::Sequence(vec![
                         (Some(minus1(l(i))), fill_run()),
                         (Some(l(i)), Looplet::Run(Box::new(child(pos)))),
@@ -1321,10 +1365,16 @@ impl Lowerer {
                     self.level_local(t, depth, "right"),
                 );
                 Looplet::Thunk {
-                    preamble: vec![
-                        KStmt::Assign(lo, plus1(KExpr::load(buf(0)?, pos.clone()))),
-                        KStmt::Assign(hi, plus1(KExpr::load(buf(1)?, pos.clone()))),
-                    ],
+                    preamble: bounds_where(
+                        vec![
+                            KStmt::Assign(lo, plus1(KExpr::load(buf(0)?, pos.clone()))),
+                            KStmt::Assign(hi, plus1(KExpr::load(buf(1)?, pos.clone()))),
+                        ],
+                        vec![
+                            KStmt::Assign(lo, KExpr::int(1)),
+                            KStmt::Assign(hi, KExpr::int(0)),
+                        ],
+                    ),
                     body: Box::new(Looplet::Sequence(vec![
                         (Some(minus1(l(lo))), fill_run()),
                         (Some(l(hi)), Looplet::Run(Box::new(child(pos)))),
@@ -1347,14 +1397,17 @@ impl Lowerer {
                 self.at_most
                     .extend([(last, shape), (before, last), (super::bounds::ZERO, before)]);
                 Looplet::Thunk {
-                    preamble: vec![
-                        KStmt::Assign(q1, KExpr::load(ofs, plus1(pos.clone()))),
-                        KStmt::Assign(
-                            last,
-                            KExpr::Op(Op::Min, vec![plus1(KExpr::load(idx, pos)), l(shape)]),
-                        ),
-                        KStmt::Assign(before, KExpr::bin(Op::Sub, l(last), width)),
-                    ],
+                    preamble: bounds_where(
+                        vec![
+                            KStmt::Assign(q1, KExpr::load(ofs, plus1(pos.clone()))),
+                            KStmt::Assign(
+                                last,
+                                KExpr::Op(Op::Min, vec![plus1(KExpr::load(idx, pos)), l(shape)]),
+                            ),
+                            KStmt::Assign(before, KExpr::bin(Op::Sub, l(last), width)),
+                        ],
+                        zero(&[q1, last, before]),
+                    ),
                     body: Box::new(Looplet::Sequence(vec![
                         (Some(l(before)), fill_run()),
                         (
@@ -1389,6 +1442,7 @@ impl Lowerer {
                         last: l(shape),
                         first: None,
                     }),
+                    outside: None,
                 };
                 Looplet::Thunk {
                     preamble: vec![
@@ -1420,9 +1474,13 @@ impl Lowerer {
                         last: l(i_last),
                         first: None,
                     }),
+                    outside: None,
                 };
                 Looplet::Thunk {
-                    preamble: fiber_bounds(ptr, right, pos, q, q_stop, i_last),
+                    preamble: bounds_where(
+                        fiber_bounds(ptr, right, pos, q, q_stop, i_last),
+                        zero(&[q, q_stop, i_last]),
+                    ),
                     body: Box::new(Looplet::Sequence(vec![
                         (Some(l(i_last)), walker(stepper, gallop)),
                         (None, fill_run()),
@@ -1477,9 +1535,13 @@ impl Lowerer {
                         last: l(i_last),
                         first: Some(b_first),
                     }),
+                    outside: None,
                 };
                 Looplet::Thunk {
-                    preamble: fiber_bounds(ptr, idx, pos, r, r_stop, i_last),
+                    preamble: bounds_where(
+                        fiber_bounds(ptr, idx, pos, r, r_stop, i_last),
+                        zero(&[r, r_stop, i_last]),
+                    ),
                     body: Box::new(Looplet::Sequence(vec![
                         (Some(l(i_last)), walker(stepper, gallop)),
                         (None, fill_run()),
@@ -1506,7 +1568,7 @@ impl Lowerer {
                 let child_of: ChildOf =
                     Rc::new(move |q| KExpr::bin(Op::Add, base.clone(), KExpr::load(srt, q)));
                 let list = SortedList {
-                    entries: Entries::Fiber(ptr),
+                    entries: Entries::of_fiber(ptr, present),
                     idx: srt,
                     child_of,
                     shape,
@@ -1519,7 +1581,7 @@ impl Lowerer {
                 let (ptr, idx, posbuf) = (buf(0)?, buf(1)?, buf(2)?);
                 let child_of: ChildOf = Rc::new(move |q| KExpr::load(posbuf, q));
                 let list = SortedList {
-                    entries: Entries::Fiber(ptr),
+                    entries: Entries::of_fiber(ptr, present),
                     idx,
                     child_of,
                     shape,
@@ -1614,6 +1676,7 @@ impl Lowerer {
                 last: l(i_last),
                 first: None,
             }),
+            outside: None,
         };
         let walker = if gallop {
             Looplet::Jumper(Rc::new(stepper))
@@ -1734,6 +1797,40 @@ impl Lowerer {
     }
 }
 
+/// A search's result `t` (a [`Tensor::Switch`] on a hit) where `present` holds, `fill`
+/// where it does not: the search runs only where it holds, and misses elsewhere.
+fn searched_where(t: Tensor, present: &KExpr, fill: Value) -> Tensor {
+    match t {
+        Tensor::Switch {
+            pre,
+            cond,
+            then,
+            otherwise,
+        } => Tensor::Switch {
+            pre: match pre.is_empty() {
+                true => pre,
+                false => vec![KStmt::If {
+                    cond: present.clone(),
+                    then: pre,
+                    otherwise: vec![],
+                }],
+            },
+            cond: KExpr::Op(
+                Op::IfElse,
+                vec![present.clone(), cond, KExpr::Lit(Value::Bool(false))],
+            ),
+            then,
+            otherwise,
+        },
+        Tensor::Fiber(fiber) => Tensor::Present {
+            cond: present.clone(),
+            fiber,
+            fill,
+        },
+        other => other,
+    }
+}
+
 /// `pos·shape + i - 1`: the child position of index `i` of fiber `pos` when every index
 /// has one (Dense levels, and the modes above the last of written SparseCOO and
 /// SparseHash levels).
@@ -1816,6 +1913,16 @@ pub(super) enum Entries {
     /// `ptr[pos] .. ptr[pos+1]` where the condition holds, none where it does not (a
     /// [`Tensor::Present`] fiber).
     FiberWhere(crate::kernel::BufId, KExpr),
+}
+
+impl Entries {
+    /// `ptr[pos] .. ptr[pos+1]`, where `present` holds if given.
+    fn of_fiber(ptr: crate::kernel::BufId, present: Option<&KExpr>) -> Entries {
+        match present {
+            Some(cond) => Entries::FiberWhere(ptr, cond.clone()),
+            None => Entries::Fiber(ptr),
+        }
+    }
 }
 
 /// `q = ptr[p]; q_stop = ptr[p+1]; i_last = last[q_stop - 1] + 1` (or 0 for an empty
