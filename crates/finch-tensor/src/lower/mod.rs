@@ -2016,10 +2016,11 @@ impl Lowerer {
     /// vanish (a term of a sum, not a factor of a product, whose phases do vanish) becomes
     /// one stepper over the whole extent instead, whose stop lies past `hi` once its
     /// entries are exhausted. Levels of consecutive indices (bands, intervals, points,
-    /// blocks, sparse runs: [`ToTheEnd`]) are walked so entry by entry where more than
-    /// [`MAX_VARIANT_STEPPERS`] operands are coiterated: their three phases each would
-    /// make `3^n` loops, but below that size those loops run faster than one step per
-    /// index. `None` when no walk is rewritten.
+    /// blocks, sparse runs: [`ToTheEnd`]) are walked to the end too, segment by segment
+    /// ([`Self::walk_to_the_end`]), where more than [`MAX_VARIANT_STEPPERS`] operands are
+    /// coiterated: their phases would make `3^n` loops (2 MB of C for six bands), but
+    /// below that size those loops run 10-25 % faster than the shared one (measured on
+    /// sums of three and four bands). `None` when no walk is rewritten.
     fn walks_to_the_end(&mut self, index: &str, body: &Stmt, hi: &KExpr) -> Result<Option<Stmt>> {
         let looplets = self.looplets(body, index)?;
         let parts: Vec<Option<(ToTheEnd, Value)>> = looplets.iter().map(to_the_end_parts).collect();
