@@ -639,6 +639,19 @@ fn terms_of_a_sum_lower_to_code_linear_in_their_number() {
             "{format}: {five} B of C for 5 terms, {ten} B for 10"
         );
     }
+    // Two terms with sparse rows among six: the two rows share one loop too (each
+    // combination of the two would copy the loop over the six terms' columns).
+    let text = "input a :: SparseList(SparseList(Element(0.0)))\ninput b :: SparseList(SparseList(Element(0.0)))\ninput c :: Dense(SparseList(Element(0.0)))\ninput d :: Dense(SparseList(Element(0.0)))\ninput e :: Dense(SparseList(Element(0.0)))\ninput f :: Dense(SparseList(Element(0.0)))\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += a[i, j] + b[i, j] + c[i, j] + d[i, j] + e[i, j] + f[i, j]\nend\n";
+    let two_rows = Program::parse(text)
+        .and_then(|p| p.compile(Engine::Interp))
+        .unwrap()
+        .c_source(finch::backend::c::CheckMode::Trusted)
+        .unwrap()
+        .len();
+    assert!(
+        two_rows < 100_000,
+        "{two_rows} B of C for two sparse rows among six terms"
+    );
 }
 
 /// A loop over ten matrices with sparse rows of runs (`SparseList(RunList)`) would lower

@@ -128,6 +128,14 @@ fn truncation_changes(l: &Looplet) -> bool {
 /// whose child ends the step (`2^n` bodies).
 const MAX_VARIANT_STEPPERS: usize = 4;
 
+/// Do `coiterated` walks among a loop's `operands` share one loop (see
+/// `Lowerer::walks_to_the_end`)? Three or more do; two do where the loop reads more
+/// operands than [`MAX_VARIANT_STEPPERS`] (their subfibers' loops would be copied for each
+/// combination of the two, and each copy is large).
+fn shares_one_loop(coiterated: usize, operands: usize) -> bool {
+    coiterated >= 3 || (coiterated == 2 && operands > MAX_VARIANT_STEPPERS)
+}
+
 /// Statements one kernel's lowering may produce (about 2-3 MB of C, 20 s of `cc -O3`):
 /// past it, the program is refused rather than compiled for minutes. The code grows
 /// exponentially with the sparse operands one loop coiterates (the phases of their walks
@@ -2042,7 +2050,8 @@ impl Lowerer {
             .filter(|l| matches!(l, Looplet::Stepper(_)))
             .count();
         let take_blocks = walks + blocks + steppers > MAX_VARIANT_STEPPERS;
-        if walks + steppers + if take_blocks { blocks } else { 0 } < 3 {
+        let coiterated = walks + steppers + if take_blocks { blocks } else { 0 };
+        if !shares_one_loop(coiterated, looplets.len()) {
             return Ok(None);
         }
         let mut merged = Vec::new();
@@ -2617,9 +2626,10 @@ impl Lowerer {
         steppers: &[std::rc::Rc<Stepper>],
     ) -> Result<Vec<PresentChunk>> {
         let mut out = Vec::new();
+        let operands = self.looplets(body, index)?.len();
         for s in steppers {
             out.push(None);
-            if steppers.len() < 3 {
+            if !shares_one_loop(steppers.len(), operands) {
                 continue;
             }
             let Looplet::Spike { body: before, tail } = &s.chunk else {
