@@ -486,7 +486,10 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
         })
         .map(Duration::from_secs_f64);
     let narrow_text = |t: &str| t.replace("SparseList(", "SparseList{UInt32}(");
-    let reassociate = finch::engine::CompileOptions { reassociate: true };
+    let reassociate = finch::engine::CompileOptions {
+        reassociate: true,
+        ..Default::default()
+    };
     let (col32, row32) = (
         Program::parse(&narrow_text(COL))?,
         Program::parse(&narrow_text(ROW))?,
@@ -666,7 +669,7 @@ pub fn compile_latency() -> Result<f64> {
     let total = t.elapsed().as_secs_f64();
     if std::env::var_os("FINCH_BENCH_BREAKDOWN").is_some() {
         let t = Instant::now();
-        let lowered = finch::lower::lower_program(&p)?;
+        let lowered = finch::lower::lower_program(&p, false)?;
         let lower = t.elapsed();
         let t = Instant::now();
         let src = finch::backend::c::emit(

@@ -42,8 +42,13 @@ fn kernel_time_with(
 ) -> Result<Duration> {
     let text = template.replace("{F}", format);
     let program = Program::parse(&text)?;
-    let compiled =
-        program.compile_with(Engine::C, &finch::engine::CompileOptions { reassociate })?;
+    let compiled = program.compile_with(
+        Engine::C,
+        &finch::engine::CompileOptions {
+            reassociate,
+            ..Default::default()
+        },
+    )?;
     let mut best = Duration::MAX;
     for _ in 0..repeat.max(1) {
         best = best.min(compiled.run(tensors, &HashMap::new())?.kernel_time);

@@ -57,6 +57,11 @@ enum Command {
         /// results may differ in rounding and in the sign of a zero).
         #[arg(long)]
         reassociate: bool,
+        /// Lower compactly: every term of a sum in one loop shared with the others, rather
+        /// than loops specialized for each combination of a few (smaller code, quicker to
+        /// compile, possibly slower; chosen anyway where the specialized code is large).
+        #[arg(long)]
+        compact: bool,
     },
     /// Print the generated C (or, with --ir, the kernel IR) of a program.
     Code {
@@ -74,6 +79,9 @@ enum Command {
         /// Generate the C of `run --reassociate`.
         #[arg(long)]
         reassociate: bool,
+        /// Generate the C of `run --compact`.
+        #[arg(long)]
+        compact: bool,
     },
     /// Print the program after each normalization (parsed; wrapperized, dimensionalized,
     /// concordized and with lifecycles, in lowering IR; the kernel IR).
@@ -118,6 +126,7 @@ fn main() -> ExitCode {
             engine,
             repeat,
             reassociate,
+            compact,
         } => run(
             &program,
             &inputs,
@@ -125,7 +134,10 @@ fn main() -> ExitCode {
             &shapes,
             engine,
             repeat,
-            reassociate,
+            finch::engine::CompileOptions {
+                reassociate,
+                compact,
+            },
         ),
         Command::Code {
             program,
@@ -133,7 +145,17 @@ fn main() -> ExitCode {
             ir,
             checked,
             reassociate,
-        } => code(&program, &formats, ir, checked, reassociate),
+            compact,
+        } => code(
+            &program,
+            &formats,
+            ir,
+            checked,
+            finch::engine::CompileOptions {
+                reassociate,
+                compact,
+            },
+        ),
         Command::Parse { program } => parse(&program),
         Command::Lower { program, formats } => lower(&program, &formats),
         Command::Info { file } => info(&file),
@@ -178,10 +200,9 @@ fn run(
     shapes: &[String],
     engine: Engine,
     repeat: usize,
-    reassociate: bool,
+    options: finch::engine::CompileOptions,
 ) -> Result<()> {
     let program = load_program(program_path)?;
-    let options = finch::engine::CompileOptions { reassociate };
     let compiled = match engine {
         Engine::Reference => None,
         Engine::C | Engine::Interp => {
@@ -389,13 +410,16 @@ fn program_with_formats(path: &Path, formats: &[String]) -> Result<Program> {
     Program::from_ast(ast, &text).with_context(|| format!("in program {}", path.display()))
 }
 
-fn code(path: &Path, formats: &[String], ir: bool, checked: bool, reassociate: bool) -> Result<()> {
+fn code(
+    path: &Path,
+    formats: &[String],
+    ir: bool,
+    checked: bool,
+    options: finch::engine::CompileOptions,
+) -> Result<()> {
     let program = program_with_formats(path, formats)?;
     let compiled = program
-        .compile_with(
-            finch::engine::Engine::Interp,
-            &finch::engine::CompileOptions { reassociate },
-        )
+        .compile_with(finch::engine::Engine::Interp, &options)
         .with_context(|| format!("compiling {}", path.display()))?;
     if ir {
         out(format_args!("{}", compiled.kernel()))?;

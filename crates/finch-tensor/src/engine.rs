@@ -71,6 +71,12 @@ pub struct CompileOptions {
     /// and in the sign of a zero (`0.0 + -0.0` may give `-0.0`); `NaN` and infinities keep
     /// their meaning. Off by default.
     pub reassociate: bool,
+    /// Lower compactly: every two or more coiterated terms of a sum share one loop (levels
+    /// of consecutive indices walked segment by segment, leaves read as selects) rather
+    /// than loops specialized for each combination of up to four of them. Smaller code,
+    /// quicker to compile, possibly slower; a kernel whose specialized code is large is
+    /// lowered compactly anyway. Off by default.
+    pub compact: bool,
 }
 
 impl crate::Program {
@@ -88,7 +94,7 @@ impl crate::Program {
         options: &CompileOptions,
     ) -> Result<CompiledProgram> {
         let start = Instant::now();
-        let mut lowered = lower_program(self)?;
+        let mut lowered = lower_program(self, options.compact)?;
         lowered.kernel.reassociate = options.reassociate;
         let (engine, ckernel) = match engine {
             // Trusted (unchecked) C: every buffer position in a lowered kernel is derived

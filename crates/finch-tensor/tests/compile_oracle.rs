@@ -229,7 +229,9 @@ fn check_engines(
         .replace("{B}", formats[1])
         .replace("{x}", formats[2])
         .replace("{z}", formats[3]);
-    check_program(k, &text, sizes, density, seed, structure, engines, false)
+    check_program(
+        k, &text, sizes, density, seed, structure, engines, false, false,
+    )
 }
 
 /// [`check_engines`] on `text` (the kernel with its formats filled in). With
@@ -244,6 +246,7 @@ fn check_program(
     structure: u8,
     engines: &[Engine],
     refusals_allowed: bool,
+    compact: bool,
 ) -> Result<(), TestCaseError> {
     let formats = text
         .lines()
@@ -278,7 +281,13 @@ fn check_program(
     .into_iter()
     .filter(|(e, _)| engines.contains(e))
     {
-        let compiled = match program.compile_with(engine, &CompileOptions { reassociate }) {
+        let compiled = match program.compile_with(
+            engine,
+            &CompileOptions {
+                reassociate,
+                compact,
+            },
+        ) {
             Ok(c) => c,
             // A protocol the level lacks is refused by name, never miscompiled.
             Err(e) if e.to_string().contains("does not support the") => return Ok(()),
@@ -423,7 +432,7 @@ proptest! {
             .replace("{x}", &fx)
             .replace("{z}", &fv)
             .replace("{O}", &out);
-        check_program(k, &text, [m, n, p], 0.3, seed as u64, structure, &[Engine::Interp, Engine::C], true)?;
+        check_program(k, &text, [m, n, p], 0.3, seed as u64, structure, &[Engine::Interp, Engine::C], true, false)?;
     }
 }
 
@@ -464,6 +473,7 @@ fn pattern_outputs_take_writes_in_any_order() {
             seed as u64,
             0,
             &[Engine::Interp, Engine::C],
+            false,
             false,
         )
         .unwrap_or_else(|e| panic!("{} into {out}: {e}", k.name));
@@ -509,8 +519,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// Four to six sparse operands in one loop, in random formats (so any number of them
-    /// are walked as lists of single entries, or gallop): the compiled result equals the
-    /// reference's, or a level without the gallop protocol is refused by name.
+    /// are walked as lists of single entries, or gallop), lowered as specialized loops or
+    /// compactly: the compiled result equals the reference's, or a level without the
+    /// gallop protocol is refused by name.
     #[test]
     fn many_sparse_operands_match_the_reference(
         k in 0usize..MANY_OPERANDS.len(),
@@ -521,6 +532,7 @@ proptest! {
         n in sizes(), m in sizes(),
         structure in 0u8..4,
         seed in any::<u32>(),
+        compact in any::<bool>(),
     ) {
         let k = &MANY_OPERANDS[k];
         let mut text = k.text.replace("{w}", out).replace("{A}", a).replace("{W}", cw);
@@ -529,7 +541,7 @@ proptest! {
         }
         // (The interpreter runs the same kernel IR; C, whose kernels here take seconds to
         // compile, is checked on fixed formats below.)
-        check_program(k, &text, [n, m, 1], 0.3, seed as u64, structure, &[Engine::Interp], false)?;
+        check_program(k, &text, [n, m, 1], 0.3, seed as u64, structure, &[Engine::Interp], false, compact)?;
     }
 }
 
@@ -572,6 +584,8 @@ fn many_sparse_operands_compile_to_c() {
                 structure,
                 &[Engine::C],
                 false,
+                // Compactly lowered (every two terms share a loop) with the second data.
+                structure == 2,
             )
             .unwrap_or_else(|e| panic!("{}: {e}", k.name));
         }
@@ -651,6 +665,22 @@ fn terms_of_a_sum_lower_to_code_linear_in_their_number() {
     assert!(
         two_rows < 100_000,
         "{two_rows} B of C for two sparse rows among six terms"
+    );
+    // Four terms whose levels are all bands: loops specialized for each combination of
+    // their phases, at both levels, would be 1.1 MB of C; the kernel is lowered compactly.
+    let decls: String = (0..4)
+        .map(|k| format!("input a{k} :: SparseBand(SparseBand(Element(0.0)))\n"))
+        .collect();
+    let text = format!("{decls}output s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += a0[i, j] + a1[i, j] + a2[i, j] + a3[i, j]\nend\n");
+    let nested = Program::parse(&text)
+        .and_then(|p| p.compile(Engine::Interp))
+        .unwrap()
+        .c_source(finch::backend::c::CheckMode::Trusted)
+        .unwrap()
+        .len();
+    assert!(
+        nested < 100_000,
+        "{nested} B of C for four band-of-band terms"
     );
 }
 
@@ -1432,7 +1462,13 @@ fn reassociated_spmv_runs_eight_positions_at_a_time() {
         let p = Program::parse(&text).unwrap();
         let strict = p.compile(Engine::C).unwrap();
         let fast = p
-            .compile_with(Engine::C, &CompileOptions { reassociate: true })
+            .compile_with(
+                Engine::C,
+                &CompileOptions {
+                    reassociate: true,
+                    ..Default::default()
+                },
+            )
             .unwrap();
         if fast.engine() != Engine::C {
             return; // no C compiler: nothing to look at
@@ -1476,7 +1512,13 @@ fn row_spmv_c(level: &str, reassociate: bool) -> Option<String> {
     let text = format!("input A :: Dense({level}(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n");
     let k = Program::parse(&text)
         .unwrap()
-        .compile_with(Engine::C, &CompileOptions { reassociate })
+        .compile_with(
+            Engine::C,
+            &CompileOptions {
+                reassociate,
+                ..Default::default()
+            },
+        )
         .unwrap();
     (k.engine() == Engine::C).then(|| k.c_source(finch::backend::c::CheckMode::Trusted).unwrap())
 }
@@ -1515,7 +1557,13 @@ fn pattern_rows_vectorize_like_valued_ones() {
     let text = "input A :: Dense(SparseList(Pattern()))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n";
     let k = Program::parse(text)
         .unwrap()
-        .compile_with(Engine::C, &CompileOptions { reassociate: true })
+        .compile_with(
+            Engine::C,
+            &CompileOptions {
+                reassociate: true,
+                ..Default::default()
+            },
+        )
         .unwrap();
     assert!(!k.kernel().to_string().contains("true"), "{}", k.kernel());
     if k.engine() != Engine::C {

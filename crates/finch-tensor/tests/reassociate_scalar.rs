@@ -78,7 +78,13 @@ fn reassociated_scalar_copies_match_the_reference() {
         let text = format!("input A :: {format}\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n");
         let program = Program::parse(&text).unwrap();
         let kernel = program
-            .compile_with(Engine::C, &CompileOptions { reassociate: true })
+            .compile_with(
+                Engine::C,
+                &CompileOptions {
+                    reassociate: true,
+                    ..Default::default()
+                },
+            )
             .unwrap();
         if kernel.engine() != Engine::C {
             return; // no C compiler

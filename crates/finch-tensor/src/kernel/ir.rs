@@ -176,6 +176,29 @@ pub struct Kernel {
     pub reassociate: bool,
 }
 
+/// The number of expressions the statements hold directly (see [`visit_exprs`]).
+pub fn expr_count(stmts: &[KStmt]) -> usize {
+    let mut n = 0;
+    visit_exprs(stmts, &mut |_| n += 1);
+    n
+}
+
+/// The number of expression nodes in the statements, subexpressions included: a measure
+/// of a kernel's size in C.
+pub fn expr_nodes(stmts: &[KStmt]) -> usize {
+    fn nodes(e: &KExpr) -> usize {
+        1 + match e {
+            KExpr::Lit(_) | KExpr::Local(_) | KExpr::Len(_) => 0,
+            KExpr::Load(_, i) => nodes(i),
+            KExpr::Op(_, args) => args.iter().map(nodes).sum(),
+            KExpr::Search { value, lo, hi, .. } => nodes(value) + nodes(lo) + nodes(hi),
+        }
+    }
+    let mut n = 0;
+    visit_exprs(stmts, &mut |e| n += nodes(e));
+    n
+}
+
 /// Calls `f` on every expression of `stmts` that a statement holds directly (conditions,
 /// bounds, right-hand sides, store positions), nested statements included; `f` recurses
 /// into subexpressions itself if it needs to.

@@ -8,7 +8,10 @@ mod peephole;
 mod print;
 mod verify;
 
-pub use ir::{op_type, visit_exprs, BufId, BufParam, KExpr, KStmt, Kernel, LocalDecl, LocalId};
+pub use ir::{
+    expr_count, expr_nodes, op_type, visit_exprs, BufId, BufParam, KExpr, KStmt, Kernel, LocalDecl,
+    LocalId,
+};
 pub use peephole::{tidy, tidy_expr};
 pub use print::expr as print_expr;
 pub use verify::verify;

@@ -44,8 +44,40 @@ pub struct Lowered {
     pub warnings: Vec<String>,
 }
 
-/// Lowers a checked program to a kernel.
-pub fn lower_program(program: &crate::Program) -> Result<Lowered> {
+/// Kernels whose lowering holds more kernel-IR expression nodes than this (500-700 KB of
+/// C, 3-10 s of `cc -O3`; the largest example program, Fig. 26's erosion, holds 10 656)
+/// are lowered again compactly (`Lowerer::compact`), and the smaller of the two kept.
+const COMPACT_PAST: usize = 12_000;
+
+/// How the lowering budget's refusal starts (see [`LOWERING_BUDGET`]).
+const PAST_THE_BUDGET: &str = "a kernel this large: lowering passed";
+
+/// Lowers a checked program to a kernel: with every loop specialized for the operands'
+/// structure, or, if asked or where that code grows too large (past [`COMPACT_PAST`]
+/// expression nodes or the lowering budget), compactly: every term of a sum in a loop
+/// shared with the others.
+pub fn lower_program(program: &crate::Program, compact: bool) -> Result<Lowered> {
+    if compact {
+        return lower_with(program, true);
+    }
+    match lower_with(program, false) {
+        Ok(l) if crate::kernel::expr_nodes(&l.kernel.body) <= COMPACT_PAST => Ok(l),
+        Ok(l) => Ok(match lower_with(program, true) {
+            Ok(c)
+                if crate::kernel::expr_nodes(&c.kernel.body)
+                    < crate::kernel::expr_nodes(&l.kernel.body) =>
+            {
+                c
+            }
+            _ => l,
+        }),
+        Err(Error::Unsupported(m)) if m.starts_with(PAST_THE_BUDGET) => lower_with(program, true),
+        Err(e) => Err(e),
+    }
+}
+
+/// Lowers a checked program to a kernel, compactly or not (see `Lowerer::compact`).
+fn lower_with(program: &crate::Program, compact: bool) -> Result<Lowered> {
     let c = convert::convert(program)?;
     let mut l = Lowerer {
         kernel: c.kernel,
@@ -54,6 +86,7 @@ pub fn lower_program(program: &crate::Program) -> Result<Lowered> {
         nonempty: Vec::new(),
         at_most: Vec::new(),
         lowered: 0,
+        compact,
     };
     let body = l.lower(c.body)?;
     l.kernel.body = crate::kernel::tidy(body);
@@ -127,14 +160,6 @@ fn truncation_changes(l: &Looplet) -> bool {
 /// Steppers one loop coiterates with a specialized body for each combination of those
 /// whose child ends the step (`2^n` bodies).
 const MAX_VARIANT_STEPPERS: usize = 4;
-
-/// Do `coiterated` walks among a loop's `operands` share one loop (see
-/// `Lowerer::walks_to_the_end`)? Three or more do; two do where the loop reads more
-/// operands than [`MAX_VARIANT_STEPPERS`] (their subfibers' loops would be copied for each
-/// combination of the two, and each copy is large).
-fn shares_one_loop(coiterated: usize, operands: usize) -> bool {
-    coiterated >= 3 || (coiterated == 2 && operands > MAX_VARIANT_STEPPERS)
-}
 
 /// Statements one kernel's lowering may produce (about 2-3 MB of C, 20 s of `cc -O3`):
 /// past it, the program is refused rather than compiled for minutes. The code grows
@@ -424,6 +449,11 @@ pub(crate) struct Lowerer {
     pub(crate) at_most: Vec<(LocalId, LocalId)>,
     /// Statements lowered so far.
     lowered: usize,
+    /// Share one loop among every two or more coiterated terms of a sum (levels of
+    /// consecutive indices walked segment by segment, leaves read as selects) rather than
+    /// specializing loops for up to [`MAX_VARIANT_STEPPERS`] of them: smaller code, a
+    /// little slower where few operands are coiterated.
+    compact: bool,
 }
 
 impl Typer for Lowerer {
@@ -712,7 +742,7 @@ impl Lowerer {
         self.lowered += 1;
         if self.lowered > LOWERING_BUDGET {
             return Err(Error::Unsupported(format!(
-                "a kernel this large: lowering passed {LOWERING_BUDGET} statements (several megabytes of C); coiterating many sparse operands in one loop multiplies the code (split the statement, e.g. `s[] += a[i] + b[i]` and `s[] += c[i] + d[i]` in two loops)"
+                "{PAST_THE_BUDGET} {LOWERING_BUDGET} statements (several megabytes of C); coiterating many sparse operands in one loop multiplies the code (split the statement, e.g. `s[] += a[i] + b[i]` and `s[] += c[i] + d[i]` in two loops)"
             )));
         }
         self.depth += 1;
@@ -942,6 +972,14 @@ impl Lowerer {
         };
         self.depth -= 1;
         r
+    }
+
+    /// Do `coiterated` walks among a loop's `operands` share one loop (see
+    /// [`Self::walks_to_the_end`])? Three or more do; two do where the loop reads more
+    /// operands than [`MAX_VARIANT_STEPPERS`] (their subfibers' loops would be copied for
+    /// each combination of the two, and each copy is large), or where lowering compactly.
+    fn shares_one_loop(&self, coiterated: usize, operands: usize) -> bool {
+        coiterated >= 3 || (coiterated == 2 && (self.compact || operands > MAX_VARIANT_STEPPERS))
     }
 
     /// Does `without` (a body with one operand replaced by its fill), simplified, do nothing
@@ -1460,7 +1498,11 @@ impl Lowerer {
     ) -> Result<bool> {
         let level = self.tensors[fiber.tensor].levels.get(fiber.depth);
         let listed = match level {
-            Some(LevelParams::SparseList { .. } | LevelParams::Structured { .. }) => true,
+            Some(
+                LevelParams::SparseList { .. }
+                | LevelParams::Structured { .. }
+                | LevelParams::Coo { .. },
+            ) => true,
             Some(LevelParams::SparseListOut { .. }) => {
                 fiber.protocols & crate::looplets::WRITTEN == 0
             }
@@ -2049,9 +2091,9 @@ impl Lowerer {
             .iter()
             .filter(|l| matches!(l, Looplet::Stepper(_)))
             .count();
-        let take_blocks = walks + blocks + steppers > MAX_VARIANT_STEPPERS;
+        let take_blocks = self.compact || walks + blocks + steppers > MAX_VARIANT_STEPPERS;
         let coiterated = walks + steppers + if take_blocks { blocks } else { 0 };
-        if !shares_one_loop(coiterated, looplets.len()) {
+        if !self.shares_one_loop(coiterated, looplets.len()) {
             return Ok(None);
         }
         let mut merged = Vec::new();
@@ -2629,7 +2671,7 @@ impl Lowerer {
         let operands = self.looplets(body, index)?.len();
         for s in steppers {
             out.push(None);
-            if !shares_one_loop(steppers.len(), operands) {
+            if !self.shares_one_loop(steppers.len(), operands) {
                 continue;
             }
             let Looplet::Spike { body: before, tail } = &s.chunk else {
@@ -2641,7 +2683,7 @@ impl Lowerer {
             if fiber.hollow.is_some() || fiber.end.is_some() {
                 continue;
             }
-            if self.is_leaf(fiber) && steppers.len() <= MAX_VARIANT_STEPPERS {
+            if self.is_leaf(fiber) && !self.compact && steppers.len() <= MAX_VARIANT_STEPPERS {
                 continue;
             }
             let without = self.rewrite(body.clone(), index, &mut |_, l| match l {
@@ -3305,6 +3347,7 @@ mod tests {
             nonempty: Vec::new(),
             at_most: Vec::new(),
             lowered: 0,
+            compact: false,
         }
     }
 

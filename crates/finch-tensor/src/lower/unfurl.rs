@@ -62,6 +62,17 @@ impl Lowerer {
                 list.entries = Entries::FiberWhere(ptr, cond.clone());
                 Ok(self.sorted_read(f, list))
             }
+            Some(LevelParams::Coo {
+                shape,
+                ptr,
+                tbl,
+                mode: 0,
+                modes,
+            }) => {
+                let name = self.tensors[f.tensor].name.clone();
+                let list = coo_list(f, &name, [shape], [ptr], &tbl, [0, modes], Some(cond))?;
+                Ok(self.sorted_read(f, list))
+            }
             Some(LevelParams::Structured { kind, shape, bufs })
                 if kind.has_fill_gaps()
                     && f.protocols & (1 << f.depth) == 0
@@ -156,29 +167,7 @@ impl Lowerer {
                 mode,
                 modes,
             } => {
-                // Coordinates are stored innermost mode first.
-                let idx = tbl.get(modes - 1 - mode).copied().ok_or_else(|| {
-                    Error::Program(format!(
-                        "internal: `{name}` has no coordinates for mode {mode}"
-                    ))
-                })?;
-                let entries = match (mode, &f.end) {
-                    (0, _) => Entries::Fiber(ptr),
-                    (_, Some(end)) => Entries::Until(end.clone()),
-                    (_, None) => {
-                        return Err(Error::Program(format!(
-                            "internal: mode {} of `{name}`'s SparseCOO level reached without its run of tuples",
-                            mode + 1
-                        )))
-                    }
-                };
-                let list = SortedList {
-                    entries,
-                    idx,
-                    child_of: Rc::new(|q| q),
-                    shape,
-                    runs: mode + 1 < modes,
-                };
+                let list = coo_list(f, &name, [shape], [ptr], &tbl, [mode, modes], None)?;
                 Ok(self.sorted_read(f, list))
             }
             LevelParams::SparseByteMapOut {
@@ -1795,6 +1784,43 @@ impl Lowerer {
             }
         }))
     }
+}
+
+/// The sorted entries of mode `mode` (of `modes`) of a SparseCOO level for fiber `f`: the
+/// first mode's fiber `ptr[p] .. ptr[p+1]` (where `present` holds, if given), a later
+/// mode's run of tuples sharing the outer coordinates.
+fn coo_list(
+    f: &Fiber,
+    name: &str,
+    [shape]: [crate::kernel::LocalId; 1],
+    [ptr]: [crate::kernel::BufId; 1],
+    tbl: &[crate::kernel::BufId],
+    [mode, modes]: [usize; 2],
+    present: Option<&KExpr>,
+) -> Result<SortedList> {
+    // Coordinates are stored innermost mode first.
+    let idx = tbl.get(modes - 1 - mode).copied().ok_or_else(|| {
+        Error::Program(format!(
+            "internal: `{name}` has no coordinates for mode {mode}"
+        ))
+    })?;
+    let entries = match (mode, &f.end) {
+        (0, _) => Entries::of_fiber(ptr, present),
+        (_, Some(end)) => Entries::Until(end.clone()),
+        (_, None) => {
+            return Err(Error::Program(format!(
+                "internal: mode {} of `{name}`'s SparseCOO level reached without its run of tuples",
+                mode + 1
+            )))
+        }
+    };
+    Ok(SortedList {
+        entries,
+        idx,
+        child_of: Rc::new(|q| q),
+        shape,
+        runs: mode + 1 < modes,
+    })
 }
 
 /// A search's result `t` (a [`Tensor::Switch`] on a hit) where `present` holds, `fill`

@@ -111,8 +111,7 @@ const KERNEL_BUDGET: usize = 8000;
 /// compiler derived from validated tensors.
 pub(crate) fn compile_with(k: &Kernel, mode: CheckMode) -> Result<CKernel> {
     let start = Instant::now();
-    let mut size = 0usize;
-    crate::kernel::visit_exprs(&k.body, &mut |_| size += 1);
+    let size = crate::kernel::expr_count(&k.body);
     if size > KERNEL_BUDGET {
         return Err(Error::Unsupported(format!(
             "a kernel this large in C: {size} statements (over {KERNEL_BUDGET}; megabytes of C, minutes of `cc`); `--engine interp` runs it, or split the statement (coiterating many sparse operands in one loop multiplies the code)"
