@@ -362,18 +362,19 @@ fn code_prints_c_and_ir() {
 
 #[test]
 fn programs_the_compiler_cannot_take_yet_point_to_the_reference_engine() {
-    // Ten matrices of sparse columns of runs, added in one loop, would lower to megabytes
-    // of C (an absent column of runs is a branch, one per combination): not compiled (yet).
-    let program = temp_path("ten_run_length_matrices.fin");
-    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "k", "l"];
-    let decls: String = names
-        .iter()
-        .map(|v| format!("input {v} :: SparseList(RunList(Element(0.0)))\n"))
+    // Six sparse vectors read at shifted indices and added in one loop would lower to
+    // megabytes of C: not compiled (yet).
+    let program = temp_path("six_shifted_vectors.fin");
+    let names = ["y", "x1", "x2", "x3", "x4", "x5", "x6"];
+    let decls: String = (1..=6)
+        .map(|k| format!("input x{k} :: SparseList(Element(0.0))\n"))
         .collect();
-    let sum = names.map(|v| format!("{v}[i, j]")).join(" + ");
+    let sum: String = (1..=6)
+        .map(|k| format!(" + coalesce(x{k}[~(i + {k})], 0.0)"))
+        .collect();
     std::fs::write(
         &program,
-        format!("{decls}output s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += {sum}\nend\n"),
+        format!("input y :: Dense(Element(0.0))\n{decls}output s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += y[i]{sum}\nend\n"),
     )
     .expect("write program");
     let mut args = vec![
@@ -381,7 +382,7 @@ fn programs_the_compiler_cannot_take_yet_point_to_the_reference_engine() {
         program.to_str().expect("utf-8 path").to_string(),
     ];
     for v in names {
-        args.extend(["--input".to_string(), format!("{v}=examples/data/A.mtx")]);
+        args.extend(["--input".to_string(), format!("{v}=examples/data/x.mtx")]);
     }
     let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = finch(&args);
@@ -391,12 +392,13 @@ fn programs_the_compiler_cannot_take_yet_point_to_the_reference_engine() {
         e.contains("not supported yet") && e.contains("--engine reference"),
         "{e}"
     );
-    // As the message says, the reference engine runs it: ten times the sum of A.
+    // As the message says, the reference engine runs it: x = 1..5 shifted by 0 to 6,
+    // 15 + 14 + 12 + 9 + 5.
     args.extend(["--engine", "reference"]);
     let o = finch(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("235"), "{out}");
+    assert!(out.contains("55"), "{out}");
 }
 
 #[test]

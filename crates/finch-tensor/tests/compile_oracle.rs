@@ -596,9 +596,10 @@ fn many_sparse_operands_compile_to_c() {
 /// columns) share one loop, whose code grows with the number of terms rather than with
 /// the combinations of them present at an index (`3^n` before: four `SparseList(SparseList)`
 /// terms took 1.4 MB of C, five were refused). Levels of consecutive indices (bands,
-/// intervals, points, blocks, sparse runs) are walked entry by entry past four terms,
+/// intervals, points, blocks, sparse runs) are walked segment by segment past four terms,
 /// rather than split into their phases (six `SparseBand` vectors took 2 MB, seven were
-/// refused, as were six `SparseList(SparseBand)` matrices).
+/// refused, as were six `SparseList(SparseBand)` matrices); a row of runs a term lacks is
+/// one run of fill rather than a branch (ten `SparseList(RunList)` terms were refused).
 #[test]
 fn terms_of_a_sum_lower_to_code_linear_in_their_number() {
     let c_size = |format: &str, n: usize| {
@@ -645,6 +646,7 @@ fn terms_of_a_sum_lower_to_code_linear_in_their_number() {
         "Dense(SparseBand(Element(0.0)))",
         "SparseList(SparseHash(Element(0.0)))",
         "SparseList(SparseByteMap(Element(0.0)))",
+        "SparseList(RunList(Element(0.0)))",
     ];
     for format in lists.iter().map(|f| f.to_string()).chain(structured) {
         let (five, ten) = (c_size(&format, 5), c_size(&format, 10));
@@ -684,18 +686,19 @@ fn terms_of_a_sum_lower_to_code_linear_in_their_number() {
     );
 }
 
-/// A loop over ten matrices with sparse rows of runs (`SparseList(RunList)`) would lower
-/// to megabytes of C (a row a term lacks is a branch on it, for every combination of the
-/// operands): refused by name, before the C compiler sees it.
+/// A loop over six sparse vectors read at shifted indices (`coalesce(x[~(i + k)], 0.0)`)
+/// would lower to megabytes of C (each padded walk's phases split the loop, for every
+/// combination of the operands, compactly or not): refused by name, before the C compiler
+/// sees it.
 #[test]
 fn kernels_past_the_lowering_budget_are_refused() {
-    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "k", "l"];
-    let decls: String = names
-        .iter()
-        .map(|v| format!("input {v} :: SparseList(RunList(Element(0.0)))\n"))
+    let decls: String = (1..=6)
+        .map(|k| format!("input x{k} :: SparseList(Element(0.0))\n"))
         .collect();
-    let sum = names.map(|v| format!("{v}[i, j]")).join(" + ");
-    let text = format!("{decls}output C :: SparseList(SparseList(Element(0.0)))\nC .= 0\nfor j = _, i = _\n  C[i, j] = {sum}\nend\n");
+    let sum: String = (1..=6)
+        .map(|k| format!(" + coalesce(x{k}[~(i + {k})], 0.0)"))
+        .collect();
+    let text = format!("input y :: Dense(Element(0.0))\n{decls}output s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += y[i]{sum}\nend\n");
     let e = Program::parse(&text)
         .unwrap()
         .compile(Engine::Interp)
@@ -706,21 +709,30 @@ fn kernels_past_the_lowering_budget_are_refused() {
             && e.to_string().contains("lowering passed"),
         "{e}"
     );
-    // And nine of them: a lowering within its budget that leaves 1.6 MB of C. The
-    // interpreter runs it; the C compiler is not given it.
-    let nine = &names[..9];
-    let decls: String = nine
+    // And eight matrices in mixed formats read across their storage order (each row
+    // searched at a bound index): a lowering within its budget that leaves 1.3 MB of C.
+    // The interpreter runs it; the C compiler is not given it.
+    let formats = [
+        "SparseHash(SparseCOO{1}(Element(0.0)))",
+        "SparseList(SparseInterval(Element(0.0)))",
+        "SparseHash(SparsePoint(Element(0.0)))",
+        "Dense(SparseHash(Element(0.0)))",
+        "SparseHash(SparseCOO{1}(Element(0.0)))",
+        "SparseList(SparseRunList(Element(0.0)))",
+        "Dense(SparsePoint(Element(0.0)))",
+        "Dense(SparseRunList(Element(0.0)))",
+    ];
+    let decls: String = formats
         .iter()
-        .map(|v| format!("input {v} :: SparseList(RunList(Element(0.0)))\n"))
+        .enumerate()
+        .map(|(k, f)| format!("input a{k} :: {f}\n"))
         .collect();
-    let sum = nine
-        .iter()
-        .map(|v| format!("{v}[i, j]"))
+    let sum = (0..8)
+        .map(|k| format!("a{k}[i, j]"))
         .collect::<Vec<_>>()
         .join(" + ");
-    let nine_terms =
-        format!("{decls}output s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += {sum}\nend\n");
-    let program = Program::parse(&nine_terms).unwrap();
+    let across = format!("{decls}output o :: Dense(Dense(Element(0.0)))\no .= 0\nfor i = _, j = _\n  o[j, i] = {sum}\nend\n");
+    let program = Program::parse(&across).unwrap();
     assert!(program.compile(Engine::Interp).is_ok());
     if finch::backend::c::available() {
         let e = program.compile(Engine::C).unwrap_err();

@@ -44,12 +44,6 @@ impl LevelKind {
         LevelKind::SparseByteMap,
     ];
 
-    /// Whether indices between the level's entries hold the fill (every sparse level);
-    /// a Dense or RunList level covers its whole dimension.
-    pub fn has_fill_gaps(self) -> bool {
-        !matches!(self, LevelKind::Dense | LevelKind::RunList)
-    }
-
     /// The level's name as written in format strings (without COO's `{N}`).
     pub fn name(self) -> &'static str {
         match self {

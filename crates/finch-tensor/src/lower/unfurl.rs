@@ -28,8 +28,8 @@ impl Lowerer {
 
     /// The looplet nest of fiber `f` where `cond` holds, `fill` everywhere where it does
     /// not ([`Tensor::Present`]): a Dense level hands the condition down to its children; a
-    /// SparseList, and a walked structured level with fill between its entries, has none
-    /// where it fails (its fiber's bounds are read only where it holds); a searched
+    /// SparseList or a walked structured level has no entries where it fails (a RunList
+    /// one run of fill; its fiber's bounds are read only where it holds); a searched
     /// structured level searches only where it holds; any other level is one `Switch` on
     /// it.
     pub(super) fn unfurl_present(
@@ -74,8 +74,7 @@ impl Lowerer {
                 Ok(self.sorted_read(f, list))
             }
             Some(LevelParams::Structured { kind, shape, bufs })
-                if kind.has_fill_gaps()
-                    && f.protocols & (1 << f.depth) == 0
+                if f.protocols & (1 << f.depth) == 0
                     && f.protocols & crate::looplets::WRITTEN == 0 =>
             {
                 self.check_protocols(f, kind)?;
@@ -1416,15 +1415,46 @@ impl Lowerer {
                 }
             }
             // Runs tiling the fiber: a stepper over runs, each a Run of its child.
+            // Under a present condition (see `unfurl_present`), a fiber where it fails is
+            // one run of fill over the whole dimension: its runs are read only where it
+            // holds.
             LevelKind::RunList => {
                 let (ptr, right) = (buf(0)?, buf(1)?);
                 let q = self.level_local(t, depth, "q");
                 let q_stop = self.level_local(t, depth, "q_stop");
+                let seek = seek_on(q, q_stop, right);
+                let (seek, stop, run): (SeekCode, KExpr, Tensor) = match present {
+                    None => (Box::new(seek), plus1(KExpr::load(right, l(q))), child(l(q))),
+                    Some(cond) => {
+                        let (c, run) = (cond.clone(), child(l(q)));
+                        let Tensor::Fiber(fiber) = run else {
+                            return Err(Error::Program("internal: a run's child".into()));
+                        };
+                        (
+                            Box::new(move |start| {
+                                vec![KStmt::If {
+                                    cond: c.clone(),
+                                    then: seek(start),
+                                    otherwise: vec![],
+                                }]
+                            }),
+                            KExpr::Op(
+                                Op::IfElse,
+                                vec![cond.clone(), plus1(KExpr::load(right, l(q))), l(shape)],
+                            ),
+                            Tensor::Present {
+                                cond: cond.clone(),
+                                fiber,
+                                fill,
+                            },
+                        )
+                    }
+                };
                 let stepper = Stepper {
-                    seek: Box::new(seek_on(q, q_stop, right)),
+                    seek,
                     preamble: vec![],
-                    stop: plus1(KExpr::load(right, l(q))),
-                    chunk: Looplet::Run(Box::new(child(l(q)))),
+                    stop,
+                    chunk: Looplet::Run(Box::new(run)),
                     next: vec![KStmt::Assign(q, plus1(l(q)))],
                     counted: Some(Counted {
                         more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
@@ -1434,10 +1464,16 @@ impl Lowerer {
                     outside: None,
                 };
                 Looplet::Thunk {
-                    preamble: vec![
-                        KStmt::Assign(q, KExpr::load(ptr, pos.clone())),
-                        KStmt::Assign(q_stop, KExpr::load(ptr, plus1(pos))),
-                    ],
+                    preamble: bounds_where(
+                        vec![
+                            KStmt::Assign(q, KExpr::load(ptr, pos.clone())),
+                            KStmt::Assign(q_stop, KExpr::load(ptr, plus1(pos))),
+                        ],
+                        vec![
+                            KStmt::Assign(q, KExpr::int(0)),
+                            KStmt::Assign(q_stop, KExpr::int(1)),
+                        ],
+                    ),
                     body: Box::new(walker(stepper, gallop)),
                     epilogue: vec![],
                 }
@@ -1897,6 +1933,9 @@ fn walker(stepper: Stepper, gallop: bool) -> Looplet {
         Looplet::Stepper(Rc::new(stepper))
     }
 }
+
+/// A stepper's seek: code that moves it to the child holding a start index.
+type SeekCode = Box<dyn Fn(KExpr) -> Vec<KStmt>>;
 
 /// Maps a list entry's position to its child position.
 pub(super) type ChildOf = Rc<dyn Fn(KExpr) -> KExpr>;
