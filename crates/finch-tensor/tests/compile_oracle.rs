@@ -617,13 +617,7 @@ fn terms_of_a_sum_lower_to_code_linear_in_their_number() {
             .join(" + ");
         let text =
             format!("{decls}output s :: Scalar(0.0)\ns .= 0\n{order}\n  s[] += {sum}\nend\n");
-        let kernel = Program::parse(&text)
-            .and_then(|p| p.compile(Engine::Interp))
-            .unwrap_or_else(|e| panic!("{n} x {format}: {e}"));
-        kernel
-            .c_source(finch::backend::c::CheckMode::Trusted)
-            .unwrap()
-            .len()
+        c_bytes(&text)
     };
     let structured = [
         "SparseBand",
@@ -658,12 +652,7 @@ fn terms_of_a_sum_lower_to_code_linear_in_their_number() {
     // Two terms with sparse rows among six: the two rows share one loop too (each
     // combination of the two would copy the loop over the six terms' columns).
     let text = "input a :: SparseList(SparseList(Element(0.0)))\ninput b :: SparseList(SparseList(Element(0.0)))\ninput c :: Dense(SparseList(Element(0.0)))\ninput d :: Dense(SparseList(Element(0.0)))\ninput e :: Dense(SparseList(Element(0.0)))\ninput f :: Dense(SparseList(Element(0.0)))\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += a[i, j] + b[i, j] + c[i, j] + d[i, j] + e[i, j] + f[i, j]\nend\n";
-    let two_rows = Program::parse(text)
-        .and_then(|p| p.compile(Engine::Interp))
-        .unwrap()
-        .c_source(finch::backend::c::CheckMode::Trusted)
-        .unwrap()
-        .len();
+    let two_rows = c_bytes(text);
     assert!(
         two_rows < 100_000,
         "{two_rows} B of C for two sparse rows among six terms"
@@ -674,16 +663,21 @@ fn terms_of_a_sum_lower_to_code_linear_in_their_number() {
         .map(|k| format!("input a{k} :: SparseBand(SparseBand(Element(0.0)))\n"))
         .collect();
     let text = format!("{decls}output s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += a0[i, j] + a1[i, j] + a2[i, j] + a3[i, j]\nend\n");
-    let nested = Program::parse(&text)
-        .and_then(|p| p.compile(Engine::Interp))
-        .unwrap()
-        .c_source(finch::backend::c::CheckMode::Trusted)
-        .unwrap()
-        .len();
+    let nested = c_bytes(&text);
     assert!(
         nested < 100_000,
         "{nested} B of C for four band-of-band terms"
     );
+}
+
+/// The size of the C the compiler generates for a program.
+fn c_bytes(text: &str) -> usize {
+    Program::parse(text)
+        .and_then(|p| p.compile(Engine::Interp))
+        .unwrap_or_else(|e| panic!("{e}\n{text}"))
+        .c_source(finch::backend::c::CheckMode::Trusted)
+        .unwrap()
+        .len()
 }
 
 /// A loop over six sparse vectors read at shifted indices (`coalesce(x[~(i + k)], 0.0)`)

@@ -2176,6 +2176,15 @@ impl Lowerer {
         let inside = self.fresh(&format!("{index}_in_block"), ScalarType::Bool);
         let stop = self.fresh(&format!("{index}_segment_stop"), ScalarType::I64);
         let chunk = present_middle(&middle, KExpr::Local(inside), fill);
+        let segments = move |seek, next| Stepper {
+            seek,
+            preamble: vec![],
+            stop: KExpr::Local(stop),
+            chunk,
+            next,
+            counted: None,
+            outside: Some((inside, fill)),
+        };
         let minus1 = |e: KExpr| KExpr::bin(Op::Sub, e, KExpr::int(1));
         let set = |x: LocalId, e: KExpr| KStmt::Assign(x, e);
         let Some(b) = blocks else {
@@ -2215,16 +2224,7 @@ impl Lowerer {
                 KExpr::Lit(Value::I64(1)) => vec![],
                 start => enter(start),
             };
-            let stepper = Stepper {
-                seek: Box::new(seek),
-                preamble: vec![],
-                stop: KExpr::Local(stop),
-                chunk,
-                next,
-                counted: None,
-                outside: Some((inside, fill)),
-            };
-            return (init, stepper);
+            return (init, segments(Box::new(seek), next));
         };
         // Blocks: the segment before each block, then the block; past the last, the rest.
         let more = b
@@ -2274,16 +2274,7 @@ impl Lowerer {
             code.extend(load(start));
             code
         };
-        let stepper = Stepper {
-            seek: Box::new(seek),
-            preamble: vec![],
-            stop: KExpr::Local(stop),
-            chunk,
-            next,
-            counted: None,
-            outside: Some((inside, fill)),
-        };
-        (init, stepper)
+        (init, segments(Box::new(seek), next))
     }
 
     /// Stepper: a `while` loop over steps ending at the nearest stop; a stepper whose stop
