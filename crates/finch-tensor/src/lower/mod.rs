@@ -240,6 +240,14 @@ enum ToTheEnd {
         last: KExpr,
         middle: Looplet,
     },
+    /// One of the others shifted and padded with another value (`x[~(i + c)]`:
+    /// `Sequence(Run(pad), Thunk(preamble, inner), Run(pad))`), walked to the end as the
+    /// inner one where the body reads the pad as it reads the fill.
+    Padded {
+        inner: Box<ToTheEnd>,
+        preamble: Vec<KStmt>,
+        pad: Value,
+    },
     /// Blocks of consecutive indices, walked by `blocks`, whose chunk is
     /// `Sequence(Phase(stop = before, Run(fill)), middle)` (SparseBlockList, SparseRunList).
     Blocks {
@@ -306,18 +314,45 @@ fn to_the_end_parts(l: &Looplet) -> Option<(ToTheEnd, Value)> {
     match phases.as_slice() {
         [(Some(before), head), (Some(last), middle), (None, rest)] => {
             let fill = fill_run_of(head)?;
-            (fill_run_of(rest) == Some(fill) && is_block_middle(middle)).then(|| {
+            if fill_run_of(rest) != Some(fill) {
+                return None;
+            }
+            // A block padded with `missing` (a permissive read of a Dense level) has no
+            // fill to read outside it: it keeps its phases.
+            if is_block_middle(middle) {
+                if fill == Value::Missing {
+                    return None;
+                }
                 let first = KExpr::bin(Op::Add, before.clone(), KExpr::int(1));
                 let (last, middle) = (last.clone(), middle.clone());
-                (
-                    ToTheEnd::Block {
-                        first,
-                        last,
-                        middle,
-                    },
-                    fill,
-                )
-            })
+                let block = ToTheEnd::Block {
+                    first,
+                    last,
+                    middle,
+                };
+                return Some((block, fill));
+            }
+            let (preamble, inner) = match middle {
+                Looplet::Thunk {
+                    preamble,
+                    body,
+                    epilogue,
+                } if epilogue.is_empty() => (preamble.clone(), &**body),
+                other => (vec![], other),
+            };
+            let (inner, inner_fill) = to_the_end_parts(inner)?;
+            if matches!(inner, ToTheEnd::Padded { .. }) {
+                return None;
+            }
+            let (inner, pad) = (Box::new(inner), fill);
+            Some((
+                ToTheEnd::Padded {
+                    inner,
+                    preamble,
+                    pad,
+                },
+                inner_fill,
+            ))
         }
         [(Some(_), Looplet::Stepper(s)), (None, rest)] => {
             let fill = fill_run_of(rest)?;
@@ -2074,18 +2109,17 @@ impl Lowerer {
     fn walks_to_the_end(&mut self, index: &str, body: &Stmt, hi: &KExpr) -> Result<Option<Stmt>> {
         let looplets = self.looplets(body, index)?;
         let parts: Vec<Option<(ToTheEnd, Value)>> = looplets.iter().map(to_the_end_parts).collect();
+        let blockwise = |kind: &ToTheEnd| match kind {
+            ToTheEnd::Padded { inner, .. } => !matches!(**inner, ToTheEnd::Walk(_)),
+            other => !matches!(other, ToTheEnd::Walk(_)),
+        };
         let walks = parts
             .iter()
-            .filter(|p| matches!(p, Some((ToTheEnd::Walk(_), _))))
+            .filter(|p| matches!(p, Some((kind, _)) if !blockwise(kind)))
             .count();
         let blocks = parts
             .iter()
-            .filter(|p| {
-                matches!(
-                    p,
-                    Some((ToTheEnd::Block { .. } | ToTheEnd::Blocks { .. }, _))
-                )
-            })
+            .filter(|p| matches!(p, Some((kind, _)) if blockwise(kind)))
             .count();
         let steppers = looplets
             .iter()
@@ -2101,17 +2135,34 @@ impl Lowerer {
             let Some((kind, fill)) = part else {
                 continue;
             };
-            if !take_blocks && !matches!(kind, ToTheEnd::Walk(_)) {
+            if !take_blocks && blockwise(kind) {
                 continue;
             }
-            let without = self.rewrite(body.clone(), index, &mut |n, _| {
-                if n == k {
-                    Repl::Consume(Tensor::FillLeaf(*fill))
-                } else {
-                    Repl::Keep
+            let without = |v: Value| {
+                self.rewrite(body.clone(), index, &mut |n, _| {
+                    if n == k {
+                        Repl::Consume(Tensor::FillLeaf(v))
+                    } else {
+                        Repl::Keep
+                    }
+                })
+            };
+            let at_fill = without(*fill)?;
+            // Walked to the end, a padded walk reads its fill where it read the pad: only
+            // where the body does the same with both (`coalesce(x[~(i + c)], 0.0)` over a
+            // fill of 0.0). The simplified statements differ at most in what replaced the
+            // operand, so their printed forms tell.
+            if let ToTheEnd::Padded { pad, .. } = kind {
+                let at_pad = without(*pad)?;
+                let (a, b) = (
+                    simplify_stmt(at_pad, self),
+                    simplify_stmt(at_fill.clone(), self),
+                );
+                if format!("{a:?}") != format!("{b:?}") {
+                    continue;
                 }
-            })?;
-            if !self.fill_decides(without) {
+            }
+            if !self.fill_decides(at_fill) {
                 merged.push(k);
             }
         }
@@ -2159,6 +2210,12 @@ impl Lowerer {
     ) -> (Vec<KStmt>, Stepper) {
         let (first, last, middle, blocks) = match kind {
             ToTheEnd::Walk(s) => return (vec![], stepper_to_the_end(s, past)),
+            ToTheEnd::Padded {
+                inner, preamble, ..
+            } => {
+                let (init, s) = self.walk_to_the_end(index, *inner, fill, past);
+                return (preamble.into_iter().chain(init).collect(), s);
+            }
             ToTheEnd::Block {
                 first,
                 last,
@@ -2265,7 +2322,9 @@ impl Lowerer {
                 set(stop, b.stop.clone()),
             ],
         }];
-        let init = load(KExpr::int(1));
+        // A shifted walk's blocks may end before index 1: seek there first.
+        let mut init = (b.seek)(KExpr::int(1));
+        init.extend(load(KExpr::int(1)));
         let seek = move |start: KExpr| {
             if start == KExpr::int(1) {
                 return vec![];
