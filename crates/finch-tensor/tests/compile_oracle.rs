@@ -652,13 +652,7 @@ fn terms_of_a_sum_lower_to_code_linear_in_their_number() {
     }
     // Six sparse vectors read at shifted indices (`coalesce` of their padding with their
     // fill): their walks share one loop too (refused before).
-    let decls: String = (1..=6)
-        .map(|k| format!("input x{k} :: SparseList(Element(0.0))\n"))
-        .collect();
-    let sum: String = (1..=6)
-        .map(|k| format!(" + coalesce(x{k}[~(i + {k})], 0.0)"))
-        .collect();
-    let shifted = c_bytes(&format!("input y :: Dense(Element(0.0))\n{decls}output s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += y[i]{sum}\nend\n"));
+    let shifted = c_bytes(&shifted_sum("SparseList(Element(0.0))", 6));
     assert!(shifted < 100_000, "{shifted} B of C for six shifted terms");
     // Two terms with sparse rows among six: the two rows share one loop too (each
     // combination of the two would copy the loop over the six terms' columns).
@@ -681,6 +675,18 @@ fn terms_of_a_sum_lower_to_code_linear_in_their_number() {
     );
 }
 
+/// `s[] += y[i] + coalesce(x1[~(i + 1)], 0.0) + ... + coalesce(xn[~(i + n)], 0.0)`, the
+/// `x`s in `format` (a stencil of sparse or dense vectors).
+fn shifted_sum(format: &str, n: usize) -> String {
+    let decls: String = (1..=n)
+        .map(|k| format!("input x{k} :: {format}\n"))
+        .collect();
+    let sum: String = (1..=n)
+        .map(|k| format!(" + coalesce(x{k}[~(i + {k})], 0.0)"))
+        .collect();
+    format!("input y :: Dense(Element(0.0))\n{decls}output s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += y[i]{sum}\nend\n")
+}
+
 /// The size of the C the compiler generates for a program.
 fn c_bytes(text: &str) -> usize {
     Program::parse(text)
@@ -697,13 +703,7 @@ fn c_bytes(text: &str) -> usize {
 /// compiler sees it.
 #[test]
 fn kernels_past_the_lowering_budget_are_refused() {
-    let decls: String = (1..=8)
-        .map(|k| format!("input x{k} :: Dense(Element(0.0))\n"))
-        .collect();
-    let sum: String = (1..=8)
-        .map(|k| format!(" + coalesce(x{k}[~(i + {k})], 0.0)"))
-        .collect();
-    let text = format!("input y :: Dense(Element(0.0))\n{decls}output s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += y[i]{sum}\nend\n");
+    let text = shifted_sum("Dense(Element(0.0))", 8);
     let e = Program::parse(&text)
         .unwrap()
         .compile(Engine::Interp)

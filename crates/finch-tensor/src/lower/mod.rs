@@ -60,20 +60,21 @@ pub fn lower_program(program: &crate::Program, compact: bool) -> Result<Lowered>
     if compact {
         return lower_with(program, true);
     }
-    match lower_with(program, false) {
-        Ok(l) if crate::kernel::expr_nodes(&l.kernel.body) <= COMPACT_PAST => Ok(l),
-        Ok(l) => Ok(match lower_with(program, true) {
-            Ok(c)
-                if crate::kernel::expr_nodes(&c.kernel.body)
-                    < crate::kernel::expr_nodes(&l.kernel.body) =>
-            {
-                c
-            }
-            _ => l,
-        }),
-        Err(Error::Unsupported(m)) if m.starts_with(PAST_THE_BUDGET) => lower_with(program, true),
-        Err(e) => Err(e),
+    let specialized = match lower_with(program, false) {
+        Ok(l) => l,
+        Err(Error::Unsupported(m)) if m.starts_with(PAST_THE_BUDGET) => {
+            return lower_with(program, true)
+        }
+        Err(e) => return Err(e),
+    };
+    let size = crate::kernel::expr_nodes(&specialized.kernel.body);
+    if size <= COMPACT_PAST {
+        return Ok(specialized);
     }
+    Ok(match lower_with(program, true) {
+        Ok(c) if crate::kernel::expr_nodes(&c.kernel.body) < size => c,
+        _ => specialized,
+    })
 }
 
 /// Lowers a checked program to a kernel, compactly or not (see `Lowerer::compact`).
@@ -227,7 +228,7 @@ fn sorted_walk_parts(l: &Looplet) -> Option<(Rc<Stepper>, Value)> {
     matches!(&**body, Tensor::FillLeaf(v) if v == fill).then(|| (s.clone(), *fill))
 }
 
-/// A coiterated operand that can be walked entry by entry to the end of the extent (see
+/// A coiterated operand that can be walked to the end of the extent (see
 /// `Lowerer::walks_to_the_end`), with its fill.
 enum ToTheEnd {
     /// A sorted walk ([`sorted_walk_parts`]): its stepper.
@@ -279,20 +280,7 @@ fn is_block_middle(l: &Looplet) -> bool {
 
 /// A block's middle phase (a Lookup or a Run) where `cond` holds, `fill` where it does not.
 fn present_middle(middle: &Looplet, cond: KExpr, fill: Value) -> Looplet {
-    let present = move |t: Tensor| match t {
-        Tensor::Fiber(fiber) => Tensor::Present {
-            cond: cond.clone(),
-            fiber,
-            fill,
-        },
-        Tensor::FillLeaf(v) if v == fill => Tensor::FillLeaf(v),
-        other => Tensor::Switch {
-            pre: vec![],
-            cond: cond.clone(),
-            then: Box::new(other),
-            otherwise: Box::new(Tensor::FillLeaf(fill)),
-        },
-    };
+    let present = move |t: Tensor| unfurl::present_where(t, &cond, fill);
     match middle {
         Looplet::Lookup(f) => {
             let f = f.clone();
@@ -303,7 +291,7 @@ fn present_middle(middle: &Looplet, cond: KExpr, fill: Value) -> Looplet {
     }
 }
 
-/// How `l` can be walked entry by entry to the end of the extent; `None` when it cannot.
+/// How `l` can be walked to the end of the extent; `None` when it cannot.
 fn to_the_end_parts(l: &Looplet) -> Option<(ToTheEnd, Value)> {
     if let Some((s, fill)) = sorted_walk_parts(l) {
         return Some((ToTheEnd::Walk(s), fill));
@@ -317,9 +305,9 @@ fn to_the_end_parts(l: &Looplet) -> Option<(ToTheEnd, Value)> {
             if fill_run_of(rest) != Some(fill) {
                 return None;
             }
-            // A block padded with `missing` (a permissive read of a Dense level) has no
-            // fill to read outside it: it keeps its phases.
             if is_block_middle(middle) {
+                // A block padded with `missing` (a permissive read of a Dense level) has
+                // no fill to read outside it: it keeps its phases.
                 if fill == Value::Missing {
                     return None;
                 }

@@ -45,13 +45,8 @@ impl Lowerer {
                     return Err(Error::Program("internal: a Dense level's lookup".into()));
                 };
                 let cond = cond.clone();
-                Ok(Looplet::Lookup(Rc::new(move |i: KExpr| match child(i) {
-                    Tensor::Fiber(fiber) => Tensor::Present {
-                        cond: cond.clone(),
-                        fiber,
-                        fill,
-                    },
-                    other => other,
+                Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
+                    present_where(child(i), &cond, fill)
                 })))
             }
             Some(LevelParams::SparseList { ptr, idx, shape })
@@ -90,7 +85,7 @@ impl Lowerer {
                 };
                 let cond = cond.clone();
                 Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
-                    searched_where(search(i), &cond, fill)
+                    present_where(search(i), &cond, fill)
                 })))
             }
             _ => Ok(Looplet::Switch(vec![
@@ -1289,19 +1284,8 @@ impl Lowerer {
         let l = KExpr::Local;
         // Under a present condition (see `unfurl_present`) the fiber's bounds are read only
         // where it holds; elsewhere `empty` sets them to a fiber with no entries.
-        let bounds_where = |preamble: Vec<KStmt>, empty: Vec<KStmt>| match present {
-            Some(cond) => vec![KStmt::If {
-                cond: cond.clone(),
-                then: preamble,
-                otherwise: empty,
-            }],
-            None => preamble,
-        };
-        let zero = |xs: &[crate::kernel::LocalId]| -> Vec<KStmt> {
-            xs.iter()
-                .map(|x| KStmt::Assign(*x, KExpr::int(0)))
-                .collect()
-        };
+        let bounds_where =
+            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
         let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
         let minus1 = |e: KExpr| KExpr::bin(Op::Sub, e, KExpr::int(1));
         let child = move |q: KExpr| {
@@ -1394,7 +1378,7 @@ impl Lowerer {
                             ),
                             KStmt::Assign(before, KExpr::bin(Op::Sub, l(last), width)),
                         ],
-                        zero(&[q1, last, before]),
+                        zeros(&[q1, last, before]),
                     ),
                     body: Box::new(Looplet::Sequence(vec![
                         (Some(l(before)), fill_run()),
@@ -1431,13 +1415,7 @@ impl Lowerer {
                             return Err(Error::Program("internal: a run's child".into()));
                         };
                         (
-                            Box::new(move |start| {
-                                vec![KStmt::If {
-                                    cond: c.clone(),
-                                    then: seek(start),
-                                    otherwise: vec![],
-                                }]
-                            }),
+                            Box::new(move |start| where_present(Some(&c), seek(start), vec![])),
                             KExpr::Op(
                                 Op::IfElse,
                                 vec![cond.clone(), plus1(KExpr::load(right, l(q))), l(shape)],
@@ -1504,7 +1482,7 @@ impl Lowerer {
                 Looplet::Thunk {
                     preamble: bounds_where(
                         fiber_bounds(ptr, right, pos, q, q_stop, i_last),
-                        zero(&[q, q_stop, i_last]),
+                        zeros(&[q, q_stop, i_last]),
                     ),
                     body: Box::new(Looplet::Sequence(vec![
                         (Some(l(i_last)), walker(stepper, gallop)),
@@ -1565,7 +1543,7 @@ impl Lowerer {
                 Looplet::Thunk {
                     preamble: bounds_where(
                         fiber_bounds(ptr, idx, pos, r, r_stop, i_last),
-                        zero(&[r, r_stop, i_last]),
+                        zeros(&[r, r_stop, i_last]),
                     ),
                     body: Box::new(Looplet::Sequence(vec![
                         (Some(l(i_last)), walker(stepper, gallop)),
@@ -1711,13 +1689,11 @@ impl Lowerer {
         let preamble = match entries {
             Entries::Until(end) => entry_bounds(pos, end, idx, q, q_stop, i_last),
             Entries::Fiber(ptr) => fiber_bounds(ptr, idx, pos, q, q_stop, i_last),
-            Entries::FiberWhere(ptr, present) => vec![KStmt::If {
-                cond: present,
-                then: fiber_bounds(ptr, idx, pos, q, q_stop, i_last),
-                otherwise: [q, q_stop, i_last]
-                    .map(|x| KStmt::Assign(x, KExpr::int(0)))
-                    .to_vec(),
-            }],
+            Entries::FiberWhere(ptr, present) => where_present(
+                Some(&present),
+                fiber_bounds(ptr, idx, pos, q, q_stop, i_last),
+                zeros(&[q, q_stop, i_last]),
+            ),
         };
         Looplet::Thunk {
             epilogue: vec![],
@@ -1859,9 +1835,30 @@ fn coo_list(
     })
 }
 
-/// A search's result `t` (a [`Tensor::Switch`] on a hit) where `present` holds, `fill`
-/// where it does not: the search runs only where it holds, and misses elsewhere.
-fn searched_where(t: Tensor, present: &KExpr, fill: Value) -> Tensor {
+/// `code` where `present` holds (if given), `otherwise` where it does not.
+fn where_present(present: Option<&KExpr>, code: Vec<KStmt>, otherwise: Vec<KStmt>) -> Vec<KStmt> {
+    match present {
+        Some(cond) => vec![KStmt::If {
+            cond: cond.clone(),
+            then: code,
+            otherwise,
+        }],
+        None => code,
+    }
+}
+
+/// Sets each of `xs` to 0 (the bounds of a fiber with no entries).
+fn zeros(xs: &[crate::kernel::LocalId]) -> Vec<KStmt> {
+    xs.iter()
+        .map(|x| KStmt::Assign(*x, KExpr::int(0)))
+        .collect()
+}
+
+/// Element `t` of a level read where `present` holds, `fill` where it does not: a subfiber
+/// becomes a [`Tensor::Present`]; a search's result (a [`Tensor::Switch`] on a hit) runs
+/// its search, and counts its hit, only where `present` holds; anything else not the fill
+/// is a Switch on `present`.
+pub(super) fn present_where(t: Tensor, present: &KExpr, fill: Value) -> Tensor {
     match t {
         Tensor::Switch {
             pre,
@@ -1889,7 +1886,13 @@ fn searched_where(t: Tensor, present: &KExpr, fill: Value) -> Tensor {
             fiber,
             fill,
         },
-        other => other,
+        Tensor::FillLeaf(v) if v == fill => Tensor::FillLeaf(v),
+        other => Tensor::Switch {
+            pre: vec![],
+            cond: present.clone(),
+            then: Box::new(other),
+            otherwise: Box::new(Tensor::FillLeaf(fill)),
+        },
     }
 }
 
