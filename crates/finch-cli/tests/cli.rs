@@ -362,15 +362,15 @@ fn code_prints_c_and_ir() {
 
 #[test]
 fn programs_the_compiler_cannot_take_yet_point_to_the_reference_engine() {
-    // A stencil of eight dense vectors read at shifted indices and added in one loop
-    // would lower to megabytes of C: not compiled (yet).
+    // Eight sparse vectors read at shifted indices, padded with a value other than their
+    // fill, and added in one loop would lower to megabytes of C: not compiled (yet).
     let program = temp_path("eight_shifted_vectors.fin");
     let names = ["y", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8"];
     let decls: String = (1..=8)
-        .map(|k| format!("input x{k} :: Dense(Element(0.0))\n"))
+        .map(|k| format!("input x{k} :: SparseList(Element(0.0))\n"))
         .collect();
     let sum: String = (1..=8)
-        .map(|k| format!(" + coalesce(x{k}[~(i + {k})], 0.0)"))
+        .map(|k| format!(" + coalesce(x{k}[~(i + {k})], 1.0)"))
         .collect();
     std::fs::write(
         &program,
@@ -392,13 +392,14 @@ fn programs_the_compiler_cannot_take_yet_point_to_the_reference_engine() {
         e.contains("not supported yet") && e.contains("--engine reference"),
         "{e}"
     );
-    // As the message says, the reference engine runs it: x = 1..5 shifted by 0 to 8,
-    // 15 + 14 + 12 + 9 + 5.
+    // As the message says, the reference engine runs it: y = x = 1..5, and x shifted by
+    // k = 1 to 8 with k pads of 1.0 (five past k = 5): 15 + (14 + 1) + (12 + 2) + (9 + 3)
+    // + (5 + 4) + 5 + 5 + 5 + 5.
     args.extend(["--engine", "reference"]);
     let o = finch(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("55"), "{out}");
+    assert!(out.contains("85"), "{out}");
 }
 
 #[test]

@@ -502,7 +502,10 @@ fn pattern_outputs_take_writes_in_any_order() {
 /// Three or four matrices whose rows are walked too (`{A}` in `SparseList(..)`): terms
 /// of a sum share one loop over their rows, a factor keeps its own; a term searched
 /// (`follow`, or read across the storage order) reads its fill where it has no entry.
-const MANY_OPERANDS: [Kernel; 11] = [
+/// Stencils: one vector read at seven shifts, one matrix at the nine of a 3x3 box.
+const MANY_OPERANDS: [Kernel; 13] = [
+    Kernel { name: "stencil_of_seven", text: "input a :: {a}\noutput w :: {w}\nw .= 0\nfor i = _\n  w[i] = coalesce(a[~(i - 3)], 0.0) + coalesce(a[~(i - 2)], 0.0) * 2.0 + coalesce(a[~(i - 1)], 1.0) + a[i] + coalesce(a[~(i + 1)], 0.0) + coalesce(a[~(i + 2)], 0.0) - coalesce(a[~(i + 3)], 0.0)\nend\n", inputs: &[("a", false, 0, 0)] },
+    Kernel { name: "box_of_nine", text: "input a :: {A}\noutput C :: {W}\nC .= 0\nfor j = _, i = _\n  C[i, j] = coalesce(a[~(i - 1), ~(j - 1)], 0.0) + coalesce(a[~(i), ~(j - 1)], 0.0) + coalesce(a[~(i + 1), ~(j - 1)], 0.0) + coalesce(a[~(i - 1), j], 0.0) + a[i, j] * 2.0 + coalesce(a[~(i + 1), j], 0.0) + coalesce(a[~(i - 1), ~(j + 1)], 0.0) + coalesce(a[~(i), ~(j + 1)], 0.0) + coalesce(a[~(i + 1), ~(j + 1)], -1.0)\nend\n", inputs: &[("a", true, 0, 1)] },
     Kernel { name: "gallop_four", text: "input a :: {a}\ninput b :: {b}\ninput c :: {c}\ninput d :: {d}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += a[gallop(i)] * b[gallop(i)] * c[gallop(i)] * d[gallop(i)]\nend\n", inputs: &[("a", false, 0, 0), ("b", false, 0, 0), ("c", false, 0, 0), ("d", false, 0, 0)] },
     Kernel { name: "gallop_five", text: "input a :: {a}\ninput b :: {b}\ninput c :: {c}\ninput d :: {d}\ninput e :: {e}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += a[gallop(i)] * b[gallop(i)] * c[gallop(i)] * (d[gallop(i)] + 1.0) * e[gallop(i)]\nend\n", inputs: &[("a", false, 0, 0), ("b", false, 0, 0), ("c", false, 0, 0), ("d", false, 0, 0), ("e", false, 0, 0)] },
     Kernel { name: "sum_of_five", text: "input a :: {a}\ninput b :: {b}\ninput c :: {c}\ninput d :: {d}\ninput e :: {e}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += a[i] + b[i] * 2.0 + c[i] + d[i] * e[i]\nend\n", inputs: &[("a", false, 0, 0), ("b", false, 0, 0), ("c", false, 0, 0), ("d", false, 0, 0), ("e", false, 0, 0)] },
@@ -528,7 +531,7 @@ proptest! {
         k in 0usize..MANY_OPERANDS.len(),
         v in prop::collection::vec(prop::sample::select(structured_vectors()), 7),
         out in prop::sample::select(vec!["Dense(Element(0.0))", "SparseList(Element(0.0))", "SparseByteMap(Element(0.0))", "SparseRunList(Element(0.0))"]),
-        a in prop::sample::select(vec!["Dense(SparseList(Element(0.0)))", "Dense(SparseBlockList(Element(0.0)))", "Dense(RunList(Element(0.0)))", "SparseList(SparseList(Element(0.0)))", "SparseList(Dense(Element(0.0)))", "SparseList(SparseBand(Element(0.0)))", "SparseList(SparseList{UInt32}(Element(0.0)))", "SparseList(SparseBlockList(Element(0.0)))", "SparseList(SparsePoint(Element(0.0)))", "Dense(SparseInterval(Element(0.0)))", "SparseList(SparseRunList(Element(0.0)))"]),
+        a in prop::sample::select(vec!["Dense(Dense(Element(0.0)))", "Dense(SparseList(Element(0.0)))", "Dense(SparseBlockList(Element(0.0)))", "Dense(RunList(Element(0.0)))", "SparseList(SparseList(Element(0.0)))", "SparseList(Dense(Element(0.0)))", "SparseList(SparseBand(Element(0.0)))", "SparseList(SparseList{UInt32}(Element(0.0)))", "SparseList(SparseBlockList(Element(0.0)))", "SparseList(SparsePoint(Element(0.0)))", "Dense(SparseInterval(Element(0.0)))", "SparseList(SparseRunList(Element(0.0)))"]),
         cw in prop::sample::select(vec!["Dense(SparseList(Element(0.0)))", "Dense(Dense(Element(0.0)))"]),
         n in sizes(), m in sizes(),
         structure in 0u8..4,
@@ -536,6 +539,10 @@ proptest! {
         compact in any::<bool>(),
     ) {
         let k = &MANY_OPERANDS[k];
+        // A 2-D stencil over sparse or structured rows still splits the loop over the
+        // rows for each combination of the shifted reads outside the matrix (megabytes
+        // of C): over Dense rows only.
+        let a = if k.name == "box_of_nine" { "Dense(Dense(Element(0.0)))" } else { a };
         let mut text = k.text.replace("{w}", out).replace("{A}", a).replace("{W}", cw);
         for (name, f) in ["{a}", "{b}", "{c}", "{d}", "{e}", "{f}"].iter().zip(&v) {
             text = text.replace(name, f);
@@ -547,9 +554,9 @@ proptest! {
 }
 
 /// [`MANY_OPERANDS`] compiled to C, over SparseList vectors and CSR matrices, and the
-/// matrix kernels over matrices with sparse rows too (`SparseList(SparseList)`); and over
-/// levels of consecutive indices walked entry by entry (SparseBand vectors, rows of
-/// SparseBlockList blocks).
+/// matrix kernels over matrices with sparse rows too (`SparseList(SparseList)`); over
+/// levels of consecutive indices walked segment by segment (SparseBand vectors, rows of
+/// SparseBlockList blocks); and the stencils over Dense vectors and matrices.
 #[test]
 fn many_sparse_operands_compile_to_c() {
     let matrices = [
@@ -558,12 +565,23 @@ fn many_sparse_operands_compile_to_c() {
         "SparseList(SparseBlockList(Element(0.0)))",
     ];
     let vectors = ["SparseList(Element(0.0))", "SparseBand(Element(0.0))"];
-    let cases = MANY_OPERANDS.iter().flat_map(|k| {
-        let formats: Vec<(&str, &str)> = if k.text.contains("{A}") {
+    // Stencils (reads at shifted indices) over Dense operands too.
+    let dense = ("Dense(Dense(Element(0.0)))", "Dense(Element(0.0))");
+    let cases = MANY_OPERANDS.iter().flat_map(move |k| {
+        let shifted = k.text.contains("[~(");
+        let mut formats: Vec<(&str, &str)> = if k.text.contains("{A}") {
             matrices.iter().map(|a| (*a, vectors[0])).collect()
         } else {
             vectors.iter().map(|v| (matrices[0], *v)).collect()
         };
+        if shifted {
+            formats.push(dense);
+        }
+        // A 2-D stencil over sparse rows still splits the loop over the rows for each
+        // combination of the shifted reads outside the matrix: over Dense rows only.
+        if k.name == "box_of_nine" {
+            formats = vec![dense];
+        }
         formats.into_iter().map(move |(a, v)| (k, a, v))
     });
     for (n, (k, a, v)) in cases.enumerate() {
@@ -652,8 +670,40 @@ fn terms_of_a_sum_lower_to_code_linear_in_their_number() {
     }
     // Six sparse vectors read at shifted indices (`coalesce` of their padding with their
     // fill): their walks share one loop too (refused before).
-    let shifted = c_bytes(&shifted_sum("SparseList(Element(0.0))", 6));
+    let shifted = c_bytes(&shifted_sum("SparseList(Element(0.0))", 6, "0.0"));
     assert!(shifted < 100_000, "{shifted} B of C for six shifted terms");
+    // Dense vectors read at shifted indices (a stencil) step from segment to segment
+    // too, where each read is inside or outside its vector (refused before: each padded
+    // read's phases split the loop, 3^n loops); one vector at nine shifts, and a 3x3 box
+    // over a Dense matrix, at both levels.
+    let dense = c_bytes(&shifted_sum("Dense(Element(0.0))", 9, "0.0"));
+    assert!(
+        dense < 100_000,
+        "{dense} B of C for nine shifted Dense terms"
+    );
+    let at = |c: i64| match c {
+        0 => "~(i)".to_string(),
+        c if c > 0 => format!("~(i + {c})"),
+        c => format!("~(i - {})", -c),
+    };
+    let nine: Vec<String> = (-4..=4)
+        .map(|c| format!("coalesce(x[{}], 0.0)", at(c)))
+        .collect();
+    let one = format!(
+        "input x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] = x[i] + {}\nend\n",
+        nine.join(" + ")
+    );
+    let one = c_bytes(&one);
+    assert!(one < 100_000, "{one} B of C for one vector at nine shifts");
+    let box_of_nine = MANY_OPERANDS
+        .iter()
+        .find(|k| k.name == "box_of_nine")
+        .unwrap()
+        .text
+        .replace("{A}", "Dense(Dense(Element(0.0)))")
+        .replace("{W}", "Dense(Dense(Element(0.0)))");
+    let image = c_bytes(&box_of_nine);
+    assert!(image < 200_000, "{image} B of C for a 3x3 box");
     // Two terms with sparse rows among six: the two rows share one loop too (each
     // combination of the two would copy the loop over the six terms' columns).
     let text = "input a :: SparseList(SparseList(Element(0.0)))\ninput b :: SparseList(SparseList(Element(0.0)))\ninput c :: Dense(SparseList(Element(0.0)))\ninput d :: Dense(SparseList(Element(0.0)))\ninput e :: Dense(SparseList(Element(0.0)))\ninput f :: Dense(SparseList(Element(0.0)))\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += a[i, j] + b[i, j] + c[i, j] + d[i, j] + e[i, j] + f[i, j]\nend\n";
@@ -675,14 +725,14 @@ fn terms_of_a_sum_lower_to_code_linear_in_their_number() {
     );
 }
 
-/// `s[] += y[i] + coalesce(x1[~(i + 1)], 0.0) + ... + coalesce(xn[~(i + n)], 0.0)`, the
+/// `s[] += y[i] + coalesce(x1[~(i + 1)], pad) + ... + coalesce(xn[~(i + n)], pad)`, the
 /// `x`s in `format` (a stencil of sparse or dense vectors).
-fn shifted_sum(format: &str, n: usize) -> String {
+fn shifted_sum(format: &str, n: usize, pad: &str) -> String {
     let decls: String = (1..=n)
         .map(|k| format!("input x{k} :: {format}\n"))
         .collect();
     let sum: String = (1..=n)
-        .map(|k| format!(" + coalesce(x{k}[~(i + {k})], 0.0)"))
+        .map(|k| format!(" + coalesce(x{k}[~(i + {k})], {pad})"))
         .collect();
     format!("input y :: Dense(Element(0.0))\n{decls}output s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += y[i]{sum}\nend\n")
 }
@@ -697,13 +747,14 @@ fn c_bytes(text: &str) -> usize {
         .len()
 }
 
-/// A stencil of eight dense vectors read at shifted indices (`coalesce(x[~(i + k)],
-/// 0.0)`) would lower to megabytes of C (each padded read's phases split the loop, for
-/// every combination of the operands, compactly or not): refused by name, before the C
-/// compiler sees it.
+/// Eight sparse vectors read at shifted indices and padded with a value other than
+/// their fill (`coalesce(x[~(i + k)], 1.0)`) would lower to megabytes of C (each padded
+/// read's phases split the loop, for every combination of the operands, compactly or
+/// not): refused by name, before the C compiler sees it.
 #[test]
 fn kernels_past_the_lowering_budget_are_refused() {
-    let text = shifted_sum("Dense(Element(0.0))", 8);
+    let text = shifted_sum("SparseList(Element(0.0))", 8, "1.0");
+    assert!(text.contains("coalesce(x8[~(i + 8)], 1.0)"), "{text}");
     let e = Program::parse(&text)
         .unwrap()
         .compile(Engine::Interp)

@@ -621,6 +621,53 @@ fn convolution_2d_with_padding_compiles() {
     }
 }
 
+/// A 3x3 box blur written out as nine shifted reads (`stencil_box_blur.fin`) equals the
+/// 2-D convolution with a filter of ones, compiled, on images of one pixel up; and its C
+/// stays small (refused before: each padded read split the loop, 3^9 loops per level).
+#[test]
+fn box_blur_of_nine_shifted_reads_is_a_convolution_with_ones() {
+    let blur = Program::parse(&example("stencil_box_blur.fin")).unwrap();
+    let convolution = Program::parse(&example("convolution_2d.fin")).unwrap();
+    let dense = Format::parse("Dense(Dense(Element(0.0)))").unwrap();
+    let ones = DenseArray::from_f64(&[3, 3], &[1.0; 9]).unwrap();
+    let c = finch::backend::c::available();
+    let source = blur.compile(Engine::Interp).unwrap();
+    let bytes = source
+        .c_source(finch::backend::c::CheckMode::Trusted)
+        .unwrap()
+        .len();
+    assert!(bytes < 200_000, "{bytes} B of C");
+    for (h, w) in [(1usize, 1usize), (2, 3), (7, 5), (4, 9)] {
+        let values: Vec<f64> = (0..h * w).map(|k| ((k * 7) % 11) as f64 - 3.0).collect();
+        let img = DenseArray::from_f64(&[h, w], &values).unwrap();
+        let shapes = HashMap::from([("y".to_string(), vec![h, w])]);
+        let mut want = HashMap::from([
+            ("img".to_string(), Tensor::from_dense(&dense, &img).unwrap()),
+            ("f".to_string(), Tensor::from_dense(&dense, &ones).unwrap()),
+        ]);
+        convolution
+            .compile(Engine::Interp)
+            .unwrap()
+            .run(&mut want, &shapes)
+            .unwrap();
+        let want = want["y"].to_dense().unwrap();
+        let engines = if c {
+            vec![Engine::Interp, Engine::C]
+        } else {
+            vec![Engine::Interp]
+        };
+        for engine in engines {
+            let mut t =
+                HashMap::from([("img".to_string(), Tensor::from_dense(&dense, &img).unwrap())]);
+            blur.compile(engine)
+                .unwrap()
+                .run(&mut t, &HashMap::new())
+                .unwrap();
+            assert_eq!(t["y"].to_dense().unwrap(), want, "{h}x{w} {engine:?}");
+        }
+    }
+}
+
 #[test]
 fn shifted_and_permissive_writes_match_the_reference() {
     // Shifting a vector by one: the write that falls off the end goes nowhere (`~`), and

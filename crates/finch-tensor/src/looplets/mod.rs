@@ -161,10 +161,23 @@ pub struct Stepper {
     /// Set when the children are one per stored position, so the walk can be a counted
     /// loop over positions wherever the extent reaches the last child's stop.
     pub counted: Option<Counted>,
-    /// Set when the current child is all `fill` wherever the local is false (a segment
-    /// between the blocks of a level walked to the end of the extent): a step where every
-    /// such stepper is outside its blocks reads each as its fill.
-    pub outside: Option<(crate::kernel::LocalId, Value)>,
+    /// Set for the segments of a level walked to the end of the extent (a block, or the
+    /// gap between two): see [`Segments`].
+    pub outside: Option<Segments>,
+}
+
+/// A stepper over segments, each a block or a gap: its chunk is the block's middle where
+/// `inside` holds and `fill` where it does not. A step where every such stepper is outside
+/// its blocks reads each as its fill; a step where every one padded with `missing` (a
+/// shifted read of a Dense level) is inside reads them as `block`, with no select.
+#[derive(Clone)]
+pub struct Segments {
+    /// Holds where the current segment is a block.
+    pub inside: crate::kernel::LocalId,
+    /// The value of every index of a gap.
+    pub fill: Value,
+    /// The middle of the current block (a Lookup or a Run).
+    pub block: Looplet,
 }
 
 /// A stepper whose children are one per stored position (a SparseList fiber's entries).
@@ -546,7 +559,10 @@ fn shift_stepper(s: &Rc<Stepper>, c: &KExpr) -> Stepper {
             // A shifted walk seeks into the middle of a child.
             first: None,
         }),
-        outside: s.outside,
+        outside: s.outside.as_ref().map(|x| Segments {
+            block: shift_by(&x.block, c),
+            ..x.clone()
+        }),
     }
 }
 

@@ -306,11 +306,8 @@ fn to_the_end_parts(l: &Looplet) -> Option<(ToTheEnd, Value)> {
                 return None;
             }
             if is_block_middle(middle) {
-                // A block padded with `missing` (a permissive read of a Dense level) has
-                // no fill to read outside it: it keeps its phases.
-                if fill == Value::Missing {
-                    return None;
-                }
+                // A block padded with `missing` is a permissive read of a Dense level: its
+                // `missing` outside reaches a `coalesce` (`Lowerer::coalesce_selects`).
                 let first = KExpr::bin(Op::Add, before.clone(), KExpr::int(1));
                 let (last, middle) = (last.clone(), middle.clone());
                 let block = ToTheEnd::Block {
@@ -624,12 +621,12 @@ fn map_accesses(e: Expr, f: &mut dyn FnMut(Tensor, Vec<Expr>) -> Result<Expr>) -
 /// A [`Tensor::Present`] fiber read at a shifted index becomes a [`Tensor::Switch`] on its
 /// condition, which the statement resolves with an `if`: only a loop over the fiber's own
 /// level (a concordized read at a bound index among them), or its leaf, takes the
-/// condition in.
-fn present_read_shifted(s: Stmt) -> Result<Stmt> {
+/// condition in. A Dense level (`dense`) takes it in when shifted too (`unfurl_all`).
+fn present_read_shifted(s: Stmt, dense: &dyn Fn(&crate::looplets::Fiber) -> bool) -> Result<Stmt> {
     map_exprs(s, &mut |e| {
         map_accesses(e, &mut |t, idx| match t {
             Tensor::Present { cond, fiber, fill }
-                if matches!(idx.last(), Some(Expr::Wrapped { .. })) =>
+                if matches!(idx.last(), Some(Expr::Wrapped { .. })) && !dense(&fiber) =>
             {
                 Ok(Expr::Access(
                     Box::new(Tensor::Switch {
@@ -775,7 +772,13 @@ impl Lowerer {
             ));
         }
         let s = simplify_stmt(s, self);
-        let s = present_read_shifted(s)?;
+        let dense = |f: &crate::looplets::Fiber| {
+            matches!(
+                self.tensors[f.tensor].levels.get(f.depth),
+                Some(LevelParams::Dense { .. })
+            )
+        };
+        let s = present_read_shifted(s, &dense)?;
         if let Some(code) = self.resolve_switch(&s)? {
             self.depth -= 1;
             return Ok(code);
@@ -1187,8 +1190,15 @@ impl Lowerer {
                 }
                 // A wrapped index (offset and/or permissive): the level's looplet, shifted to
                 // loop coordinates and, if permissive, padded with `missing`.
+                // A fiber where present ([`Tensor::Present`]) is shifted only over a Dense
+                // level (`present_read_shifted`).
+                let (f, present) = match &t {
+                    Tensor::Fiber(f) => (Some(f), None),
+                    Tensor::Present { cond, fiber, fill } => (Some(fiber), Some((cond, *fill))),
+                    _ => (None, None),
+                };
                 if let (
-                    Tensor::Fiber(f),
+                    Some(f),
                     Some(Expr::Wrapped {
                         index: i,
                         offset,
@@ -1196,7 +1206,7 @@ impl Lowerer {
                         permissive,
                         in_bounds,
                     }),
-                ) = (&t, idx.last())
+                ) = (f, idx.last())
                 {
                     if i == index {
                         let permissive = *permissive;
@@ -1213,7 +1223,11 @@ impl Lowerer {
                                 }
                             }
                         };
-                        let mut l = crate::looplets::shift_by(&self.unfurl(f)?, &by);
+                        let unshifted = match present {
+                            None => self.unfurl(f)?,
+                            Some((cond, fill)) => self.unfurl_present(f, cond, fill)?,
+                        };
+                        let mut l = crate::looplets::shift_by(&unshifted, &by);
                         if permissive {
                             let size = self.level_size(f)?;
                             l = crate::looplets::pad_missing(l, &by, size);
@@ -2228,7 +2242,11 @@ impl Lowerer {
             chunk,
             next,
             counted: None,
-            outside: Some((inside, fill)),
+            outside: Some(crate::looplets::Segments {
+                inside,
+                fill,
+                block: middle,
+            }),
         };
         let minus1 = |e: KExpr| KExpr::bin(Op::Sub, e, KExpr::int(1));
         let set = |x: LocalId, e: KExpr| KStmt::Assign(x, e);
@@ -2373,51 +2391,61 @@ impl Lowerer {
         stops.extend(steppers.iter().map(|s| s.stop.clone()));
         step.push(KStmt::Assign(st, KExpr::Op(Op::Min, stops)));
         let (lo_step, st_step) = (KExpr::Local(i), KExpr::Local(st));
-        let outside: Vec<(usize, LocalId, Value)> = steppers
+        let segments: Vec<(usize, crate::looplets::Segments)> = steppers
             .iter()
             .enumerate()
-            .filter_map(|(n, s)| s.outside.map(|(inside, fill)| (n, inside, fill)))
+            .filter_map(|(n, s)| s.outside.clone().map(|x| (n, x)))
             .collect();
         let all = self.step_code(index, &body, &steppers, lo_step.clone(), st_step.clone())?;
-        if outside.is_empty() {
+        if segments.is_empty() {
             step.extend(all);
         } else {
             // A step where every segment walk is outside its blocks reads them as their
             // fill (a gap of a sum's terms does nothing): their steppers only advance.
-            let gap = |n: usize| outside.iter().find(|(m, _, _)| *m == n);
-            let gaps_body = self.rewrite(body.clone(), index, &mut |_, l| match l {
-                Looplet::Stepper(x) => match steppers.iter().position(|y| Rc::ptr_eq(x, y)) {
-                    Some(n) => match gap(n) {
-                        Some((_, _, fill)) => Repl::Consume(Tensor::FillLeaf(*fill)),
-                        None => Repl::Keep,
-                    },
-                    None => Repl::Keep,
-                },
-                _ => Repl::Keep,
-            })?;
-            let rest: Vec<Rc<Stepper>> = steppers
-                .iter()
-                .enumerate()
-                .filter(|(n, _)| gap(*n).is_none())
-                .map(|(_, s)| s.clone())
-                .collect();
-            let mut none = match rest.is_empty() {
-                true => self.lower_step(index, gaps_body, lo_step, st_step.clone())?,
-                false => self.step_code(index, &gaps_body, &rest, lo_step, st_step.clone())?,
+            let none = self.step_with_segments_as(
+                index,
+                &body,
+                &steppers,
+                &segments,
+                &|x| Repl::Consume(Tensor::FillLeaf(x.fill)),
+                (lo_step.clone(), st_step.clone()),
+            )?;
+            let holds = |xs: &[&crate::looplets::Segments], op: Op| {
+                xs.iter()
+                    .map(|x| KExpr::Local(x.inside))
+                    .reduce(|a, b| KExpr::Op(op, vec![a, b]))
+                    .unwrap_or(KExpr::Lit(Value::Bool(false)))
             };
-            for (n, _, _) in &outside {
-                none.push(advance_where_ended(&steppers[*n], &st_step));
-            }
-            let any_inside = outside
-                .iter()
-                .map(|(_, inside, _)| KExpr::Local(*inside))
-                .reduce(|a, b| KExpr::Op(Op::Or, vec![a, b]))
-                .unwrap_or(KExpr::Lit(Value::Bool(false)));
-            step.push(KStmt::If {
-                cond: any_inside,
+            let every: Vec<&crate::looplets::Segments> = segments.iter().map(|(_, x)| x).collect();
+            let mut some = vec![KStmt::If {
+                cond: holds(&every, Op::Or),
                 then: all,
                 otherwise: none,
-            });
+            }];
+            // Shifted reads of Dense levels (padded with `missing`) are inside their level
+            // over most of the extent: there they read it directly, with no select.
+            let padded: Vec<(usize, crate::looplets::Segments)> = segments
+                .iter()
+                .filter(|(_, x)| x.fill.is_missing())
+                .cloned()
+                .collect();
+            if !padded.is_empty() {
+                let within = self.step_with_segments_as(
+                    index,
+                    &body,
+                    &steppers,
+                    &padded,
+                    &|x| Repl::Looplet(x.block.clone()),
+                    (lo_step, st_step),
+                )?;
+                let each: Vec<&crate::looplets::Segments> = padded.iter().map(|(_, x)| x).collect();
+                some = vec![KStmt::If {
+                    cond: holds(&each, Op::And),
+                    then: within,
+                    otherwise: some,
+                }];
+            }
+            step.extend(some);
         }
         step.push(KStmt::Assign(
             i,
@@ -2477,6 +2505,43 @@ impl Lowerer {
         }
         out.push(general);
         Ok(out)
+    }
+
+    /// One step `lo..=st` of coiterated `steppers` where each segment walk of `taken` (a
+    /// stepper's position and its [`crate::looplets::Segments`]) is read as `read` makes
+    /// it rather than through its chunk: the body lowered with the other steppers, then
+    /// the taken ones advanced where their segment ends.
+    fn step_with_segments_as(
+        &mut self,
+        index: &str,
+        body: &Stmt,
+        steppers: &[Rc<Stepper>],
+        taken: &[(usize, crate::looplets::Segments)],
+        read: &dyn Fn(&crate::looplets::Segments) -> Repl,
+        (lo, st): (KExpr, KExpr),
+    ) -> Result<Vec<KStmt>> {
+        let taken_at = |n: usize| taken.iter().find(|(m, _)| *m == n).map(|(_, x)| x);
+        let body = self.rewrite(body.clone(), index, &mut |_, l| match l {
+            Looplet::Stepper(x) => match steppers.iter().position(|y| Rc::ptr_eq(x, y)) {
+                Some(n) => taken_at(n).map_or(Repl::Keep, read),
+                None => Repl::Keep,
+            },
+            _ => Repl::Keep,
+        })?;
+        let rest: Vec<Rc<Stepper>> = steppers
+            .iter()
+            .enumerate()
+            .filter(|(n, _)| taken_at(*n).is_none())
+            .map(|(_, s)| s.clone())
+            .collect();
+        let mut code = match rest.is_empty() {
+            true => self.lower_step(index, body, lo, st.clone())?,
+            false => self.step_code(index, &body, &rest, lo, st.clone())?,
+        };
+        for (n, _) in taken {
+            code.push(advance_where_ended(&steppers[*n], &st));
+        }
+        Ok(code)
     }
 
     /// One step `lo..=st` of coiterated `steppers` (a stepper loop's body after the step's
@@ -3186,6 +3251,45 @@ impl Lowerer {
         })
     }
 
+    /// `coalesce(a, b, ...)` once the only arguments that may be `missing` are leaves read
+    /// where a condition holds and `missing` elsewhere (a shifted read of a Dense level
+    /// walked segment by segment, see `Lowerer::walk_to_the_end`): a select of each such
+    /// leaf where it holds, of the rest where it does not. Its type is the leaf's where
+    /// the rest converts to it exactly (the padding literal), else the promoted type.
+    fn coalesce_selects(&mut self, args: &[Expr]) -> Result<(KExpr, ScalarType)> {
+        let Some((first, rest)) = args.split_first() else {
+            return self.kexpr(&Expr::Lit(Value::Missing));
+        };
+        if rest.is_empty() || !crate::simplify::may_be_missing(first) {
+            return self.kexpr(first);
+        }
+        let (cond, fiber) = match first {
+            Expr::Access(t, idx) if idx.is_empty() => match &**t {
+                Tensor::Present { cond, fiber, fill } if fill.is_missing() => (cond, fiber),
+                _ => return self.kexpr(&Expr::Lit(Value::Missing)),
+            },
+            _ => return self.kexpr(&Expr::Lit(Value::Missing)),
+        };
+        let leaf = Expr::Access(Box::new(Tensor::Fiber(fiber.clone())), vec![]);
+        let (value, value_ty) = self.kexpr(&leaf)?;
+        let (other, other_ty) = self.coalesce_selects(rest)?;
+        let ty = match &other {
+            _ if other_ty == value_ty => value_ty,
+            KExpr::Lit(v) if v.convert_exact(value_ty).is_some() => value_ty,
+            _ => promote(value_ty, other_ty),
+        };
+        let cast = |k: KExpr, t: ScalarType| match k {
+            _ if t == ty => k,
+            KExpr::Lit(v) => match v.convert_exact(ty) {
+                Some(v) => KExpr::Lit(v),
+                None => KExpr::Op(Op::Cast(ty), vec![KExpr::Lit(v)]),
+            },
+            k => KExpr::Op(Op::Cast(ty), vec![k]),
+        };
+        let select = vec![cond.clone(), cast(value, value_ty), cast(other, other_ty)];
+        Ok((KExpr::Op(Op::IfElse, select), ty))
+    }
+
     /// A kernel expression and its type, with explicit conversions to the operator's
     /// common argument type (Julia promotion, as `Op::eval`).
     fn kexpr(&mut self, e: &Expr) -> Result<(KExpr, ScalarType)> {
@@ -3246,6 +3350,7 @@ impl Lowerer {
                     ))),
                 }
             }
+            Expr::Call(Op::Coalesce, args) => self.coalesce_selects(args),
             Expr::Call(op, args) => {
                 let parts = args
                     .iter()

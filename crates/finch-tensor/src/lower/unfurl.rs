@@ -31,7 +31,9 @@ impl Lowerer {
     /// SparseList or a walked structured level has no entries where it fails (a RunList
     /// one run of fill; its fiber's bounds are read only where it holds); a searched
     /// structured level searches only where it holds; any other level is one `Switch` on
-    /// it.
+    /// it. Only a Dense level takes in a `fill` other than the tensor's own (`missing`
+    /// outside a shifted read of a Dense parent): the others' missing entries read as
+    /// theirs.
     pub(super) fn unfurl_present(
         &mut self,
         f: &Fiber,
@@ -39,6 +41,11 @@ impl Lowerer {
         fill: Value,
     ) -> Result<Looplet> {
         let level = self.tensors[f.tensor].levels.get(f.depth).cloned();
+        let level = match level {
+            Some(LevelParams::Dense { .. }) => level,
+            _ if fill != self.fill_of(f.tensor) => None,
+            _ => level,
+        };
         match level {
             Some(LevelParams::Dense { shape }) => {
                 let Looplet::Lookup(child) = dense_lookup(f, shape) else {
@@ -1883,6 +1890,17 @@ pub(super) fn present_where(t: Tensor, present: &KExpr, fill: Value) -> Tensor {
         },
         Tensor::Fiber(fiber) => Tensor::Present {
             cond: present.clone(),
+            fiber,
+            fill,
+        },
+        // Present where both hold (a shifted read of a Dense level, itself read where a
+        // shifted read of its parent is inside the parent's level).
+        Tensor::Present {
+            cond,
+            fiber,
+            fill: inner,
+        } if inner == fill => Tensor::Present {
+            cond: KExpr::Op(Op::And, vec![present.clone(), cond]),
             fiber,
             fill,
         },

@@ -91,7 +91,10 @@ pub fn may_be_missing(e: &Expr) -> bool {
             L::Stepper(s) | L::Jumper(s) => looplet(&s.chunk),
             L::Thunk { body, .. } => looplet(body),
             L::Switch(cases) => cases.iter().any(|(_, l)| looplet(l)),
-            L::Lookup(_) | L::LookupWrite { .. } | L::AcceptRun { .. } => false,
+            // A lookup's children share one form (a Dense level's read where present
+            // may be `missing`): one of them tells.
+            L::Lookup(child) => tensor(&child(crate::kernel::KExpr::int(1))),
+            L::LookupWrite { .. } | L::AcceptRun { .. } => false,
         }
     }
     match e {
