@@ -535,6 +535,64 @@ pub fn shift_by(l: &Looplet, c: &KExpr) -> Looplet {
     }
 }
 
+/// `l` with `f` applied to every child it reads (runs, spikes, lookups' elements, and
+/// the children of steppers, sequences, thunks and switches); writes are left as they
+/// are.
+pub fn map_children(l: &Looplet, f: &Rc<dyn Fn(Tensor) -> Tensor>) -> Looplet {
+    let tensor = |t: &Tensor| Box::new(f(t.clone()));
+    match l {
+        Looplet::Lookup(g) => {
+            let (g, f) = (g.clone(), f.clone());
+            Looplet::Lookup(Rc::new(move |i| f(g(i))))
+        }
+        Looplet::LookupWrite { .. } | Looplet::AcceptRun { .. } => l.clone(),
+        Looplet::Run(t) => Looplet::Run(tensor(t)),
+        Looplet::Spike { body, tail } => Looplet::Spike {
+            body: tensor(body),
+            tail: tensor(tail),
+        },
+        Looplet::Sequence(phases) => Looplet::Sequence(
+            phases
+                .iter()
+                .map(|(stop, p)| (stop.clone(), map_children(p, f)))
+                .collect(),
+        ),
+        Looplet::Stepper(s) => Looplet::Stepper(Rc::new(map_stepper_children(s, f))),
+        Looplet::Jumper(s) => Looplet::Jumper(Rc::new(map_stepper_children(s, f))),
+        Looplet::Thunk {
+            preamble,
+            body,
+            epilogue,
+        } => Looplet::Thunk {
+            preamble: preamble.clone(),
+            body: Box::new(map_children(body, f)),
+            epilogue: epilogue.clone(),
+        },
+        Looplet::Switch(cases) => Looplet::Switch(
+            cases
+                .iter()
+                .map(|(cond, l)| (cond.clone(), map_children(l, f)))
+                .collect(),
+        ),
+    }
+}
+
+fn map_stepper_children(s: &Rc<Stepper>, f: &Rc<dyn Fn(Tensor) -> Tensor>) -> Stepper {
+    let inner = s.clone();
+    Stepper {
+        seek: Box::new(move |start| (inner.seek)(start)),
+        preamble: s.preamble.clone(),
+        stop: s.stop.clone(),
+        chunk: map_children(&s.chunk, f),
+        next: s.next.clone(),
+        counted: s.counted.clone(),
+        outside: s.outside.as_ref().map(|x| Segments {
+            block: map_children(&x.block, f),
+            ..x.clone()
+        }),
+    }
+}
+
 /// `e + c`, folded when both are constants (so a seek to a known index stays known).
 fn add_const(e: KExpr, c: &KExpr) -> KExpr {
     match (e, c) {

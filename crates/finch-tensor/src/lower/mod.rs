@@ -86,6 +86,7 @@ fn lower_with(program: &crate::Program, compact: bool) -> Result<Lowered> {
         depth: 0,
         nonempty: Vec::new(),
         at_most: Vec::new(),
+        bounded_reads: Vec::new(),
         lowered: 0,
         compact,
     };
@@ -256,6 +257,16 @@ enum ToTheEnd {
         before: KExpr,
         middle: Looplet,
     },
+}
+
+/// The segment walk of one block (its bounds and fill) and the locals it keeps, for
+/// other blocks with the same bounds to share (`Lowerer::walk_to_the_end`).
+struct SharedSegments {
+    first: KExpr,
+    last: KExpr,
+    fill: Value,
+    inside: LocalId,
+    stop: LocalId,
 }
 
 /// A run of fill and its value.
@@ -467,6 +478,9 @@ pub(crate) struct Lowerer {
     nonempty: Vec<(KExpr, KExpr)>,
     /// Facts `a <= b` between locals, from level invariants, for the bounds prover.
     pub(crate) at_most: Vec<(LocalId, LocalId)>,
+    /// Tensors the statement being unfurled reads at shifted indices where a read outside
+    /// them differs from their fill (`reads_out_of_bounds_apart`).
+    bounded_reads: Vec<usize>,
     /// Statements lowered so far.
     lowered: usize,
     /// Share one loop among every two or more coiterated terms of a sum (levels of
@@ -621,12 +635,17 @@ fn map_accesses(e: Expr, f: &mut dyn FnMut(Tensor, Vec<Expr>) -> Result<Expr>) -
 /// A [`Tensor::Present`] fiber read at a shifted index becomes a [`Tensor::Switch`] on its
 /// condition, which the statement resolves with an `if`: only a loop over the fiber's own
 /// level (a concordized read at a bound index among them), or its leaf, takes the
-/// condition in. A Dense level (`dense`) takes it in when shifted too (`unfurl_all`).
-fn present_read_shifted(s: Stmt, dense: &dyn Fn(&crate::looplets::Fiber) -> bool) -> Result<Stmt> {
+/// condition in. A Dense level, or a fiber absent altogether (`takes`), takes it in when
+/// shifted too (`unfurl_all`).
+fn present_read_shifted(
+    s: Stmt,
+    takes: &dyn Fn(&crate::looplets::Fiber, &KExpr, Value) -> bool,
+) -> Result<Stmt> {
     map_exprs(s, &mut |e| {
         map_accesses(e, &mut |t, idx| match t {
             Tensor::Present { cond, fiber, fill }
-                if matches!(idx.last(), Some(Expr::Wrapped { .. })) && !dense(&fiber) =>
+                if matches!(idx.last(), Some(Expr::Wrapped { .. }))
+                    && !takes(&fiber, &cond, fill) =>
             {
                 Ok(Expr::Access(
                     Box::new(Tensor::Switch {
@@ -641,6 +660,73 @@ fn present_read_shifted(s: Stmt, dense: &dyn Fn(&crate::looplets::Fiber) -> bool
             t => Ok(Expr::Access(Box::new(t), idx)),
         })
     })
+}
+
+/// Adds to `out` the tensors `e` reads at a shifted index where a read outside the
+/// tensor is told apart from its fill: permissive reads other than `coalesce(x[~(..)],
+/// fill)`, and unchecked ones (out of range). Only those need a fiber a level lacks to
+/// keep its bounds (`Lowerer::absent_fibers_keep_bounds`).
+fn reads_out_of_bounds_apart(e: &Expr, fill_of: &dyn Fn(usize) -> Value, out: &mut Vec<usize>) {
+    let tensor_of = |t: &Tensor| match t {
+        Tensor::Fiber(f) | Tensor::Present { fiber: f, .. } => Some(f.tensor),
+        _ => None,
+    };
+    let wrapped = |idx: &[Expr], permissive_only: bool| {
+        idx.iter().any(|i| {
+            matches!(i, Expr::Wrapped { permissive, in_bounds, .. }
+                if *permissive || (!permissive_only && !*in_bounds))
+        })
+    };
+    match e {
+        Expr::Call(Op::Coalesce, args) => {
+            if let (Some(Expr::Access(t, idx)), [Expr::Lit(pad)]) = (args.first(), &args[1..]) {
+                if let Some(k) = tensor_of(t) {
+                    let unchecked = idx.iter().any(|i| {
+                        matches!(
+                            i,
+                            Expr::Wrapped {
+                                permissive: false,
+                                in_bounds: false,
+                                ..
+                            }
+                        )
+                    });
+                    if *pad != fill_of(k) || unchecked {
+                        out.push(k);
+                    }
+                    for i in idx.iter() {
+                        reads_out_of_bounds_apart(i, fill_of, out);
+                    }
+                    return;
+                }
+            }
+            for a in args {
+                reads_out_of_bounds_apart(a, fill_of, out);
+            }
+        }
+        Expr::Access(t, idx) => {
+            if let Some(k) = tensor_of(t) {
+                if wrapped(idx, false) {
+                    out.push(k);
+                }
+            }
+            for i in idx.iter() {
+                reads_out_of_bounds_apart(i, fill_of, out);
+            }
+        }
+        Expr::Call(_, args) => {
+            for a in args {
+                reads_out_of_bounds_apart(a, fill_of, out);
+            }
+        }
+        Expr::Permissive(x, g) => {
+            reads_out_of_bounds_apart(x, fill_of, out);
+            if let Some(g) = g {
+                reads_out_of_bounds_apart(g, fill_of, out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The tensor of the first read of [`Tensor::OutOfRange`] in `e`, if any.
@@ -772,13 +858,17 @@ impl Lowerer {
             ));
         }
         let s = simplify_stmt(s, self);
-        let dense = |f: &crate::looplets::Fiber| {
-            matches!(
+        // A Dense level, and a fiber absent altogether (`absent_fibers_keep_bounds`),
+        // are shifted where present too.
+        let takes = |f: &crate::looplets::Fiber, cond: &KExpr, fill: Value| {
+            let dense = matches!(
                 self.tensors[f.tensor].levels.get(f.depth),
                 Some(LevelParams::Dense { .. })
-            )
+            );
+            let absent = *cond == KExpr::Lit(Value::Bool(false)) && fill == self.fill_of(f.tensor);
+            dense || absent
         };
-        let s = present_read_shifted(s, &dense)?;
+        let s = present_read_shifted(s, &takes)?;
         if let Some(code) = self.resolve_switch(&s)? {
             self.depth -= 1;
             return Ok(code);
@@ -1148,11 +1238,14 @@ impl Lowerer {
         let Some((pre, cond)) = found else {
             return Ok(None);
         };
+        // The first switch, and any other on the same condition with nothing to run
+        // first (reads of one level where one shifted read is present), take one branch.
         let pick = |take_then: bool| -> Result<Stmt> {
             let mut done = false;
             map_exprs(s.clone(), &mut |e| {
                 map_accesses(e, &mut |t, idx| {
-                    if !done && movable(&t) {
+                    let same = |t: &Tensor| matches!(t, Tensor::Switch { pre: p, cond: c, .. } if p.is_empty() && *c == cond);
+                    if (!done || same(&t)) && movable(&t) {
                         if let Tensor::Switch {
                             then, otherwise, ..
                         } = t
@@ -1178,14 +1271,22 @@ impl Lowerer {
 
     /// Unfurls every fiber indexed last by `index`.
     fn unfurl_all(&mut self, body: Stmt, index: &str) -> Result<Stmt> {
+        let mut bounded = Vec::new();
+        let _ = map_exprs(body.clone(), &mut |e| {
+            reads_out_of_bounds_apart(&e, &|t| self.fill_of(t), &mut bounded);
+            Ok(e)
+        });
+        self.bounded_reads = bounded;
         map_exprs(body, &mut |e| {
             map_accesses(e, &mut |t, mut idx| {
                 if let (Tensor::Fiber(f), true) = (&t, last_is(&idx, index)) {
                     let l = self.unfurl(f)?;
+                    let l = self.absent_fibers_keep_bounds(f, &idx, l);
                     return Ok(Expr::Access(Box::new(Tensor::Looplet(l)), idx));
                 }
                 if let (Tensor::Present { cond, fiber, fill }, true) = (&t, last_is(&idx, index)) {
                     let l = self.unfurl_present(fiber, cond, *fill)?;
+                    let l = self.absent_fibers_keep_bounds(fiber, &idx, l);
                     return Ok(Expr::Access(Box::new(Tensor::Looplet(l)), idx));
                 }
                 // A wrapped index (offset and/or permissive): the level's looplet, shifted to
@@ -1227,6 +1328,7 @@ impl Lowerer {
                             None => self.unfurl(f)?,
                             Some((cond, fill)) => self.unfurl_present(f, cond, fill)?,
                         };
+                        let unshifted = self.absent_fibers_keep_bounds(f, &idx, unshifted);
                         let mut l = crate::looplets::shift_by(&unshifted, &by);
                         if permissive {
                             let size = self.level_size(f)?;
@@ -1245,6 +1347,55 @@ impl Lowerer {
                 Ok(Expr::Access(Box::new(t), idx))
             })
         })
+    }
+
+    /// A level that may lack the fiber at an index (any but Dense) read where a deeper
+    /// index is shifted and permissive or unchecked (`A[~(i + 1), j]` over a sparse list
+    /// of columns): a fiber it lacks is an empty fiber of the level below (a
+    /// [`Tensor::Present`] that never holds) rather than its fill, so that a read of it
+    /// outside its bounds is still `missing`, or out of range, and not the fill.
+    fn absent_fibers_keep_bounds(
+        &self,
+        f: &crate::looplets::Fiber,
+        idx: &[Expr],
+        l: Looplet,
+    ) -> Looplet {
+        let deeper = &idx[..idx.len().saturating_sub(1)];
+        let shifted = deeper.iter().any(|e| {
+            matches!(e, Expr::Wrapped { permissive, in_bounds, .. } if *permissive || !*in_bounds)
+        });
+        let level = self.tensors[f.tensor].levels.get(f.depth);
+        let one_mode = !matches!(
+            level,
+            Some(LevelParams::Dense { .. } | LevelParams::CooOut { .. })
+        );
+        // The modes of a SparseCOO level below its first read a run of tuples: none.
+        let end = match level {
+            Some(LevelParams::Coo { mode, modes, .. }) if mode + 1 < *modes => Some(KExpr::int(0)),
+            _ => None,
+        };
+        let apart = self.bounded_reads.contains(&f.tensor);
+        if !shifted || !one_mode || !apart || f.protocols & crate::looplets::WRITTEN != 0 {
+            return l;
+        }
+        let fill = self.fill_of(f.tensor);
+        let below = crate::looplets::Fiber {
+            tensor: f.tensor,
+            depth: f.depth + 1,
+            pos: KExpr::int(0),
+            end,
+            hollow: None,
+            protocols: f.protocols,
+        };
+        let empty: Rc<dyn Fn(Tensor) -> Tensor> = Rc::new(move |t| match t {
+            Tensor::FillLeaf(v) if v == fill => Tensor::Present {
+                cond: KExpr::Lit(Value::Bool(false)),
+                fiber: below.clone(),
+                fill: v,
+            },
+            t => t,
+        });
+        crate::looplets::map_children(&l, &empty)
     }
 
     /// The size of the mode a fiber's level indexes (an `i64` kernel expression).
@@ -1908,10 +2059,20 @@ impl Lowerer {
                 _ => None,
             })
             .ok_or_else(|| Error::Program("internal: no switch".into()))?;
+        // Every switch on the same conditions takes the same case (reads that share one
+        // segment walk, each where present): one branch for them all, not one nested in
+        // another for each.
+        let conds: Vec<KExpr> = cases.iter().map(|(c, _)| c.clone()).collect();
+        let same = |other: &[(KExpr, Looplet)]| {
+            other.len() == conds.len() && other.iter().zip(&conds).all(|((c, _), d)| c == d)
+        };
         let mut chain: Vec<KStmt> = Vec::new();
-        for (cond, case) in cases.into_iter().rev() {
-            let is_switch = |l: &Looplet| matches!(l, Looplet::Switch(_));
-            let case_body = self.replace_first(body.clone(), index, is_switch, &case)?;
+        for (pos, (cond, _)) in cases.iter().enumerate().rev() {
+            let case_body = self.rewrite(body.clone(), index, &mut |_, l| match l {
+                Looplet::Switch(other) if same(other) => Repl::Looplet(other[pos].1.clone()),
+                _ => Repl::Keep,
+            })?;
+            let cond = cond.clone();
             let code = self.lower(Stmt::Loop {
                 index: index.into(),
                 lo: lo.clone(),
@@ -2173,10 +2334,11 @@ impl Lowerer {
         }
         let past = KExpr::bin(Op::Add, hi.clone(), KExpr::int(1));
         let mut walked = Vec::new();
+        let mut shared = Vec::new();
         for (k, part) in parts.into_iter().enumerate() {
             walked.push(match part {
                 Some((kind, fill)) if merged.contains(&k) => {
-                    let (init, s) = self.walk_to_the_end(index, kind, fill, &past);
+                    let (init, s) = self.walk_to_the_end(index, kind, fill, &past, &mut shared);
                     let walk = Looplet::Stepper(Rc::new(s));
                     Some(match init.is_empty() {
                         true => walk,
@@ -2203,19 +2365,24 @@ impl Lowerer {
     /// block, ...), each child their middle read where the segment is a block and the fill
     /// elsewhere (a [`Tensor::Present`]), so that no child changes when a step ends before
     /// its stop and the coiterating loop needs no branch on it.
+    ///
+    /// Blocks with the same bounds and fill (reads of one Dense level at one shift, as in
+    /// a 2-D stencil) share one segment walk (`shared`): the first walks it, the others
+    /// read their middle where its `inside` holds and never advance it themselves.
     fn walk_to_the_end(
         &mut self,
         index: &str,
         kind: ToTheEnd,
         fill: Value,
         past: &KExpr,
+        shared: &mut Vec<SharedSegments>,
     ) -> (Vec<KStmt>, Stepper) {
         let (first, last, middle, blocks) = match kind {
             ToTheEnd::Walk(s) => return (vec![], stepper_to_the_end(s, past)),
             ToTheEnd::Padded {
                 inner, preamble, ..
             } => {
-                let (init, s) = self.walk_to_the_end(index, *inner, fill, past);
+                let (init, s) = self.walk_to_the_end(index, *inner, fill, past, shared);
                 return (preamble.into_iter().chain(init).collect(), s);
             }
             ToTheEnd::Block {
@@ -2232,8 +2399,37 @@ impl Lowerer {
                 (first, blocks.stop.clone(), middle, Some(blocks))
             }
         };
+        let same = |x: &&SharedSegments| {
+            blocks.is_none() && x.first == first && x.last == last && x.fill == fill
+        };
+        if let Some(x) = shared.iter().find(same) {
+            let (inside, stop) = (x.inside, x.stop);
+            let follower = Stepper {
+                seek: Box::new(|_| vec![]),
+                preamble: vec![],
+                stop: KExpr::Local(stop),
+                chunk: present_middle(&middle, KExpr::Local(inside), fill),
+                next: vec![],
+                counted: None,
+                outside: Some(crate::looplets::Segments {
+                    inside,
+                    fill,
+                    block: middle,
+                }),
+            };
+            return (vec![], follower);
+        }
         let inside = self.fresh(&format!("{index}_in_block"), ScalarType::Bool);
         let stop = self.fresh(&format!("{index}_segment_stop"), ScalarType::I64);
+        if blocks.is_none() {
+            shared.push(SharedSegments {
+                first: first.clone(),
+                last: last.clone(),
+                fill,
+                inside,
+                stop,
+            });
+        }
         let chunk = present_middle(&middle, KExpr::Local(inside), fill);
         let segments = move |seek, next| Stepper {
             seek,
@@ -3489,6 +3685,7 @@ mod tests {
             depth: 0,
             nonempty: Vec::new(),
             at_most: Vec::new(),
+            bounded_reads: Vec::new(),
             lowered: 0,
             compact: false,
         }
