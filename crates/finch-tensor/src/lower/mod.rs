@@ -478,9 +478,10 @@ pub(crate) struct Lowerer {
     nonempty: Vec<(KExpr, KExpr)>,
     /// Facts `a <= b` between locals, from level invariants, for the bounds prover.
     pub(crate) at_most: Vec<(LocalId, LocalId)>,
-    /// Tensors the statement being unfurled reads at shifted indices where a read outside
-    /// them differs from their fill (`reads_out_of_bounds_apart`).
-    bounded_reads: Vec<usize>,
+    /// Reads (a tensor and its indices, printed) of the statement being unfurled at
+    /// shifted indices where a read outside the tensor differs from its fill
+    /// (`reads_out_of_bounds_apart`).
+    bounded_reads: Vec<(usize, String)>,
     /// Statements lowered so far.
     lowered: usize,
     /// Share one loop among every two or more coiterated terms of a sum (levels of
@@ -662,11 +663,15 @@ fn present_read_shifted(
     })
 }
 
-/// Adds to `out` the tensors `e` reads at a shifted index where a read outside the
-/// tensor is told apart from its fill: permissive reads other than `coalesce(x[~(..)],
-/// fill)`, and unchecked ones (out of range). Only those need a fiber a level lacks to
-/// keep its bounds (`Lowerer::absent_fibers_keep_bounds`).
-fn reads_out_of_bounds_apart(e: &Expr, fill_of: &dyn Fn(usize) -> Value, out: &mut Vec<usize>) {
+/// Adds to `out` the reads (tensor, printed indices) of `e` at a shifted index where a
+/// read outside the tensor is told apart from its fill: permissive reads other than
+/// `coalesce(x[~(..)], fill)`, and unchecked ones (out of range). Only those need a fiber
+/// a level lacks to keep its bounds (`Lowerer::absent_fibers_keep_bounds`).
+fn reads_out_of_bounds_apart(
+    e: &Expr,
+    fill_of: &dyn Fn(usize) -> Value,
+    out: &mut Vec<(usize, String)>,
+) {
     let tensor_of = |t: &Tensor| match t {
         Tensor::Fiber(f) | Tensor::Present { fiber: f, .. } => Some(f.tensor),
         _ => None,
@@ -692,7 +697,7 @@ fn reads_out_of_bounds_apart(e: &Expr, fill_of: &dyn Fn(usize) -> Value, out: &m
                         )
                     });
                     if *pad != fill_of(k) || unchecked {
-                        out.push(k);
+                        out.push((k, format!("{idx:?}")));
                     }
                     for i in idx.iter() {
                         reads_out_of_bounds_apart(i, fill_of, out);
@@ -707,7 +712,7 @@ fn reads_out_of_bounds_apart(e: &Expr, fill_of: &dyn Fn(usize) -> Value, out: &m
         Expr::Access(t, idx) => {
             if let Some(k) = tensor_of(t) {
                 if wrapped(idx, false) {
-                    out.push(k);
+                    out.push((k, format!("{idx:?}")));
                 }
             }
             for i in idx.iter() {
@@ -1374,7 +1379,8 @@ impl Lowerer {
             Some(LevelParams::Coo { mode, modes, .. }) if mode + 1 < *modes => Some(KExpr::int(0)),
             _ => None,
         };
-        let apart = self.bounded_reads.contains(&f.tensor);
+        let read = (f.tensor, format!("{idx:?}"));
+        let apart = self.bounded_reads.contains(&read);
         if !shifted || !one_mode || !apart || f.protocols & crate::looplets::WRITTEN != 0 {
             return l;
         }
