@@ -522,13 +522,15 @@ const MANY_OPERANDS: [Kernel; 13] = [
     Kernel { name: "csr_sum_of_five", text: "input a :: {A}\ninput b :: {A}\ninput c :: {A}\ninput d :: {A}\ninput e :: {A}\noutput C :: {W}\nC .= 0\nfor j = _, i = _\n  C[i, j] = a[i, j] + b[i, j] - c[i, j] + max(d[i, j], e[i, j])\nend\n", inputs: &[("a", true, 0, 1), ("b", true, 0, 1), ("c", true, 0, 1), ("d", true, 0, 1), ("e", true, 0, 1)] },
 ];
 
-/// Matrices a 3x3 stencil (`box_of_nine`) is compiled over: Dense columns, and sparse
+/// Matrices a 3x3 stencil (`box_of_nine`) is compiled over: Dense columns, sparse
 /// columns under a Dense level (reads of one column at one shift share one segment walk,
-/// and one branch where that column is outside the matrix).
-const BOX_FORMATS: [&str; 5] = [
+/// and one branch where that column is outside the matrix), and a sparse list of sparse
+/// columns (each read where its entry of the outer list is).
+const BOX_FORMATS: [&str; 6] = [
     "Dense(Dense(Element(0.0)))",
     "Dense(SparseList(Element(0.0)))",
     "SparseList(Dense(Element(0.0)))",
+    "SparseList(SparseList(Element(0.0)))",
     "Dense(SparseByteMap(Element(0.0)))",
     "Dense(SparseHash(Element(0.0)))",
 ];
@@ -729,6 +731,17 @@ fn terms_of_a_sum_lower_to_code_linear_in_their_number() {
     assert!(
         sparse < 200_000,
         "{sparse} B of C for a 3x3 box over sparse columns"
+    );
+    // Over a sparse list of sparse columns: each column is read where its (shifted) entry
+    // of the outer list is, with no branch (3.4 MB of C with a branch per read).
+    let lists = c_bytes(&box_of_nine.replacen(
+        "input a :: Dense(Dense(Element(0.0)))",
+        "input a :: SparseList(SparseList(Element(0.0)))",
+        1,
+    ));
+    assert!(
+        lists < 100_000,
+        "{lists} B of C for a 3x3 box over sparse lists"
     );
     // Two terms with sparse rows among six: the two rows share one loop too (each
     // combination of the two would copy the loop over the six terms' columns).

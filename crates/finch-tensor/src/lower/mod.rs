@@ -636,8 +636,9 @@ fn map_accesses(e: Expr, f: &mut dyn FnMut(Tensor, Vec<Expr>) -> Result<Expr>) -
 /// A [`Tensor::Present`] fiber read at a shifted index becomes a [`Tensor::Switch`] on its
 /// condition, which the statement resolves with an `if`: only a loop over the fiber's own
 /// level (a concordized read at a bound index among them), or its leaf, takes the
-/// condition in. A Dense level, or a fiber absent altogether (`takes`), takes it in when
-/// shifted too (`unfurl_all`).
+/// condition in. A Dense level, or a level whose fill is the tensor's (`takes`), takes
+/// it in when shifted too (`unfurl_all`): only a fill of `missing` (a shifted read of a
+/// Dense parent outside it) over a sparse level is branched on.
 fn present_read_shifted(
     s: Stmt,
     takes: &dyn Fn(&crate::looplets::Fiber, &KExpr, Value) -> bool,
@@ -863,15 +864,14 @@ impl Lowerer {
             ));
         }
         let s = simplify_stmt(s, self);
-        // A Dense level, and a fiber absent altogether (`absent_fibers_keep_bounds`),
-        // are shifted where present too.
-        let takes = |f: &crate::looplets::Fiber, cond: &KExpr, fill: Value| {
+        // A Dense level, and any level where present with its own fill elsewhere (its
+        // fiber read only where present, `unfurl_present`), are shifted where present.
+        let takes = |f: &crate::looplets::Fiber, _: &KExpr, fill: Value| {
             let dense = matches!(
                 self.tensors[f.tensor].levels.get(f.depth),
                 Some(LevelParams::Dense { .. })
             );
-            let absent = *cond == KExpr::Lit(Value::Bool(false)) && fill == self.fill_of(f.tensor);
-            dense || absent
+            dense || fill == self.fill_of(f.tensor)
         };
         let s = present_read_shifted(s, &takes)?;
         if let Some(code) = self.resolve_switch(&s)? {
