@@ -180,6 +180,17 @@ pub struct Segments {
     pub block: Looplet,
 }
 
+impl Segments {
+    /// The same segments with `f` applied to the block's middle (a shift, a mapping of
+    /// its children).
+    fn map_block(&self, f: impl Fn(&Looplet) -> Looplet) -> Segments {
+        Segments {
+            block: f(&self.block),
+            ..self.clone()
+        }
+    }
+}
+
 /// A stepper whose children are one per stored position (a SparseList fiber's entries).
 #[derive(Clone, Debug)]
 pub struct Counted {
@@ -509,29 +520,44 @@ pub fn shift_by(l: &Looplet, c: &KExpr) -> Looplet {
             body: body.clone(),
             tail: tail.clone(),
         },
+        nested => map_nested(nested, &back, &|s| shift_stepper(s, c), &|l| shift_by(l, c)),
+    }
+}
+
+/// `l`'s nested looplets (a sequence's phases, a stepper's chunk, a thunk's body, a
+/// switch's cases) rebuilt by `inner`, a sequence's stops mapped by `stop` and a stepper
+/// rebuilt by `stepper`; any other looplet as it is.
+fn map_nested(
+    l: &Looplet,
+    stop: &dyn Fn(&KExpr) -> KExpr,
+    stepper: &dyn Fn(&Rc<Stepper>) -> Stepper,
+    inner: &dyn Fn(&Looplet) -> Looplet,
+) -> Looplet {
+    match l {
         Looplet::Sequence(phases) => Looplet::Sequence(
             phases
                 .iter()
-                .map(|(stop, p)| (stop.as_ref().map(&back), shift_by(p, c)))
+                .map(|(s, p)| (s.as_ref().map(stop), inner(p)))
                 .collect(),
         ),
-        Looplet::Stepper(s) => Looplet::Stepper(Rc::new(shift_stepper(s, c))),
-        Looplet::Jumper(s) => Looplet::Jumper(Rc::new(shift_stepper(s, c))),
+        Looplet::Stepper(s) => Looplet::Stepper(Rc::new(stepper(s))),
+        Looplet::Jumper(s) => Looplet::Jumper(Rc::new(stepper(s))),
         Looplet::Thunk {
             preamble,
             body,
             epilogue,
         } => Looplet::Thunk {
             preamble: preamble.clone(),
-            body: Box::new(shift_by(body, c)),
+            body: Box::new(inner(body)),
             epilogue: epilogue.clone(),
         },
         Looplet::Switch(cases) => Looplet::Switch(
             cases
                 .iter()
-                .map(|(cond, l)| (cond.clone(), shift_by(l, c)))
+                .map(|(cond, l)| (cond.clone(), inner(l)))
                 .collect(),
         ),
+        other => other.clone(),
     }
 }
 
@@ -551,28 +577,11 @@ pub fn map_children(l: &Looplet, f: &Rc<dyn Fn(Tensor) -> Tensor>) -> Looplet {
             body: tensor(body),
             tail: tensor(tail),
         },
-        Looplet::Sequence(phases) => Looplet::Sequence(
-            phases
-                .iter()
-                .map(|(stop, p)| (stop.clone(), map_children(p, f)))
-                .collect(),
-        ),
-        Looplet::Stepper(s) => Looplet::Stepper(Rc::new(map_stepper_children(s, f))),
-        Looplet::Jumper(s) => Looplet::Jumper(Rc::new(map_stepper_children(s, f))),
-        Looplet::Thunk {
-            preamble,
-            body,
-            epilogue,
-        } => Looplet::Thunk {
-            preamble: preamble.clone(),
-            body: Box::new(map_children(body, f)),
-            epilogue: epilogue.clone(),
-        },
-        Looplet::Switch(cases) => Looplet::Switch(
-            cases
-                .iter()
-                .map(|(cond, l)| (cond.clone(), map_children(l, f)))
-                .collect(),
+        nested => map_nested(
+            nested,
+            &|stop| stop.clone(),
+            &|s| map_stepper_children(s, f),
+            &|l| map_children(l, f),
         ),
     }
 }
@@ -586,10 +595,10 @@ fn map_stepper_children(s: &Rc<Stepper>, f: &Rc<dyn Fn(Tensor) -> Tensor>) -> St
         chunk: map_children(&s.chunk, f),
         next: s.next.clone(),
         counted: s.counted.clone(),
-        outside: s.outside.as_ref().map(|x| Segments {
-            block: map_children(&x.block, f),
-            ..x.clone()
-        }),
+        outside: s
+            .outside
+            .as_ref()
+            .map(|x| x.map_block(|b| map_children(b, f))),
     }
 }
 
@@ -617,10 +626,7 @@ fn shift_stepper(s: &Rc<Stepper>, c: &KExpr) -> Stepper {
             // A shifted walk seeks into the middle of a child.
             first: None,
         }),
-        outside: s.outside.as_ref().map(|x| Segments {
-            block: shift_by(&x.block, c),
-            ..x.clone()
-        }),
+        outside: s.outside.as_ref().map(|x| x.map_block(|b| shift_by(b, c))),
     }
 }
 

@@ -86,7 +86,6 @@ fn lower_with(program: &crate::Program, compact: bool) -> Result<Lowered> {
         depth: 0,
         nonempty: Vec::new(),
         at_most: Vec::new(),
-        bounded_reads: Vec::new(),
         lowered: 0,
         compact,
     };
@@ -478,10 +477,6 @@ pub(crate) struct Lowerer {
     nonempty: Vec<(KExpr, KExpr)>,
     /// Facts `a <= b` between locals, from level invariants, for the bounds prover.
     pub(crate) at_most: Vec<(LocalId, LocalId)>,
-    /// Reads (a tensor and its indices, printed) of the statement being unfurled at
-    /// shifted indices where a read outside the tensor differs from its fill
-    /// (`reads_out_of_bounds_apart`).
-    bounded_reads: Vec<(usize, String)>,
     /// Statements lowered so far.
     lowered: usize,
     /// Share one loop among every two or more coiterated terms of a sum (levels of
@@ -641,13 +636,12 @@ fn map_accesses(e: Expr, f: &mut dyn FnMut(Tensor, Vec<Expr>) -> Result<Expr>) -
 /// Dense parent outside it) over a sparse level is branched on.
 fn present_read_shifted(
     s: Stmt,
-    takes: &dyn Fn(&crate::looplets::Fiber, &KExpr, Value) -> bool,
+    takes: &dyn Fn(&crate::looplets::Fiber, Value) -> bool,
 ) -> Result<Stmt> {
     map_exprs(s, &mut |e| {
         map_accesses(e, &mut |t, idx| match t {
             Tensor::Present { cond, fiber, fill }
-                if matches!(idx.last(), Some(Expr::Wrapped { .. }))
-                    && !takes(&fiber, &cond, fill) =>
+                if matches!(idx.last(), Some(Expr::Wrapped { .. })) && !takes(&fiber, fill) =>
             {
                 Ok(Expr::Access(
                     Box::new(Tensor::Switch {
@@ -677,26 +671,12 @@ fn reads_out_of_bounds_apart(
         Tensor::Fiber(f) | Tensor::Present { fiber: f, .. } => Some(f.tensor),
         _ => None,
     };
-    let wrapped = |idx: &[Expr], permissive_only: bool| {
-        idx.iter().any(|i| {
-            matches!(i, Expr::Wrapped { permissive, in_bounds, .. }
-                if *permissive || (!permissive_only && !*in_bounds))
-        })
-    };
     match e {
         Expr::Call(Op::Coalesce, args) => {
             if let (Some(Expr::Access(t, idx)), [Expr::Lit(pad)]) = (args.first(), &args[1..]) {
                 if let Some(k) = tensor_of(t) {
-                    let unchecked = idx.iter().any(|i| {
-                        matches!(
-                            i,
-                            Expr::Wrapped {
-                                permissive: false,
-                                in_bounds: false,
-                                ..
-                            }
-                        )
-                    });
+                    // An unchecked read outside stops the kernel whatever the pad.
+                    let unchecked = idx.iter().any(|i| may_fall_outside(i) && !is_permissive(i));
                     if *pad != fill_of(k) || unchecked {
                         out.push((k, format!("{idx:?}")));
                     }
@@ -712,7 +692,7 @@ fn reads_out_of_bounds_apart(
         }
         Expr::Access(t, idx) => {
             if let Some(k) = tensor_of(t) {
-                if wrapped(idx, false) {
+                if idx.iter().any(may_fall_outside) {
                     out.push((k, format!("{idx:?}")));
                 }
             }
@@ -733,6 +713,22 @@ fn reads_out_of_bounds_apart(
         }
         _ => {}
     }
+}
+
+/// Is `i` a shifted index that may fall outside its mode, reading `missing` there
+/// (permissive) or stopping the kernel (unchecked)?
+fn may_fall_outside(i: &Expr) -> bool {
+    matches!(i, Expr::Wrapped { permissive, in_bounds, .. } if *permissive || !*in_bounds)
+}
+
+fn is_permissive(i: &Expr) -> bool {
+    matches!(
+        i,
+        Expr::Wrapped {
+            permissive: true,
+            ..
+        }
+    )
 }
 
 /// The tensor of the first read of [`Tensor::OutOfRange`] in `e`, if any.
@@ -866,7 +862,7 @@ impl Lowerer {
         let s = simplify_stmt(s, self);
         // A Dense level, and any level where present with its own fill elsewhere (its
         // fiber read only where present, `unfurl_present`), are shifted where present.
-        let takes = |f: &crate::looplets::Fiber, _: &KExpr, fill: Value| {
+        let takes = |f: &crate::looplets::Fiber, fill: Value| {
             let dense = matches!(
                 self.tensors[f.tensor].levels.get(f.depth),
                 Some(LevelParams::Dense { .. })
@@ -1276,28 +1272,28 @@ impl Lowerer {
 
     /// Unfurls every fiber indexed last by `index`.
     fn unfurl_all(&mut self, body: Stmt, index: &str) -> Result<Stmt> {
+        // The reads whose missing fibers keep their bounds (`absent_fibers_keep_bounds`).
         let mut bounded = Vec::new();
         let _ = map_exprs(body.clone(), &mut |e| {
             reads_out_of_bounds_apart(&e, &|t| self.fill_of(t), &mut bounded);
             Ok(e)
         });
-        self.bounded_reads = bounded;
         map_exprs(body, &mut |e| {
             map_accesses(e, &mut |t, mut idx| {
                 if let (Tensor::Fiber(f), true) = (&t, last_is(&idx, index)) {
                     let l = self.unfurl(f)?;
-                    let l = self.absent_fibers_keep_bounds(f, &idx, l);
+                    let l = self.absent_fibers_keep_bounds(f, &idx, &bounded, l);
                     return Ok(Expr::Access(Box::new(Tensor::Looplet(l)), idx));
                 }
                 if let (Tensor::Present { cond, fiber, fill }, true) = (&t, last_is(&idx, index)) {
                     let l = self.unfurl_present(fiber, cond, *fill)?;
-                    let l = self.absent_fibers_keep_bounds(fiber, &idx, l);
+                    let l = self.absent_fibers_keep_bounds(fiber, &idx, &bounded, l);
                     return Ok(Expr::Access(Box::new(Tensor::Looplet(l)), idx));
                 }
                 // A wrapped index (offset and/or permissive): the level's looplet, shifted to
                 // loop coordinates and, if permissive, padded with `missing`.
-                // A fiber where present ([`Tensor::Present`]) is shifted only over a Dense
-                // level (`present_read_shifted`).
+                // A fiber where present ([`Tensor::Present`]) is shifted where
+                // `present_read_shifted` left it (a Dense level, or the tensor's own fill).
                 let (f, present) = match &t {
                     Tensor::Fiber(f) => (Some(f), None),
                     Tensor::Present { cond, fiber, fill } => (Some(fiber), Some((cond, *fill))),
@@ -1333,7 +1329,8 @@ impl Lowerer {
                             None => self.unfurl(f)?,
                             Some((cond, fill)) => self.unfurl_present(f, cond, fill)?,
                         };
-                        let unshifted = self.absent_fibers_keep_bounds(f, &idx, unshifted);
+                        let unshifted =
+                            self.absent_fibers_keep_bounds(f, &idx, &bounded, unshifted);
                         let mut l = crate::looplets::shift_by(&unshifted, &by);
                         if permissive {
                             let size = self.level_size(f)?;
@@ -1358,17 +1355,17 @@ impl Lowerer {
     /// index is shifted and permissive or unchecked (`A[~(i + 1), j]` over a sparse list
     /// of columns): a fiber it lacks is an empty fiber of the level below (a
     /// [`Tensor::Present`] that never holds) rather than its fill, so that a read of it
-    /// outside its bounds is still `missing`, or out of range, and not the fill.
+    /// outside its bounds is still `missing`, or out of range, and not the fill. Only the
+    /// reads in `bounded` (`reads_out_of_bounds_apart`) need it.
     fn absent_fibers_keep_bounds(
         &self,
         f: &crate::looplets::Fiber,
         idx: &[Expr],
+        bounded: &[(usize, String)],
         l: Looplet,
     ) -> Looplet {
         let deeper = &idx[..idx.len().saturating_sub(1)];
-        let shifted = deeper.iter().any(|e| {
-            matches!(e, Expr::Wrapped { permissive, in_bounds, .. } if *permissive || !*in_bounds)
-        });
+        let shifted = deeper.iter().any(may_fall_outside);
         let level = self.tensors[f.tensor].levels.get(f.depth);
         let one_mode = !matches!(
             level,
@@ -1380,7 +1377,7 @@ impl Lowerer {
             _ => None,
         };
         let read = (f.tensor, format!("{idx:?}"));
-        let apart = self.bounded_reads.contains(&read);
+        let apart = bounded.contains(&read);
         if !shifted || !one_mode || !apart || f.protocols & crate::looplets::WRITTEN != 0 {
             return l;
         }
@@ -3691,7 +3688,6 @@ mod tests {
             depth: 0,
             nonempty: Vec::new(),
             at_most: Vec::new(),
-            bounded_reads: Vec::new(),
             lowered: 0,
             compact: false,
         }
