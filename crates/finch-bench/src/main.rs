@@ -8,15 +8,19 @@
 //! a plain line split of the same text (the floor any reader must pay). Results go to
 //! `bench/results/io.md`. `structure` — structured levels (SparseBand, SparsePoint,
 //! SparseBlockList, Pattern leaves, RunList/SparseRunList) against their SparseList or
-//! dense counterparts (`bench/results/structure.md`).
+//! dense counterparts (`bench/results/structure.md`). `morphology` — Fig. 26's erosion over
+//! run-length, dense and bitwise images of the shared data against OpenCV
+//! (`bench/results/morphology.md`; `bench/run.sh morphology` installs OpenCV).
 //!
 //! ```text
 //! bench/run.sh spmv                                     # with the SciPy baseline
 //! cargo run --release -p finch-bench -- spmv [--repeat 20] [--quick] [--only MATRIX]
 //! cargo run --release -p finch-bench -- structure [--repeat 10] [--quick]
+//! bench/run.sh morphology [--repeat 10] [--quick]
 //! cargo run --release -p finch-bench -- io [--repeat 5]
 //! ```
 
+mod morphology;
 mod spmv;
 mod structure;
 
@@ -116,7 +120,7 @@ fn bench_io(repeat: usize) -> Result<String> {
 
 /// How the benchmark binary is run.
 const USAGE: &str =
-    "finch-bench spmv|structure|io|compile-latency [--repeat N] [--quick] [--only MATRIX]";
+    "finch-bench spmv|structure|morphology|io|compile-latency [--repeat N] [--quick] [--only MATRIX]";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -136,6 +140,7 @@ fn main() -> Result<()> {
             "io" => which = Some("io"),
             "spmv" => which = Some("spmv"),
             "structure" => which = Some("structure"),
+            "morphology" => which = Some("morphology"),
             "compile-latency" => which = Some("compile-latency"),
             "--quick" => quick = true,
             "--help" | "-h" => {
@@ -184,10 +189,21 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
+        Some("morphology") => {
+            let table = morphology::run(repeat, &data_dir(), quick)?;
+            print!("{table}");
+            if !quick {
+                let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
+                std::fs::create_dir_all(&results)?;
+                std::fs::write(results.join("morphology.md"), &table)?;
+                eprintln!("wrote bench/results/morphology.md");
+            }
+            Ok(())
+        }
         Some("compile-latency") => {
             println!("{}", spmv::compile_latency()?);
             Ok(())
         }
-        _ => bail!("usage: finch-bench spmv|io [--repeat N] [--quick]"),
+        _ => bail!("usage: {USAGE}"),
     }
 }

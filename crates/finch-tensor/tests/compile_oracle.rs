@@ -1936,6 +1936,39 @@ fn loops_prefetch_the_loads_that_move_on() {
 }
 
 #[test]
+fn strips_cover_a_cache_line_of_their_widest_stream() {
+    // A strip covers one cache line of the widest stream it prefetches, and every stream is
+    // prefetched two kilobytes ahead: Fig. 26's dense erosion reads bytes (`bool`), in
+    // strips of 64 that cc runs as vectors, prefetching 2048 elements ahead (strips of
+    // eight, 256 bytes ahead, made it four times slower). A row of SparseList{UInt32}
+    // keeps strips of eight for its `f64` values and prefetches its `u32` indices 512
+    // elements ahead.
+    let k = Program::parse(include_str!("../../../examples/fig26_erosion_dense.fin"))
+        .unwrap()
+        .compile_with(Engine::C, &CompileOptions::default())
+        .unwrap();
+    if k.engine() != Engine::C {
+        return;
+    }
+    let erosion = k.c_source(finch::backend::c::CheckMode::Trusted).unwrap();
+    assert!(
+        erosion.contains("for (int k_ = 0; k_ < 64; k_++,"),
+        "{erosion}"
+    );
+    assert!(!erosion.contains("k_ < 8;"), "{erosion}");
+    assert!(erosion.contains(") + 2048u * sizeof(*"), "{erosion}");
+    assert!(!erosion.contains(") + 256u * sizeof(*"), "{erosion}");
+    let list = row_spmv_c("SparseList{UInt32}", false).expect("C");
+    assert!(list.contains("for (int k_ = 0; k_ < 8; k_++) {"), "{list}");
+    let ahead = |c: &str, n: &str| {
+        c.lines()
+            .filter(|l| l.contains(&format!(") + {n}u * sizeof(*")))
+            .count()
+    };
+    assert_eq!((ahead(&list, "512"), ahead(&list, "256")), (1, 1), "{list}");
+}
+
+#[test]
 fn a_repeated_read_is_read_once() {
     // `s[] += x[i] * x[i]` loads each stored value of `x` once (a `let`), like
     // `s[] += x[i] * 2.0`: the repeated read is not walked twice in lockstep.

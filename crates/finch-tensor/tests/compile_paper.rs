@@ -111,7 +111,8 @@ fn blobs(w: usize, h: usize, seed: u64) -> Vec<bool> {
     px
 }
 
-/// Erosion with the 3x3 cross, padding with `true`, written directly.
+/// Erosion with the 3x3 square (a vertical, then a horizontal pass), padding with `true`,
+/// written directly.
 fn erode(px: &[bool], w: usize, h: usize) -> Vec<bool> {
     let at = |x: isize, y: isize| {
         if x < 0 || y < 0 || x >= w as isize || y >= h as isize {

@@ -8,7 +8,7 @@
 //! the compiler binary changes that identity and the version is asked again.
 //! Cache directory: `$FINCH_CACHE_DIR`, else the user cache dir + `finch-rs`. Libraries
 //! are written to a temporary file and renamed into place, so a concurrent reader never
-//! sees a partial library.
+//! sees a partial library. The cache's size is bounded (`cache`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -153,9 +153,12 @@ pub fn compile(source: &str, cc: &Compiler) -> Result<(PathBuf, bool)> {
         path: dir.display().to_string(),
         cause: source,
     })?;
+    // A bad bound is reported before any work, not ignored.
+    super::cache::max_bytes()?;
     let key = cache_key(source, cc);
     let lib = dir.join(format!("finch-{key}.so"));
     if lib.exists() {
+        super::cache::touch(&lib);
         return Ok((lib, false));
     }
     let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id())
@@ -187,6 +190,7 @@ pub fn compile(source: &str, cc: &Compiler) -> Result<(PathBuf, bool)> {
         )));
     }
     rename_into_place(&tmp_lib, &lib)?;
+    super::cache::prune_now_and_then(&dir);
     Ok((lib, true))
 }
 

@@ -895,10 +895,10 @@ impl<'k> Emitter<'k> {
         super::prefetch::streams(self.k, var, walk, body, outermost)
     }
 
-    /// Strips of the loop over `var` while at least [`super::prefetch::STRIP`] iterations
-    /// remain before `end` (C): the prefetches, then that many iterations of `body` (a
-    /// `for` loop's variable advanced after each, a walk's by its body). The loop that
-    /// follows runs the rest.
+    /// Strips of the loop over `var` while at least a strip of iterations
+    /// ([`super::prefetch::strip_len`]) remain before `end` (C): the prefetches, then that
+    /// many iterations of `body` (a `for` loop's variable advanced after each, a walk's by
+    /// its body). The loop that follows runs the rest.
     fn strips(
         &mut self,
         end: &str,
@@ -907,10 +907,10 @@ impl<'k> Emitter<'k> {
         body: &[KStmt],
         level: usize,
     ) -> Result<()> {
-        use super::prefetch::STRIP;
+        let strip = super::prefetch::strip_len(self.k, streams);
         let pad = "  ".repeat(level);
         let v = self.local(var);
-        let _ = writeln!(self.out, "{pad}while ({end} - {v} >= {STRIP}) {{");
+        let _ = writeln!(self.out, "{pad}while ({end} - {v} >= {strip}) {{");
         self.prefetches(streams, &format!("{pad}  "));
         let walk = body
             .iter()
@@ -922,22 +922,29 @@ impl<'k> Emitter<'k> {
         };
         let _ = writeln!(
             self.out,
-            "{pad}  for (int k_ = 0; k_ < {STRIP}; k_++{step}) {{"
+            "{pad}  for (int k_ = 0; k_ < {strip}; k_++{step}) {{"
         );
         self.block(body, level + 2)?;
         let _ = writeln!(self.out, "{pad}  }}\n{pad}}}");
         Ok(())
     }
 
-    /// One prefetch per stream, [`super::prefetch::PREFETCH_AHEAD`] elements past its
-    /// position now.
+    /// One prefetch per stream, [`super::prefetch::PREFETCH_BYTES`] past its position
+    /// now.
     fn prefetches(&mut self, streams: &[(BufId, KExpr)], pad: &str) {
-        use super::prefetch::PREFETCH_AHEAD;
+        use super::prefetch::{elem_bytes, PREFETCH_BYTES};
         for (b, index) in streams {
             let (p, i) = (self.ptr(*b), self.expr(index));
+            let ahead = self
+                .k
+                .bufs
+                .get(b.0 as usize)
+                .map_or(super::prefetch::PREFETCH_AHEAD, |buf| {
+                    PREFETCH_BYTES / elem_bytes(buf.elem, buf.narrow)
+                });
             let _ = writeln!(
                 self.out,
-                "{pad}__builtin_prefetch((const void *)((uintptr_t)({p} + ({i})) + {PREFETCH_AHEAD}u * sizeof(*{p})));"
+                "{pad}__builtin_prefetch((const void *)((uintptr_t)({p} + ({i})) + {ahead}u * sizeof(*{p})));"
             );
         }
     }

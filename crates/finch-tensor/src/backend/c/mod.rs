@@ -9,6 +9,7 @@
 //! lengths passed alongside the pointers, and the signature (buffer element types,
 //! writability, scalar types) is checked before the call.
 
+mod cache;
 mod compile;
 mod emit;
 mod jam;
@@ -134,10 +135,17 @@ pub(crate) fn compile_with(k: &Kernel, mode: CheckMode) -> Result<CKernel> {
             latency: start.elapsed(),
         });
     }
-    let (path, fresh) = compile::compile(&source, cc)?;
+    let (mut path, mut fresh) = compile::compile(&source, cc)?;
     // SAFETY: loading runs the library's initializers; the library is one we generated
     // (plain C99 with no constructors), compiled by the system compiler into our cache.
-    let lib = unsafe { libloading::Library::new(&path) }.map_err(|e| {
+    let mut loaded = unsafe { libloading::Library::new(&path) };
+    if loaded.is_err() && !fresh && !path.exists() {
+        // Another process pruned the cache between our look and the load: compile again.
+        (path, fresh) = compile::compile(&source, cc)?;
+        // SAFETY: as above.
+        loaded = unsafe { libloading::Library::new(&path) };
+    }
+    let lib = loaded.map_err(|e| {
         Error::Program(format!(
             "cannot load the compiled kernel {}: {e}",
             path.display()

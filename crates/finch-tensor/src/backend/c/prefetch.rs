@@ -21,19 +21,57 @@
 use std::collections::HashSet;
 
 use super::simd::mentions_any;
-use crate::algebra::{Op, Value};
+use crate::algebra::{Op, ScalarType, Value};
 use crate::kernel::{BufId, KExpr, KStmt, Kernel, LocalId};
 
-/// How far ahead of a contiguous load its cache lines are prefetched, in elements (two
-/// kilobytes of `f64`). Measured on SpMV over blocks and CSR (`bench/block_list_limit.c`):
-/// the hardware prefetcher alone leaves the loads of each short loop waiting on the cache.
+/// How far ahead of a contiguous load of `f64` its cache lines are prefetched, in
+/// elements (two kilobytes). Measured on SpMV over blocks and CSR
+/// (`bench/block_list_limit.c`): the hardware prefetcher alone leaves the loads of each
+/// short loop waiting on the cache.
 pub(super) const PREFETCH_AHEAD: usize = 256;
+
+/// How far ahead a strip prefetches each stream, in bytes, whatever its element type.
+pub(super) const PREFETCH_BYTES: usize = PREFETCH_AHEAD * 8;
 
 /// Iterations per strip: one cache line of `f64`.
 pub(super) const STRIP: usize = 8;
 
+/// Bytes in a cache line.
+const LINE: usize = 64;
+
+/// Iterations per strip of a loop prefetching `streams`: one cache line of the widest
+/// element among them, so that each stream is prefetched at least once per line it moves
+/// through ([`STRIP`] wherever one is `f64` or `i64`). A loop over bytes runs strips of
+/// 64, which the C compiler runs a vector at a time, with one prefetch per line rather than
+/// eight. Measured on Fig. 26's erosion over `Dense(Dense(Element(false)))`
+/// (`finch-bench morphology`, the finch_masks set): strips of 8 prefetching 256 bytes
+/// ahead 7.9 ms; strips of 64 2.2 ms; prefetching 2 KB ahead too, 2.0 ms (the masks
+/// magnified 4x: 14.6, 3.8 and 2.6 ms).
+pub(super) fn strip_len(k: &Kernel, streams: &[(BufId, KExpr)]) -> usize {
+    let widest = streams
+        .iter()
+        .filter_map(|(b, _)| k.bufs.get(b.0 as usize))
+        .map(|p| elem_bytes(p.elem, p.narrow))
+        .max()
+        .unwrap_or(8);
+    LINE / widest
+}
+
+/// Bytes per element of a buffer of `elem` at run time (`narrow`: held as `u32`).
+pub(super) fn elem_bytes(elem: ScalarType, narrow: bool) -> usize {
+    if narrow {
+        return 4;
+    }
+    match elem {
+        ScalarType::Bool | ScalarType::U8 | ScalarType::I8 => 1,
+        ScalarType::U16 | ScalarType::I16 => 2,
+        ScalarType::U32 | ScalarType::I32 | ScalarType::F32 => 4,
+        ScalarType::U64 | ScalarType::I64 | ScalarType::F64 => 8,
+    }
+}
+
 /// The first statement of the loop that runs a `for` loop's last iterations after its
-/// strips (fewer than [`STRIP`]), when that loop is a row's, directly in another `for`
+/// strips (fewer than a strip), when that loop is a row's, directly in another `for`
 /// loop's body. An empty `asm` keeps the C compiler from vectorizing it: GCC otherwise
 /// multiplies pairs of a sum's terms in vectors (the additions stay in order) behind a
 /// dozen instructions of set-up and tail, which spill the row loop's registers. Measured
