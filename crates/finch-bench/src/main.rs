@@ -8,8 +8,9 @@
 //! a plain line split of the same text (the floor any reader must pay). Results go to
 //! `bench/results/io.md`. `structure` — structured levels (SparseBand, SparsePoint,
 //! SparseBlockList, Pattern leaves, RunList/SparseRunList) against their SparseList or
-//! dense counterparts (`bench/results/structure.md`). `morphology` — Fig. 26's erosion over
-//! run-length, dense and bitwise images of the shared data against OpenCV
+//! dense counterparts (`bench/results/structure.md`). `morphology` — Fig. 26's erosion and
+//! masked histogram over run-length, sparse, dense and bitwise images of the shared data
+//! against OpenCV
 //! (`bench/results/morphology.md`; `bench/run.sh morphology` installs OpenCV).
 //!
 //! ```text
