@@ -8,7 +8,7 @@ use finch::engine::{CompileOptions, Engine};
 use finch::formats::Format;
 use finch::reference::{Bindings, RunOptions};
 use finch::tensor::Tensor;
-use finch::{DenseArray, Program};
+use finch::{DenseArray, Program, ScalarType, Value};
 use proptest::prelude::*;
 
 const VECTORS: [&str; 3] = [
@@ -1932,6 +1932,42 @@ fn loops_prefetch_the_loads_that_move_on() {
         // and `x` is read at the stored index).
         let point = row_spmv_c("SparsePoint", reassociate).expect("C");
         assert_eq!(prefetched(&point), ["A_lvl2_idx", "A_lvl3_val"], "{point}");
+    }
+}
+
+#[test]
+fn let_variables_keep_their_type() {
+    // A `let` variable has its value's type in the simplifier. It was taken for an `i64`
+    // (a loop index), which is exact to reorder: the sum of three `f64` variables below
+    // was sorted and gave 0.0 where the program's order gives 1.0 (both engines), and
+    // `(x[i] | true) | x[i]` over `bool` folded `true` into the integer 1, a compile error.
+    let f = |v: f64| DenseArray::from_f64(&[1], &[v]).unwrap();
+    let sum = Program::parse(
+        "input x :: Dense(Element(0.0))\ninput y :: Dense(Element(0.0))\ninput z :: Dense(Element(0.0))\noutput o :: Dense(Element(0.0))\no .= 0\nfor i = _\n  let a = x[i], b = y[i], c = z[i]\n    o[i] = c + b + a\n  end\nend\n",
+    )
+    .unwrap();
+    let (x, y, z) = (f(1.0), f(-1e16), f(1e16));
+    engines_match_reference(&sum, &[("x", &x), ("y", &y), ("z", &z)], &[], "c + b + a");
+    let bits = DenseArray::from_data(
+        ScalarType::Bool,
+        &[70],
+        (0..70).map(|k| Value::Bool(k % 3 == 0)).collect(),
+        Value::Bool(false),
+    )
+    .unwrap();
+    let bytes = DenseArray::from_data(
+        ScalarType::U8,
+        &[70],
+        (0..70u8).map(|k| Value::U8(k.wrapping_mul(37))).collect(),
+        Value::U8(0),
+    )
+    .unwrap();
+    for (text, input) in [
+        ("input x :: Dense(Element(false))\noutput o :: Dense(Element(false))\no .= false\nfor i = _\n  o[i] = (x[i] | true) | x[i]\nend\n", &bits),
+        ("input x :: Dense(Element(false))\noutput o :: Dense(Element(false))\no .= false\nfor i = _\n  o[i] = x[i] | coalesce(x[~(i + 1)], true) | x[i]\nend\n", &bits),
+        ("input x :: Dense(Element(0u8))\noutput o :: Dense(Element(0u8))\no .= 0u8\nfor i = _\n  o[i] = max(max(x[i], coalesce(x[~(i + 2)], 255u8)), x[i])\nend\n", &bytes),
+    ] {
+        engines_match_reference(&Program::parse(text).unwrap(), &[("x", input)], &[], text);
     }
 }
 

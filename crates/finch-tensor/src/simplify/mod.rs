@@ -30,6 +30,33 @@ pub trait Typer {
     fn code_type(&self, e: &crate::kernel::KExpr) -> ScalarType;
     /// The element type of a tensor in the lowering IR.
     fn tensor_type(&self, t: &Tensor) -> ScalarType;
+    /// The type of the `let` variable `var` (`let:name`), where it is known.
+    fn let_type(&self, _var: &str) -> Option<ScalarType> {
+        None
+    }
+}
+
+/// A typer that also knows one `let` variable's type (the body of its `let`).
+struct WithLet<'a> {
+    outer: &'a dyn Typer,
+    var: &'a str,
+    ty: Option<ScalarType>,
+}
+
+impl Typer for WithLet<'_> {
+    fn code_type(&self, e: &crate::kernel::KExpr) -> ScalarType {
+        self.outer.code_type(e)
+    }
+    fn tensor_type(&self, t: &Tensor) -> ScalarType {
+        self.outer.tensor_type(t)
+    }
+    fn let_type(&self, var: &str) -> Option<ScalarType> {
+        if var == self.var {
+            self.ty
+        } else {
+            self.outer.let_type(var)
+        }
+    }
 }
 
 /// The type an expression evaluates to (Julia promotion, as `Op::eval`).
@@ -37,6 +64,9 @@ pub fn type_of(e: &Expr, ty: &dyn Typer) -> Option<ScalarType> {
     match e {
         Expr::Lit(v) => v.scalar_type(),
         Expr::Code(k) => Some(ty.code_type(k)),
+        // A `let` variable has its value's type (unknown outside its `let`); a loop index
+        // is an `i64`.
+        Expr::Index(n) if n.starts_with("let:") => ty.let_type(n),
         Expr::Index(_) | Expr::Wrapped { .. } => Some(ScalarType::I64),
         Expr::Permissive(x, _) => type_of(x, ty),
         Expr::Access(t, _) => Some(ty.tensor_type(t)),
@@ -352,7 +382,12 @@ pub fn simplify_stmt(s: Stmt, ty: &dyn Typer) -> Stmt {
             if let Expr::Lit(v) = value {
                 return simplify_stmt(crate::looplets::substitute(*body, &var, &Expr::Lit(v)), ty);
             }
-            let body = simplify_stmt(*body, ty);
+            let scoped = WithLet {
+                outer: ty,
+                var: &var,
+                ty: type_of(&value, ty),
+            };
+            let body = simplify_stmt(*body, &scoped);
             if is_empty(&body) {
                 return body;
             }
