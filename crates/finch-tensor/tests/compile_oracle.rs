@@ -1972,6 +1972,38 @@ fn let_variables_keep_their_type() {
 }
 
 #[test]
+fn narrow_element_types_and_missing_values_compile_like_the_reference() {
+    // Found by a differential fuzz of integer element types:
+    // * a shifted read's first phase is `missing` (outside the vector), which has no type;
+    //   it was taken for `f64`, so `max(s, 0)` became an `f64` and a `u8` program failed;
+    // * `*=` over a run of n equal values is one `*= v ^ n`, and an integer power has its
+    //   base's type (`i8` here), where it was computed in `i64` and failed to store;
+    // * assigning `missing` does nothing (digest §5.3): the reference engine refused it.
+    let vector = |ty: ScalarType, vals: &[i64], fill: Value| {
+        DenseArray::from_data(
+            ty,
+            &[vals.len()],
+            vals.iter()
+                .map(|&v| Value::I64(v).convert_wrapping(ty).unwrap())
+                .collect(),
+            fill,
+        )
+        .unwrap()
+    };
+    let u8s = vector(ScalarType::U8, &[5, 7, 0, 0, 9, 3], Value::U8(0));
+    let f64s = DenseArray::from_f64(&[6], &[5.0, 7.0, 0.0, 0.0, 9.0, -3.0]).unwrap();
+    let i8s = vector(ScalarType::I8, &[5, 7, 7, 7, 1, 1, 3, 3], Value::I8(1));
+    for (text, x) in [
+        ("input x :: SparseList(Element(0u8))\noutput s :: Scalar(0u8)\ns .= 0u8\nfor i = _\n  s[] <<max>>= x[~(i - 1)] * x[i]\nend\n", &u8s),
+        ("input x :: SparseList(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[~(i - 1)] * x[i]\nend\n", &f64s),
+        ("input x :: RunList(Element(1i8))\noutput s :: Scalar(1i8)\ns .= 1i8\nfor i = _\n  s[] *= x[i]\nend\n", &i8s),
+        ("input x :: SparseRunList(Element(1i8))\noutput s :: Scalar(1i8)\ns .= 1i8\nfor i = _\n  s[] *= x[i] | 2i8\nend\n", &i8s),
+    ] {
+        engines_match_reference(&Program::parse(text).unwrap(), &[("x", x)], &[], text);
+    }
+}
+
+#[test]
 fn strips_cover_a_cache_line_of_their_widest_stream() {
     // A strip covers one cache line of the widest stream it prefetches, and every stream is
     // prefetched two kilobytes ahead: Fig. 26's dense erosion reads bytes (`bool`), in

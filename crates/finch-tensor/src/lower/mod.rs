@@ -491,17 +491,28 @@ impl Typer for Lowerer {
         kexpr_type(&self.kernel, e)
     }
 
-    fn tensor_type(&self, t: &Tensor) -> ScalarType {
+    fn tensor_type(&self, t: &Tensor) -> Option<ScalarType> {
+        // The first part of a tensor whose type is known: a phase or case of `missing`
+        // (a permissive read outside its tensor) has none, and the others tell.
+        let first = |parts: &[Looplet]| {
+            parts
+                .iter()
+                .find_map(|l| self.tensor_type(&Tensor::Looplet(l.clone())))
+        };
         match t {
-            Tensor::Fiber(f) => self.tensors[f.tensor].format.element_type(),
-            Tensor::Scalar(s) => self.tensors[*s].format.element_type(),
-            Tensor::Local(l) => self.kernel.locals[l.0 as usize].ty,
-            Tensor::Switch { then, .. } => self.tensor_type(then),
-            Tensor::Present { fiber, .. } => self.tensors[fiber.tensor].format.element_type(),
-            Tensor::Null => ScalarType::F64,
-            Tensor::OutOfRange(t) => self.tensors[*t].format.element_type(),
-            Tensor::FillLeaf(v) => v.scalar_type().unwrap_or(ScalarType::F64),
-            Tensor::Value(e) => type_of(e, self).unwrap_or(ScalarType::F64),
+            Tensor::Fiber(f) => Some(self.tensors[f.tensor].format.element_type()),
+            Tensor::Scalar(s) => Some(self.tensors[*s].format.element_type()),
+            Tensor::Local(l) => Some(self.kernel.locals[l.0 as usize].ty),
+            Tensor::Switch {
+                then, otherwise, ..
+            } => self
+                .tensor_type(then)
+                .or_else(|| self.tensor_type(otherwise)),
+            Tensor::Present { fiber, .. } => Some(self.tensors[fiber.tensor].format.element_type()),
+            Tensor::Null => None,
+            Tensor::OutOfRange(t) => Some(self.tensors[*t].format.element_type()),
+            Tensor::FillLeaf(v) => v.scalar_type(),
+            Tensor::Value(e) => type_of(e, self),
             Tensor::Looplet(l) => match l {
                 Looplet::Run(t) => self.tensor_type(t),
                 Looplet::Spike { tail, .. } => self.tensor_type(tail),
@@ -511,16 +522,16 @@ impl Typer for Lowerer {
                 Looplet::AcceptRun { body, .. } => {
                     self.tensor_type(&body(KExpr::int(1), KExpr::int(1)))
                 }
-                Looplet::Sequence(p) => p.first().map_or(ScalarType::F64, |(_, l)| {
-                    self.tensor_type(&Tensor::Looplet(l.clone()))
-                }),
+                Looplet::Sequence(p) => {
+                    first(&p.iter().map(|(_, l)| l.clone()).collect::<Vec<_>>())
+                }
                 Looplet::Stepper(s) | Looplet::Jumper(s) => {
                     self.tensor_type(&Tensor::Looplet(s.chunk.clone()))
                 }
                 Looplet::Thunk { body, .. } => self.tensor_type(&Tensor::Looplet((**body).clone())),
-                Looplet::Switch(cases) => cases.first().map_or(ScalarType::F64, |(_, l)| {
-                    self.tensor_type(&Tensor::Looplet(l.clone()))
-                }),
+                Looplet::Switch(cases) => {
+                    first(&cases.iter().map(|(_, l)| l.clone()).collect::<Vec<_>>())
+                }
             },
         }
     }
@@ -3625,8 +3636,24 @@ impl Lowerer {
                 };
                 let arg_tys: Vec<ScalarType> =
                     args.iter().map(|a| kexpr_type(&self.kernel, a)).collect();
+                // An integer power has its base's type (`Int8(3) ^ 5` is an `Int8`), but the
+                // kernel computes it in the arguments' common type: wrapping multiplication
+                // there, then wrapping into the base's type, gives the same bits.
+                let narrowed = match (op, tys.as_slice()) {
+                    (Op::Pow, [base, exp]) => Op::Pow
+                        .eval(&[Value::one_of(*base), Value::one_of(*exp)])
+                        .ok()
+                        .and_then(|v| v.scalar_type())
+                        .filter(|t| t.is_integer()),
+                    _ => None,
+                };
                 match op_type(*op, &arg_tys) {
-                    Some(t) => Ok((KExpr::Op(*op, args), t)),
+                    Some(t) => match narrowed {
+                        Some(n) if n != t && t.is_integer() => {
+                            Ok((KExpr::Op(Op::Cast(n), vec![KExpr::Op(*op, args)]), n))
+                        }
+                        _ => Ok((KExpr::Op(*op, args), t)),
+                    },
                     None => Err(Error::Program(format!(
                         "`{op}` cannot be compiled for arguments of types ({})",
                         tys.iter()

@@ -467,6 +467,11 @@ impl Interp<'_> {
 
     fn assign(&mut self, lhs: &Access, op: &AssignOp, rhs: &Expr) -> Result<()> {
         let r = self.expr(rhs)?;
+        if r.is_missing() {
+            // Assigning `missing` does nothing (Finch.jl; looplets digest §5.3): a value
+            // computed from a permissive read outside its tensor, say, is not written.
+            return Ok(());
+        }
         let Some(pos) = self.position(lhs)? else {
             return Ok(()); // a permissive write out of bounds is dropped
         };

@@ -28,8 +28,9 @@ use crate::looplets::{Expr, Stmt, Tensor};
 pub trait Typer {
     /// The type of `Expr::Code` contents.
     fn code_type(&self, e: &crate::kernel::KExpr) -> ScalarType;
-    /// The element type of a tensor in the lowering IR.
-    fn tensor_type(&self, t: &Tensor) -> ScalarType;
+    /// The element type of a tensor in the lowering IR, where it is known (a run of
+    /// `missing` has none).
+    fn tensor_type(&self, t: &Tensor) -> Option<ScalarType>;
     /// The type of the `let` variable `var` (`let:name`), where it is known.
     fn let_type(&self, _var: &str) -> Option<ScalarType> {
         None
@@ -47,7 +48,7 @@ impl Typer for WithLet<'_> {
     fn code_type(&self, e: &crate::kernel::KExpr) -> ScalarType {
         self.outer.code_type(e)
     }
-    fn tensor_type(&self, t: &Tensor) -> ScalarType {
+    fn tensor_type(&self, t: &Tensor) -> Option<ScalarType> {
         self.outer.tensor_type(t)
     }
     fn let_type(&self, var: &str) -> Option<ScalarType> {
@@ -69,7 +70,7 @@ pub fn type_of(e: &Expr, ty: &dyn Typer) -> Option<ScalarType> {
         Expr::Index(n) if n.starts_with("let:") => ty.let_type(n),
         Expr::Index(_) | Expr::Wrapped { .. } => Some(ScalarType::I64),
         Expr::Permissive(x, _) => type_of(x, ty),
-        Expr::Access(t, _) => Some(ty.tensor_type(t)),
+        Expr::Access(t, _) => ty.tensor_type(t),
         Expr::Call(op, args) => {
             let tys: Option<Vec<ScalarType>> = args.iter().map(|a| type_of(a, ty)).collect();
             let tys = tys?;
@@ -456,8 +457,8 @@ mod tests {
         fn code_type(&self, _: &KExpr) -> ScalarType {
             ScalarType::I64
         }
-        fn tensor_type(&self, _: &Tensor) -> ScalarType {
-            ScalarType::F64
+        fn tensor_type(&self, _: &Tensor) -> Option<ScalarType> {
+            Some(ScalarType::F64)
         }
     }
 
@@ -535,8 +536,8 @@ mod tests {
         fn code_type(&self, _: &KExpr) -> ScalarType {
             ScalarType::F64
         }
-        fn tensor_type(&self, _: &Tensor) -> ScalarType {
-            ScalarType::F64
+        fn tensor_type(&self, _: &Tensor) -> Option<ScalarType> {
+            Some(ScalarType::F64)
         }
     }
 }
