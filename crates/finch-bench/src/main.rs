@@ -123,6 +123,19 @@ fn bench_io(repeat: usize) -> Result<String> {
 const USAGE: &str =
     "finch-bench spmv|structure|morphology|io|compile-latency [--repeat N] [--quick] [--only MATRIX]";
 
+/// Prints a benchmark's report and, when `write`, saves it as `bench/results/{name}.md`
+/// (a quick or partial run is only printed).
+fn report(name: &str, table: &str, write: bool) -> Result<()> {
+    print!("{table}");
+    if write {
+        let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
+        std::fs::create_dir_all(&results)?;
+        std::fs::write(results.join(format!("{name}.md")), table)?;
+        eprintln!("wrote bench/results/{name}.md");
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut repeat = 5usize;
@@ -159,48 +172,21 @@ fn main() -> Result<()> {
         }
     }
     match which {
-        Some("io") => {
-            let table = bench_io(repeat)?;
-            print!("{table}");
-            let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
-            std::fs::create_dir_all(&results)?;
-            std::fs::write(results.join("io.md"), &table)?;
-            eprintln!("wrote bench/results/io.md");
-            Ok(())
-        }
+        Some("io") => report("io", &bench_io(repeat)?, true),
         Some("spmv") => {
             let table = spmv::run(repeat, &data_dir(), quick, only.as_deref())?;
-            print!("{table}");
-            if !quick && only.is_none() {
-                let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
-                std::fs::create_dir_all(&results)?;
-                std::fs::write(results.join("spmv.md"), &table)?;
-                eprintln!("wrote bench/results/spmv.md");
-            }
-            Ok(())
+            report("spmv", &table, !quick && only.is_none())
         }
-        Some("structure") => {
-            let table = structure::run(repeat, &data_dir(), quick)?;
-            print!("{table}");
-            if !quick {
-                let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
-                std::fs::create_dir_all(&results)?;
-                std::fs::write(results.join("structure.md"), &table)?;
-                eprintln!("wrote bench/results/structure.md");
-            }
-            Ok(())
-        }
-        Some("morphology") => {
-            let table = morphology::run(repeat, &data_dir(), quick)?;
-            print!("{table}");
-            if !quick {
-                let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
-                std::fs::create_dir_all(&results)?;
-                std::fs::write(results.join("morphology.md"), &table)?;
-                eprintln!("wrote bench/results/morphology.md");
-            }
-            Ok(())
-        }
+        Some("structure") => report(
+            "structure",
+            &structure::run(repeat, &data_dir(), quick)?,
+            !quick,
+        ),
+        Some("morphology") => report(
+            "morphology",
+            &morphology::run(repeat, &data_dir(), quick)?,
+            !quick,
+        ),
         Some("compile-latency") => {
             println!("{}", spmv::compile_latency()?);
             Ok(())

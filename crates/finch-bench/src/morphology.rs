@@ -50,17 +50,22 @@ impl Image {
 
     /// Each pixel repeated `k` times along both axes.
     fn magnified(&self, k: usize) -> Image {
-        let (w, h) = (self.w * k, self.h * k);
-        let px = (0..w * h)
-            .map(|p| self.px[(p / w / k) * self.w + (p % w) / k])
-            .collect();
         Image {
             name: format!("{} x{k}", self.name),
-            w,
-            h,
-            px,
+            w: self.w * k,
+            h: self.h * k,
+            px: magnify(&self.px, self.w, k),
         }
     }
+}
+
+/// The pixels `px` of an image `w` wide (row-major), each repeated `k` times along both
+/// axes.
+fn magnify<T: Copy>(px: &[T], w: usize, k: usize) -> Vec<T> {
+    let wk = w * k;
+    (0..px.len() * k * k)
+        .map(|p| px[(p / wk / k) * w + (p % wk) / k])
+        .collect()
 }
 
 /// A 1-bit or 8-bit grayscale PNG; a pixel is foreground where it is not 0.
@@ -405,6 +410,41 @@ fn geomean(xs: &[f64]) -> f64 {
     (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp()
 }
 
+/// The cells of a set's row: OpenCV's total time (or why it did not run), and per storage
+/// (`times[storage][image]`) its total time, OpenCV's total over it and the geometric mean
+/// of the per-image speed-ups.
+fn speed_up_cells(times: &[Vec<Duration>], cv: &Result<OpenCv, String>) -> (String, Vec<String>) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let cv_total = cv
+        .as_ref()
+        .map(|c| c.rows.iter().map(|r| r.0).sum::<Duration>());
+    let cells = times
+        .iter()
+        .map(|vt| {
+            let total: Duration = vt.iter().sum();
+            match (cv, &cv_total) {
+                (Ok(c), Ok(cvt)) => {
+                    let ratios: Vec<f64> = c
+                        .rows
+                        .iter()
+                        .zip(vt)
+                        .map(|(b, t)| b.0.as_secs_f64() / t.as_secs_f64().max(1e-9))
+                        .collect();
+                    format!(
+                        "{:.3} | {:.2} | {:.2}",
+                        ms(total),
+                        cvt.as_secs_f64() / total.as_secs_f64().max(1e-9),
+                        geomean(&ratios)
+                    )
+                }
+                _ => format!("{:.3} | - | -", ms(total)),
+            }
+        })
+        .collect();
+    let cv_cell = cv_total.map_or_else(|e| format!("- ({e})"), |d| format!("{:.3}", ms(d)));
+    (cv_cell, cells)
+}
+
 /// Runs the benchmark and returns the Markdown report.
 pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
     let tmp = std::env::temp_dir().join(format!("finch-bench-morphology-{}", std::process::id()));
@@ -508,40 +548,15 @@ fn erosion(repeat: usize, data: &Path, quick: bool, tmp: &Path) -> Result<String
             })
             .sum();
         let rows: usize = images.iter().map(|i| i.h).sum();
-        let cv_total = cv
-            .as_ref()
-            .map(|c| c.rows.iter().map(|r| r.0).sum::<Duration>());
         if let Ok(c) = &cv {
             overhead = overhead.min(c.overhead);
         }
-        let mut cells = Vec::new();
-        for vt in &times {
-            let total: Duration = vt.iter().sum();
-            match &cv {
-                Ok(c) => {
-                    let ratios: Vec<f64> = c
-                        .rows
-                        .iter()
-                        .zip(vt)
-                        .map(|(b, t)| b.0.as_secs_f64() / t.as_secs_f64().max(1e-9))
-                        .collect();
-                    let cvt = cv_total.as_ref().map_or(0.0, |d| d.as_secs_f64());
-                    cells.push(format!(
-                        "{:.3} | {:.2} | {:.2}",
-                        ms(total),
-                        cvt / total.as_secs_f64().max(1e-9),
-                        geomean(&ratios)
-                    ));
-                }
-                Err(_) => cells.push(format!("{:.3} | - | -", ms(total))),
-            }
-        }
+        let (cv_cell, cells) = speed_up_cells(&times, &cv);
         let _ = writeln!(
             out,
-            "| {set} | {pixels} | {:.1} % | {:.1} | {} | {} |",
+            "| {set} | {pixels} | {:.1} % | {:.1} | {cv_cell} | {} |",
             100.0 * fg as f64 / pixels.max(1) as f64,
             row_runs as f64 / rows.max(1) as f64,
-            cv_total.map_or_else(|e| format!("- ({e})"), |d| format!("{:.3}", ms(d))),
             cells.join(" | ")
         );
         // The largest images of the set, one row each.
@@ -619,14 +634,12 @@ struct Gray {
 impl Gray {
     /// Each pixel repeated `k` times along both axes.
     fn magnified(&self, k: usize) -> Gray {
-        let (w, h) = (self.w * k, self.h * k);
-        let at = |p: usize| (p / w / k) * self.w + (p % w) / k;
         Gray {
             name: format!("{} x{k}", self.name),
-            w,
-            h,
-            px: (0..w * h).map(|p| self.px[at(p)]).collect(),
-            mask: (0..w * h).map(|p| self.mask[at(p)]).collect(),
+            w: self.w * k,
+            h: self.h * k,
+            px: magnify(&self.px, self.w, k),
+            mask: magnify(&self.mask, self.w, k),
         }
     }
 }
@@ -746,7 +759,6 @@ fn histogram(repeat: usize, data: &Path, quick: bool, tmp: &Path) -> Result<Stri
         );
     }
     let shapes = HashMap::from([("bins".to_string(), vec![16usize])]);
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let mut out = String::from("\n## Masked histogram\n\n");
     let _ = writeln!(
         out,
@@ -862,40 +874,13 @@ fn histogram(repeat: usize, data: &Path, quick: bool, tmp: &Path) -> Result<Stri
                     .sum::<usize>()
             })
             .sum();
-        let cv_total = cv
-            .as_ref()
-            .map(|c| c.rows.iter().map(|r| r.0).sum::<Duration>());
-        let cells: Vec<String> = times
-            .iter()
-            .map(|vt| {
-                let total: Duration = vt.iter().sum();
-                match &cv {
-                    Ok(c) => {
-                        let ratios: Vec<f64> = c
-                            .rows
-                            .iter()
-                            .zip(vt)
-                            .map(|(b, t)| b.0.as_secs_f64() / t.as_secs_f64().max(1e-9))
-                            .collect();
-                        let cvt = cv_total.as_ref().map_or(0.0, |d| d.as_secs_f64());
-                        format!(
-                            "{:.3} | {:.2} | {:.2}",
-                            ms(total),
-                            cvt / total.as_secs_f64().max(1e-9),
-                            geomean(&ratios)
-                        )
-                    }
-                    Err(_) => format!("{:.3} | - | -", ms(total)),
-                }
-            })
-            .collect();
+        let (cv_cell, cells) = speed_up_cells(&times, &cv);
         let _ = writeln!(
             out,
-            "| {set} ({}) | {pixels} | {:.1} % | {:.1} | {} | {} |",
+            "| {set} ({}) | {pixels} | {:.1} % | {:.1} | {cv_cell} | {} |",
             images.len(),
             100.0 * masked as f64 / pixels.max(1) as f64,
             runs as f64 / rows.max(1) as f64,
-            cv_total.map_or_else(|e| format!("- ({e})"), |d| format!("{:.3}", ms(d))),
             cells.join(" | ")
         );
     }

@@ -492,13 +492,6 @@ impl Typer for Lowerer {
     }
 
     fn tensor_type(&self, t: &Tensor) -> Option<ScalarType> {
-        // The first part of a tensor whose type is known: a phase or case of `missing`
-        // (a permissive read outside its tensor) has none, and the others tell.
-        let first = |parts: &[Looplet]| {
-            parts
-                .iter()
-                .find_map(|l| self.tensor_type(&Tensor::Looplet(l.clone())))
-        };
         match t {
             Tensor::Fiber(f) => Some(self.tensors[f.tensor].format.element_type()),
             Tensor::Scalar(s) => Some(self.tensors[*s].format.element_type()),
@@ -522,16 +515,18 @@ impl Typer for Lowerer {
                 Looplet::AcceptRun { body, .. } => {
                     self.tensor_type(&body(KExpr::int(1), KExpr::int(1)))
                 }
-                Looplet::Sequence(p) => {
-                    first(&p.iter().map(|(_, l)| l.clone()).collect::<Vec<_>>())
-                }
+                // The first phase or case whose type is known: one of `missing` (a
+                // permissive read outside its tensor) has none, and the others tell.
+                Looplet::Sequence(p) => p
+                    .iter()
+                    .find_map(|(_, l)| self.tensor_type(&Tensor::Looplet(l.clone()))),
                 Looplet::Stepper(s) | Looplet::Jumper(s) => {
                     self.tensor_type(&Tensor::Looplet(s.chunk.clone()))
                 }
                 Looplet::Thunk { body, .. } => self.tensor_type(&Tensor::Looplet((**body).clone())),
-                Looplet::Switch(cases) => {
-                    first(&cases.iter().map(|(_, l)| l.clone()).collect::<Vec<_>>())
-                }
+                Looplet::Switch(cases) => cases
+                    .iter()
+                    .find_map(|(_, l)| self.tensor_type(&Tensor::Looplet(l.clone()))),
             },
         }
     }

@@ -60,13 +60,9 @@ pub(super) fn strip_len(k: &Kernel, streams: &[(BufId, KExpr)]) -> usize {
 /// Bytes per element of a buffer of `elem` at run time (`narrow`: held as `u32`).
 pub(super) fn elem_bytes(elem: ScalarType, narrow: bool) -> usize {
     if narrow {
-        return 4;
-    }
-    match elem {
-        ScalarType::Bool | ScalarType::U8 | ScalarType::I8 => 1,
-        ScalarType::U16 | ScalarType::I16 => 2,
-        ScalarType::U32 | ScalarType::I32 | ScalarType::F32 => 4,
-        ScalarType::U64 | ScalarType::I64 | ScalarType::F64 => 8,
+        4
+    } else {
+        elem.bits() as usize / 8
     }
 }
 

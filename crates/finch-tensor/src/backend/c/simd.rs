@@ -558,7 +558,7 @@ impl Vectorizer<'_> {
             count_reads(&[KStmt::Assign(self.q, i.clone())], &mut locals);
             let moves = locals.keys().any(|l| *l != self.q);
             self.streams
-                .push((at.clone(), if p.narrow { 4 } else { 8 }, moves));
+                .push((at.clone(), super::prefetch::elem_bytes(ty, p.narrow), moves));
             return Some(V::Lanes(
                 match (ty, p.narrow) {
                     (ScalarType::F64, _) => format!("_mm512_maskz_loadu_pd(m_, {at})"),
