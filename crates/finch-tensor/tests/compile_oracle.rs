@@ -2360,3 +2360,37 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn nested_indirect_reads_through_a_sparse_index_vector() {
+    // Found by a differential fuzz of indirect indexing: in `x[p[q[i]]]` with `p` sparse,
+    // `p[q[i]]` is a Switch (stored or fill) until it is resolved, and `x` was concordized
+    // at that unresolved index ("internal: an unresolved switch at a leaf").
+    let ints = |vals: &[i64], fill: i64| {
+        DenseArray::from_data(
+            ScalarType::I64,
+            &[vals.len()],
+            vals.iter().map(|&v| Value::I64(v)).collect(),
+            Value::I64(fill),
+        )
+        .unwrap()
+    };
+    let q = ints(&[3, 1, 1, 4, 2], 1);
+    let p = ints(&[1, 2, 1, 3], 1);
+    let x = DenseArray::from_f64(&[3], &[10.0, -2.0, 0.5]).unwrap();
+    for (p_format, q_format) in [
+        ("SparseList", "Dense"),
+        ("RunList", "SparseList"),
+        ("SparseHash", "SparseRunList"),
+    ] {
+        let text = format!(
+            "input p :: {p_format}(Element(1))\ninput q :: {q_format}(Element(1))\ninput x :: SparseList(Element(0.0))\noutput s :: Scalar(0.0)\noutput o :: Dense(Element(0.0))\ns .= 0\no .= 0\nfor i = _\n  s[] += x[p[q[i]]] * i\n  o[i] = x[p[q[i]]]\nend\n"
+        );
+        engines_match_reference(
+            &Program::parse(&text).unwrap(),
+            &[("p", &p), ("q", &q), ("x", &x)],
+            &[],
+            &text,
+        );
+    }
+}

@@ -777,6 +777,48 @@ fn needs_concordizing(s: &Stmt) -> bool {
     found
 }
 
+/// The first access in `e` (innermost first) whose last index is a value, with the fiber
+/// it reads and that value: the read [`Lowerer::concordize`] takes next.
+fn first_bound_read(e: &Expr) -> Option<(crate::looplets::Fiber, Expr)> {
+    match e {
+        Expr::Access(t, idx) => idx
+            .iter()
+            .find_map(first_bound_read)
+            .or_else(|| bound_access(t, idx).map(|f| (f.clone(), idx[idx.len() - 1].clone()))),
+        Expr::Call(_, a) => a.iter().find_map(first_bound_read),
+        _ => None,
+    }
+}
+
+/// Can the statement's next read at a bound index be concordized now: is its index free
+/// of Switches? (`x[p[k]]`, `p` sparse: `p[k]` is a Switch between stored and fill until
+/// it is resolved, and only then is `x`'s index a value.)
+fn concordizable_now(s: &Stmt) -> bool {
+    let exprs: Vec<&Expr> = match s {
+        Stmt::Assign { rhs, .. } => vec![rhs],
+        Stmt::Sieve { cond, .. } => vec![cond],
+        Stmt::Define { value, .. } => vec![value],
+        Stmt::SetScalar(_, e) | Stmt::SetLocal(_, e) => vec![e],
+        _ => vec![],
+    };
+    let lhs = match s {
+        Stmt::Assign { lhs, .. } => Some(Expr::Access(Box::new(lhs.0.clone()), lhs.1.clone())),
+        _ => None,
+    };
+    let next = lhs.iter().chain(exprs).find_map(first_bound_read);
+    next.is_some_and(|(_, value)| !has_switch(&value))
+}
+
+/// Does `e` read a Switch anywhere?
+fn has_switch(e: &Expr) -> bool {
+    match e {
+        Expr::Access(t, idx) => matches!(**t, Tensor::Switch { .. }) || idx.iter().any(has_switch),
+        Expr::Call(_, a) => a.iter().any(has_switch),
+        Expr::Permissive(x, guard) => has_switch(x) || guard.as_deref().is_some_and(has_switch),
+        _ => false,
+    }
+}
+
 /// The accesses in `e` that read a level at an already-bound index.
 fn bound_reads(e: &Expr) -> usize {
     match e {
@@ -1186,7 +1228,7 @@ impl Lowerer {
         }
         // Reads still to be concordized (at an index bound already) become such Switches
         // one at a time: wait for them while every Switch is a term.
-        if !terms.is_empty() && terms.len() == switches && needs_concordizing(s) {
+        if !terms.is_empty() && terms.len() == switches && concordizable_now(s) {
             return Ok(Some(Selected::Wait));
         }
         if terms.len() < 2 {
@@ -1549,23 +1591,7 @@ impl Lowerer {
             Stmt::SetScalar(_, e) | Stmt::SetLocal(_, e) => vec![e.clone()],
             _ => return Ok(None),
         };
-        // The first access (innermost first) whose last index is a value, and the
-        // fiber it reads.
-        fn find(e: &Expr) -> Option<(crate::looplets::Fiber, Expr)> {
-            match e {
-                Expr::Access(t, idx) => {
-                    for x in idx {
-                        if let Some(found) = find(x) {
-                            return Some(found);
-                        }
-                    }
-                    bound_access(t, idx).map(|f| (f.clone(), idx[idx.len() - 1].clone()))
-                }
-                Expr::Call(_, a) => a.iter().find_map(find),
-                _ => None,
-            }
-        }
-        let Some((fiber, value)) = exprs.iter().find_map(find) else {
+        let Some((fiber, value)) = exprs.iter().find_map(first_bound_read) else {
             return Ok(None);
         };
         // A permissive computed index reads `missing` outside the tensor; its guard, if
