@@ -437,7 +437,7 @@ fn code(
 fn lower(path: &Path, formats: &[String]) -> Result<()> {
     let program = program_with_formats(path, formats)?;
     outln(format_args!("# 1. parsed\n{program}"))?;
-    let converted = finch::lower::convert(&program)
+    let converted = finch::lower::convert(&program, &Default::default())
         .with_context(|| format!("normalizing {}", path.display()))?;
     outln(format_args!(
         "# 2. wrapperized (offsets, permissive reads, masks), dimensionalized (loop extents),\n#    concordized and with lifecycles (@freeze), as the compiler lowers it\n{}",

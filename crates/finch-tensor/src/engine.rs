@@ -8,7 +8,8 @@
 //! declared format and that all sizes agree, so the kernel never sees a malformed or
 //! mismatched tensor, and no O(nnz) check is paid per call.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::algebra::ScalarType;
@@ -20,7 +21,9 @@ use crate::formats::{
     DenseStorage, ElementStorage, Format, LevelFormat, LevelStorage, ScalarStorage,
 };
 use crate::kernel::{BufId, Kernel, LocalId};
-use crate::lower::{lower_program, Bound, LevelParams, Lowered, OutArray, Size};
+use crate::lower::{
+    lower_program_any_order, Bound, LevelParams, Lowered, OutArray, Size, TensorInfo,
+};
 use crate::notation::DeclKind;
 use crate::tensor::{checked_len, fmt_shape, Buffer, IndexVec, Tensor, TensorStorage};
 
@@ -41,6 +44,14 @@ pub struct CompiledProgram {
     ckernel: Option<c::CKernel>,
     /// Time spent lowering and (for C) compiling or fetching from the caches.
     pub compile_time: Duration,
+    /// The program and how it was compiled, for [`Self::fallback`].
+    program: crate::Program,
+    options: CompileOptions,
+    /// Outputs this kernel records as entries (written in any order).
+    any_order: HashSet<String>,
+    /// The program compiled again with every output that can flag a conflict recorded
+    /// as entries, compiled on the first run that needs it.
+    fallback: OnceLock<Box<CompiledProgram>>,
 }
 
 impl std::fmt::Debug for CompiledProgram {
@@ -93,8 +104,19 @@ impl crate::Program {
         engine: Engine,
         options: &CompileOptions,
     ) -> Result<CompiledProgram> {
+        self.compile_any_order(engine, options, HashSet::new())
+    }
+
+    /// [`compile_with`](crate::Program::compile_with), with the outputs in `any_order`
+    /// recorded as entries and stored in their declared formats when frozen.
+    fn compile_any_order(
+        &self,
+        engine: Engine,
+        options: &CompileOptions,
+        any_order: HashSet<String>,
+    ) -> Result<CompiledProgram> {
         let start = Instant::now();
-        let mut lowered = lower_program(self, options.compact)?;
+        let mut lowered = lower_program_any_order(self, options.compact, &any_order)?;
         lowered.kernel.reassociate = options.reassociate;
         let (engine, ckernel) = match engine {
             // Trusted (unchecked) C: every buffer position in a lowered kernel is derived
@@ -114,6 +136,10 @@ impl crate::Program {
             engine,
             ckernel,
             compile_time: start.elapsed(),
+            program: self.clone(),
+            options: *options,
+            any_order,
+            fallback: OnceLock::new(),
         })
     }
 }
@@ -678,8 +704,35 @@ impl CompiledProgram {
         // Outputs back into tensors.
         let out_scalars: HashMap<LocalId, Value> =
             kernel.outputs.iter().copied().zip(outs).collect();
+        // An output whose in-order levels could not take what the program wrote (a second
+        // index of a SparsePoint fiber, ...) is run again recorded as entries, then stored
+        // without the values equal to its fill, as the reference engine stores it: the
+        // result is refused only if that cannot hold it either.
+        if let Some((info, what)) = infos
+            .iter()
+            .find_map(|info| conflict(info, &out_scalars).map(|what| (info, what)))
+        {
+            let refused = || {
+                Error::Program(format!(
+                    "cannot store the result in `{}` ({}): {what}",
+                    info.name, info.format
+                ))
+            };
+            return match self.fallback() {
+                Some(f) => f.run(tensors, shapes),
+                None => Err(refused()),
+            };
+        }
+        // Built first, stored once every one is built.
+        let mut results = Vec::new();
         for (k, info) in infos.iter().enumerate() {
             if info.kind == DeclKind::Input && !(info.written && info.scalar.is_none()) {
+                continue;
+            }
+            // A temporary is not stored: its format is how the kernel holds it where its
+            // writes allow (one written in any order is a hash table or a bytemap), and
+            // what it held is in the outputs.
+            if info.kind == DeclKind::Temp {
                 continue;
             }
             let tensor = match (&info.format, info.scalar) {
@@ -712,7 +765,7 @@ impl CompiledProgram {
                         .and_then(|v| v.as_i128())
                         .and_then(|n| usize::try_from(n).ok())
                         .ok_or_else(|| Error::Program("internal: SparseHash count".into()))?;
-                    freeze_entries(&info.format, &shape_of[&k], &bufs, count)?
+                    freeze_entries(info, &shape_of[&k], &bufs, count)?
                 }
                 (Format::Levels(_), None) if rebuilt(&info.levels) => {
                     let bufs = out_vals
@@ -720,40 +773,12 @@ impl CompiledProgram {
                         .ok_or_else(|| Error::Program("internal: output values".into()))?;
                     // Entries per fiber, in order: their total is the sum of the counts.
                     let count = bufs.ptr.iter().sum();
-                    freeze_entries(&info.format, &shape_of[&k], &bufs, count)?
+                    freeze_entries(info, &shape_of[&k], &bufs, count)?
                 }
                 (Format::Levels(lf), None) => {
                     let mut bufs = out_vals
                         .remove(&k)
                         .ok_or_else(|| Error::Program("internal: output values".into()))?;
-                    // Data a single-entry level cannot hold, or indices written out of
-                    // order, were flagged by the kernel.
-                    for l in &info.levels {
-                        let (conflict, what) = match l {
-                            LevelParams::SparsePointOut { conflict, .. } => {
-                                (*conflict, "a SparsePoint level stores one index per fiber, but the program wrote two indices of one fiber")
-                            }
-                            LevelParams::SparseIntervalOut { conflict, .. } => {
-                                (*conflict, "a SparseInterval level stores one run of equal values per fiber, but the program wrote another")
-                            }
-                            LevelParams::RunsOut { conflict, .. } => {
-                                (*conflict, "a run-length level is written in increasing index order, once per index, but the program wrote an index at or before one already written")
-                            }
-                            LevelParams::SparseBlockListOut { conflict, .. } => {
-                                (*conflict, "a SparseBlockList level is written in increasing index order, once per index, but the program wrote an index at or before one already written")
-                            }
-                            LevelParams::SparseBandOut { conflict, .. } => {
-                                (*conflict, "a SparseBand level is written in increasing index order, once per index, but the program wrote an index at or before one already written")
-                            }
-                            _ => continue,
-                        };
-                        if out_scalars.get(&conflict) == Some(&Value::Bool(true)) {
-                            return Err(Error::Program(format!(
-                                "cannot store the result in `{}` ({}): {what}",
-                                info.name, info.format
-                            )));
-                        }
-                    }
                     let byte_map = info.levels.iter().find_map(|l| match l {
                         LevelParams::SparseByteMapOut { nsrt, .. } => Some(*nsrt),
                         _ => None,
@@ -875,7 +900,7 @@ impl CompiledProgram {
                                 coo.push(&at, all.vals[q])?;
                             }
                         }
-                        store_result(&info.format, &coo)?
+                        store_result(info, &coo)?
                     } else {
                         // `from_parts` validates: a kernel that broke the extrude contract
                         // (an index written out of order) yields an error, not a malformed
@@ -889,12 +914,74 @@ impl CompiledProgram {
                 }
                 _ => return Err(Error::Program("internal: output kind".into())),
             };
-            if info.kind != DeclKind::Temp {
-                tensors.insert(info.name.clone(), tensor);
-            }
+            results.push((info.name.clone(), tensor));
         }
+        tensors.extend(results);
         Ok(RunReport { kernel_time, stats })
     }
+
+    /// This program compiled again with every output that may flag a conflict (and can be
+    /// written in any order: an output over an Element or Pattern leaf) recorded as
+    /// entries; `None` if there is none, or if it is this one, or if it does not compile.
+    fn fallback(&self) -> Option<&CompiledProgram> {
+        if let Some(f) = self.fallback.get() {
+            return Some(f);
+        }
+        let outputs: HashSet<String> = self
+            .lowered
+            .tensors
+            .iter()
+            .filter(|info| may_conflict(info) && records_in_any_order(info))
+            .map(|info| info.name.clone())
+            .collect();
+        if outputs.is_empty() || outputs.is_subset(&self.any_order) {
+            return None;
+        }
+        let compiled = self
+            .program
+            .compile_any_order(self.engine, &self.options, outputs)
+            .ok()?;
+        let _ = self.fallback.set(Box::new(compiled));
+        self.fallback.get().map(|f| &**f)
+    }
+}
+
+/// What a written output's levels could not take, if its kernel flagged a conflict:
+/// data a single-entry level cannot hold, or an index written out of order.
+fn conflict(info: &TensorInfo, out_scalars: &HashMap<LocalId, Value>) -> Option<&'static str> {
+    info.levels.iter().find_map(|l| {
+        let (flag, what) = match l {
+            LevelParams::SparsePointOut { conflict, .. } => (*conflict, "a SparsePoint level stores one index per fiber, but the program wrote two indices of one fiber"),
+            LevelParams::SparseIntervalOut { conflict, .. } => (*conflict, "a SparseInterval level stores one run of equal values per fiber, but the program wrote another"),
+            LevelParams::RunsOut { conflict, .. } => (*conflict, "a run-length level is written in increasing index order, once per index, but the program wrote an index at or before one already written"),
+            LevelParams::SparseBlockListOut { conflict, .. } => (*conflict, "a SparseBlockList level is written in increasing index order, once per index, but the program wrote an index at or before one already written"),
+            LevelParams::SparseBandOut { conflict, .. } => (*conflict, "a SparseBand level is written in increasing index order, once per index, but the program wrote an index at or before one already written"),
+            _ => return None,
+        };
+        (out_scalars.get(&flag) == Some(&Value::Bool(true))).then_some(what)
+    })
+}
+
+/// Whether a tensor's written levels include one that flags conflicts.
+fn may_conflict(info: &TensorInfo) -> bool {
+    info.levels.iter().any(|l| {
+        matches!(
+            l,
+            LevelParams::SparsePointOut { .. }
+                | LevelParams::SparseIntervalOut { .. }
+                | LevelParams::RunsOut { .. }
+                | LevelParams::SparseBlockListOut { .. }
+                | LevelParams::SparseBandOut { .. }
+        )
+    })
+}
+
+/// Whether a written tensor can be recorded as entries instead (an output or temporary
+/// over an Element or Pattern leaf; not an input updated in place).
+fn records_in_any_order(info: &TensorInfo) -> bool {
+    info.written
+        && info.kind != DeclKind::Input
+        && matches!(&info.format, Format::Levels(lf) if matches!(lf.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern))
 }
 
 /// The local counting a written SparseHash group's entries, if the tensor has one.
@@ -920,11 +1007,12 @@ fn rebuilt(levels: &[LevelParams]) -> bool {
 /// is built sorted from them; a format that cannot hold the data (two indices in one
 /// SparsePoint fiber) is an error.
 fn freeze_entries(
-    format: &Format,
+    info: &TensorInfo,
     shape: &[usize],
     bufs: &OutBufs,
     count: usize,
 ) -> Result<Tensor> {
+    let format = &info.format;
     // A Pattern leaf records no values: every recorded entry is `true`.
     let pattern = format.element_type() == ScalarType::Bool && bufs.val.is_empty();
     if count > bufs.idx.len() || (count > bufs.val.len() && !pattern) {
@@ -950,15 +1038,16 @@ fn freeze_entries(
             coo.push(&coord, v)?;
         }
     }
-    store_result(format, &coo)
+    store_result(info, &coo)
 }
 
 /// A result the kernel recorded as entries (fills already dropped), built in the declared
 /// `format`; a format that cannot hold the data is an error.
-fn store_result(format: &Format, coo: &crate::tensor::Coo) -> Result<Tensor> {
-    Tensor::from_coo_with(format, coo, crate::algebra::Op::Overwrite).map_err(|e| {
+fn store_result(info: &TensorInfo, coo: &crate::tensor::Coo) -> Result<Tensor> {
+    Tensor::from_coo_with(&info.format, coo, crate::algebra::Op::Overwrite).map_err(|e| {
         Error::Program(format!(
-            "cannot store the result in the format {format}: {e}"
+            "cannot store the result in `{}` ({}): {e}",
+            info.name, info.format
         ))
     })
 }

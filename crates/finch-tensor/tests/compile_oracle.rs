@@ -1198,6 +1198,54 @@ fn identity_updates_claim_no_index_of_single_entry_outputs() {
     }
 }
 
+/// A single-entry output written at a second index with its fill (`r[j] <<max>>= A[i, j]`
+/// over a column of negative values writes 0) holds what the reference stores: the kernel
+/// flags the second index, and the program runs again with the output recorded as
+/// entries, stored without its fill values. A result that does not fit is refused by every
+/// engine, by name. (Found by a differential fuzz of nested loops against the reference.)
+#[test]
+fn written_fill_values_take_no_single_entry_place() {
+    let matrix = |cols: [[f64; 2]; 3]| DenseArray::from_f64(&[2, 3], &cols.concat()).unwrap();
+    // Columns 1 and 2 negative (r = [0, 0, 4]: fits), or column 1 positive (two entries).
+    let fits = matrix([[-1.0, 0.0], [-2.0, 0.0], [0.0, 4.0]]);
+    let overflows = matrix([[1.0, 0.0], [-2.0, 0.0], [0.0, 4.0]]);
+    for out in ["SparsePoint", "SparseInterval"] {
+        let text = format!("input A :: Dense(SparseList(Element(0.0)))\noutput r :: {out}(Element(0.0))\nr .= 0\nfor j = _, i = _\n  r[j] <<max>>= A[i, j]\nend\n");
+        let p = Program::parse(&text).unwrap();
+        engines_match_reference(&p, &[("A", &fits)], &[], &text);
+        let mut reference = Bindings::new();
+        reference.insert("A", overflows.clone());
+        p.run_reference(&mut reference, &RunOptions::default())
+            .unwrap();
+        let format = Format::parse(&format!("{out}(Element(0.0))")).unwrap();
+        assert!(Tensor::from_dense(&format, reference.get("r").unwrap()).is_err());
+        let a = Format::parse("Dense(SparseList(Element(0.0)))").unwrap();
+        for engine in [Engine::Interp, Engine::C] {
+            let mut t =
+                HashMap::from([("A".to_string(), Tensor::from_dense(&a, &overflows).unwrap())]);
+            let e = p
+                .compile(engine)
+                .unwrap()
+                .run(&mut t, &HashMap::new())
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("cannot store the result in `r`"),
+                "{engine:?}: {e}"
+            );
+            assert!(!t.contains_key("r"), "{engine:?}");
+        }
+    }
+    // A temporary is not stored: a SparsePoint one given two entries (written in order,
+    // so the kernel flags the second) holds them in every engine, as in the reference.
+    let text = "input A :: Dense(SparseList(Element(0.0)))\noutput y :: Dense(Element(0.0))\ntemp v :: SparsePoint(Element(0.0))\nv .= 0\nfor j = _, i = _\n  v[j] += A[i, j]\nend\ny .= 0\nfor j = _\n  y[j] = v[j]\nend\n";
+    engines_match_reference(
+        &Program::parse(text).unwrap(),
+        &[("A", &overflows)],
+        &[],
+        text,
+    );
+}
+
 /// Lifecycles: a tensor is read or updated within one loop nest, not both.
 #[test]
 fn lifecycle_errors_name_the_tensor() {

@@ -1094,9 +1094,13 @@ struct Converter<'a> {
     warnings: Vec<String>,
 }
 
-/// Converts a checked program.
-pub fn convert(program: &crate::Program) -> Result<Converted> {
-    let mut any_order = std::collections::HashSet::new();
+/// Converts a checked program, with the outputs named in `any_order` (and any found to
+/// need it) written as SparseHash groups.
+pub fn convert(
+    program: &crate::Program,
+    any_order: &std::collections::HashSet<String>,
+) -> Result<Converted> {
+    let mut any_order = any_order.clone();
     loop {
         match convert_with(program, &any_order) {
             // Outputs found to need writes in any order: once more, with those written

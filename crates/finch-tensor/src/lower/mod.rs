@@ -19,7 +19,7 @@ pub use convert::{
 };
 pub use print::print_converted;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use crate::algebra::{promote, Op, ScalarType, Value};
@@ -57,13 +57,25 @@ const PAST_THE_BUDGET: &str = "a kernel this large: lowering passed";
 /// expression nodes or the lowering budget), compactly: every term of a sum in a loop
 /// shared with the others.
 pub fn lower_program(program: &crate::Program, compact: bool) -> Result<Lowered> {
+    lower_program_any_order(program, compact, &HashSet::new())
+}
+
+/// [`lower_program`] with the outputs named in `any_order` written as SparseHash groups
+/// (or a SparseByteMap vector) and stored in their declared formats when frozen, dropping
+/// values equal to the fill: the run time's second attempt at an output whose in-order
+/// levels could not take what the program wrote (see `CompiledProgram::run`).
+pub fn lower_program_any_order(
+    program: &crate::Program,
+    compact: bool,
+    any_order: &HashSet<String>,
+) -> Result<Lowered> {
     if compact {
-        return lower_with(program, true);
+        return lower_with(program, true, any_order);
     }
-    let specialized = match lower_with(program, false) {
+    let specialized = match lower_with(program, false, any_order) {
         Ok(l) => l,
         Err(Error::Unsupported(m)) if m.starts_with(PAST_THE_BUDGET) => {
-            return lower_with(program, true)
+            return lower_with(program, true, any_order)
         }
         Err(e) => return Err(e),
     };
@@ -71,15 +83,19 @@ pub fn lower_program(program: &crate::Program, compact: bool) -> Result<Lowered>
     if size <= COMPACT_PAST {
         return Ok(specialized);
     }
-    Ok(match lower_with(program, true) {
+    Ok(match lower_with(program, true, any_order) {
         Ok(c) if crate::kernel::expr_nodes(&c.kernel.body) < size => c,
         _ => specialized,
     })
 }
 
 /// Lowers a checked program to a kernel, compactly or not (see `Lowerer::compact`).
-fn lower_with(program: &crate::Program, compact: bool) -> Result<Lowered> {
-    let c = convert::convert(program)?;
+fn lower_with(
+    program: &crate::Program,
+    compact: bool,
+    any_order: &HashSet<String>,
+) -> Result<Lowered> {
+    let c = convert::convert(program, any_order)?;
     let mut l = Lowerer {
         kernel: c.kernel,
         tensors: c.tensors,
