@@ -68,6 +68,7 @@ impl Program {
             .map(|d| (d.name.as_str(), d.format.ndims()))
             .collect();
         check_arity_stmt(&ast.body, &ndims)?;
+        check_outputs_made(&ast.body, &decls)?;
         Ok(Program { ast, decls })
     }
 
@@ -96,6 +97,51 @@ impl Program {
 impl std::fmt::Display for Program {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&notation::print_program(&self.ast))
+    }
+}
+
+/// Every output is declared (`X .= v`) or written by a statement that runs before the
+/// program's first top-level `return` (statements after it never run): an output the
+/// program never makes is an error, in every engine.
+fn check_outputs_made(body: &Stmt, decls: &[TensorDecl]) -> Result<()> {
+    /// Collects the tensors `s` declares or writes; `false` once a `return` is reached.
+    fn made<'a>(s: &'a Stmt, out: &mut Vec<&'a str>) -> bool {
+        match s {
+            Stmt::Declare { tensor, .. } => out.push(tensor),
+            Stmt::Assign { lhs, .. } => out.push(&lhs.tensor),
+            Stmt::Loop { body, .. } | Stmt::Define { body, .. } => {
+                made(body, out);
+            }
+            Stmt::Sieve {
+                then, otherwise, ..
+            } => {
+                made(then, out);
+                if let Some(o) = otherwise {
+                    made(o, out);
+                }
+            }
+            Stmt::Block(v) => return v.iter().all(|s| made(s, out)),
+            Stmt::Return(_) => return false,
+            Stmt::Freeze(_) | Stmt::Thaw(_) => {}
+        }
+        true
+    }
+    let mut names = Vec::new();
+    made(body, &mut names);
+    match decls
+        .iter()
+        .find(|d| d.kind == DeclKind::Output && !names.contains(&d.name.as_str()))
+    {
+        Some(d) => Err(Error::Program(format!(
+            "the output `{0}` is never declared (`{0} .= ...`) or written{1}",
+            d.name,
+            if matches!(body, Stmt::Block(v) if v.iter().any(|s| matches!(s, Stmt::Return(_)))) {
+                " before the program returns"
+            } else {
+                ""
+            }
+        ))),
+        None => Ok(()),
     }
 }
 

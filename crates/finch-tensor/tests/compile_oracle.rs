@@ -2442,3 +2442,37 @@ fn nested_indirect_reads_through_a_sparse_index_vector() {
         );
     }
 }
+
+#[test]
+fn statements_after_a_return_do_not_run() {
+    // The compiled engines ran the statements after a top-level `return` (y = x + 1 where
+    // the reference, as Finch, returns y = x): found by a differential fuzz of the
+    // language's statements, as was an output never made.
+    let x = DenseArray::from_f64(&[3], &[1.0, 2.0, 3.0]).unwrap();
+    let head = "input x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] = x[i]\nend\n";
+    let tail = "for i = _\n  y[i] += 1.0\nend\n";
+    for text in [
+        format!("{head}return y\n{tail}"),
+        format!("{head}begin\n  return y\nend\n{tail}"),
+    ] {
+        let p = Program::parse(&text).unwrap();
+        engines_match_reference(&p, &[("x", &x)], &[], &text);
+        let mut t = HashMap::from([(
+            "x".to_string(),
+            Tensor::from_dense(&Format::parse("Dense(Element(0.0))").unwrap(), &x).unwrap(),
+        )]);
+        p.compile(Engine::Interp)
+            .unwrap()
+            .run(&mut t, &HashMap::new())
+            .unwrap();
+        assert_eq!(t["y"].to_dense().unwrap(), x, "{text}");
+    }
+    // An output the program never makes (declared only after the return) is an error in
+    // every engine; the compiled ones gave it its fill value.
+    let text = format!("input x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\noutput s :: Scalar(0.0)\n{}return y\ns .= 1\n", &head[head.find("y .= 0").unwrap()..]);
+    let e = Program::parse(&text).unwrap_err();
+    assert!(
+        e.to_string().contains("the output `s` is never declared"),
+        "{e}"
+    );
+}

@@ -886,6 +886,16 @@ fn each_stmt(s: &notation::Stmt, f: &mut dyn FnMut(&notation::Stmt)) {
     }
 }
 
+/// Whether a top-level statement ends the program: a `return`, or a block that reaches
+/// one (`return` is refused inside loops and branches).
+fn returns(s: &notation::Stmt) -> bool {
+    match s {
+        notation::Stmt::Return(_) => true,
+        notation::Stmt::Block(v) => v.iter().any(returns),
+        _ => false,
+    }
+}
+
 /// Whether `s` stores (`=`) into `name` anything but the literal `true` (which may clear
 /// an index of a Pattern tensor).
 fn may_clear(s: &notation::Stmt, name: &str) -> bool {
@@ -1456,6 +1466,10 @@ impl Converter<'_> {
                     // Statements of a top-level block are still top level.
                     self.top_level = top;
                     out.push(self.stmt(s)?);
+                    // A `return` ends the program: what follows never runs.
+                    if top && returns(s) {
+                        break;
+                    }
                 }
                 Stmt::Block(out)
             }
