@@ -2476,3 +2476,22 @@ fn statements_after_a_return_do_not_run() {
         "{e}"
     );
 }
+
+#[test]
+fn ifelse_runs_only_the_branch_taken() {
+    // `ifelse(d != 0, div(n, d), 0)` guards a division: the reference evaluated both
+    // branches and refused the program at d = 0, where the compiled engines (and the
+    // branch the program takes) divide only by non-zeros. Found by a differential fuzz of
+    // the operators.
+    let x = DenseArray::from_data(
+        ScalarType::I64,
+        &[5],
+        [4, 0, -3, 0, 7].into_iter().map(Value::I64).collect(),
+        Value::I64(0),
+    )
+    .unwrap();
+    for format in ["Dense", "SparseList", "RunList"] {
+        let text = format!("input x :: {format}(Element(0))\noutput o :: Dense(Element(0))\noutput s :: Scalar(0)\no .= 0\ns .= 0\nfor i = _\n  o[i] = ifelse(x[i] != 0, div(12, x[i]), -1)\n  s[] += ifelse(x[i] == 0, 5, rem(7, x[i]))\nend\n");
+        engines_match_reference(&Program::parse(&text).unwrap(), &[("x", &x)], &[], &text);
+    }
+}
