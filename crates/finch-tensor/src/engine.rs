@@ -895,7 +895,7 @@ impl CompiledProgram {
                         let all = t.to_coo();
                         let mut coo = crate::tensor::Coo::new(all.ty, &shape);
                         for q in 0..all.len() {
-                            if !all.vals[q].identical(&fill) {
+                            if !all.vals[q].same(&fill) {
                                 let at: Vec<usize> = all.coords.iter().map(|c| c[q]).collect();
                                 coo.push(&at, all.vals[q])?;
                             }
@@ -1002,9 +1002,8 @@ fn rebuilt(levels: &[LevelParams]) -> bool {
 
 /// Freezes a tensor whose levels the kernel wrote as recorded entries (a SparseHash
 /// group, or levels the run time builds): entry `q`'s key (its linear position,
-/// column-major) and value become a coordinate entry, values identical to the fill (a
-/// `-0.0` is not `0.0`) are dropped (as a level that stores only what differs from its fill
-/// would), and the tensor
+/// column-major) and value become a coordinate entry, values equal to the fill are
+/// dropped (as a level that stores only what differs from its fill would), and the tensor
 /// is built sorted from them; a format that cannot hold the data (two indices in one
 /// SparsePoint fiber) is an error.
 fn freeze_entries(
@@ -1035,7 +1034,7 @@ fn freeze_entries(
                 .get(q)
                 .ok_or_else(|| Error::Program("internal: recorded values".into()))?
         };
-        if !v.identical(&fill) {
+        if !v.same(&fill) {
             coo.push(&coord, v)?;
         }
     }

@@ -255,20 +255,6 @@ impl Value {
         }
     }
 
-    /// [`Value::same`], and the same sign of a zero too (Julia's `isequal`): `-0.0` is not
-    /// identical to `0.0`, so storing it where the fill is `0.0` keeps its sign.
-    pub fn identical(&self, other: &Value) -> bool {
-        match (*self, *other) {
-            (Value::F32(a), Value::F32(b)) if a == 0.0 && b == 0.0 => {
-                a.is_sign_negative() == b.is_sign_negative()
-            }
-            (Value::F64(a), Value::F64(b)) if a == 0.0 && b == 0.0 => {
-                a.is_sign_negative() == b.is_sign_negative()
-            }
-            _ => self.same(other),
-        }
-    }
-
     /// Exact identity: same type and same bits, except that every NaN equals every NaN of
     /// the same type and `0.0 == -0.0`. This is the equality used for fill values and
     /// tensor comparison in tests (a NaN fill must equal itself).

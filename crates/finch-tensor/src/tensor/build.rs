@@ -52,8 +52,7 @@ impl Tensor {
                     *i = 0;
                 }
             }
-            // A `-0.0` where the fill is `0.0` is stored: a Dense level keeps its sign.
-            if !v.identical(&fill) || n == 0 {
+            if !v.same(&fill) || n == 0 {
                 keys.extend(idx.iter().rev());
                 vals.push(*v);
             }
