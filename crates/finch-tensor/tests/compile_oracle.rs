@@ -2495,3 +2495,44 @@ fn ifelse_runs_only_the_branch_taken() {
         engines_match_reference(&Program::parse(&text).unwrap(), &[("x", &x)], &[], &text);
     }
 }
+
+#[test]
+fn and_and_or_short_circuit_in_every_engine() {
+    // `x > 7 && 3 != rem(x, x - x)`: the right operand runs only where the left does not
+    // decide, as in the reference engine (Julia's `&&`); the kernels evaluated both sides
+    // (C's branch-free `&`) and failed on the division. Found by a differential fuzz of
+    // the operators. A failing left operand still fails everywhere.
+    let x = DenseArray::from_data(
+        ScalarType::I64,
+        &[4],
+        [1, 2, 3, 0].into_iter().map(Value::I64).collect(),
+        Value::I64(0),
+    )
+    .unwrap();
+    for rhs in [
+        "x[i] > 7 && 3 != rem(x[i], x[i] - x[i])",
+        "x[i] < 7 || 3 != rem(x[i], x[i] - x[i])",
+        "x[i] != 0 && rem(12, x[i]) == 0",
+    ] {
+        let text = format!("input x :: Dense(Element(0))\noutput o :: Dense(Element(false))\no .= false\nfor i = _\n  o[i] = {rhs}\nend\n");
+        engines_match_reference(&Program::parse(&text).unwrap(), &[("x", &x)], &[], &text);
+    }
+    let text = "input x :: Dense(Element(0))\noutput o :: Dense(Element(false))\no .= false\nfor i = _\n  o[i] = 3 != rem(x[i], x[i] - x[i]) || x[i] < 7\nend\n";
+    let p = Program::parse(text).unwrap();
+    let mut reference = Bindings::new();
+    reference.insert("x", x.clone());
+    assert!(p
+        .run_reference(&mut reference, &RunOptions::default())
+        .is_err());
+    let format = Format::parse("Dense(Element(0))").unwrap();
+    for engine in [Engine::Interp, Engine::C] {
+        let mut t = HashMap::from([("x".to_string(), Tensor::from_dense(&format, &x).unwrap())]);
+        assert!(
+            p.compile(engine)
+                .unwrap()
+                .run(&mut t, &HashMap::new())
+                .is_err(),
+            "{engine:?}"
+        );
+    }
+}

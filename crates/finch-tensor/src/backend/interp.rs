@@ -116,6 +116,25 @@ impl Machine<'_, '_> {
                     }
                 }
             }
+            // `&&` and `||` short-circuit: an earlier argument may guard a later one
+            // (`x != 0 && rem(n, x) == 1`), as in the reference engine and the C.
+            KExpr::Op(op @ (crate::algebra::Op::And | crate::algebra::Op::Or), args)
+                if args.len() >= 2 =>
+            {
+                let stop = *op == crate::algebra::Op::Or;
+                let mut acc = Value::Bool(!stop);
+                for a in args {
+                    let v = self.expr(a)?;
+                    acc = op.eval(&[acc, v]).map_err(|e| match e {
+                        Error::Eval(m) => Error::Eval(format!("kernel `{}`: {m}", self.k.name)),
+                        e => e,
+                    })?;
+                    if acc.as_bool() == Some(stop) {
+                        break;
+                    }
+                }
+                acc
+            }
             KExpr::Op(op, args) => {
                 let vals = args
                     .iter()

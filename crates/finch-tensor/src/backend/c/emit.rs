@@ -565,7 +565,15 @@ impl<'k> Emitter<'k> {
                 fold(&|x, y| format!("(({rt})({x} {sym} {y}))"))
             }
             Op::And | Op::Or => {
-                let sym = if op == Op::And { "&" } else { "|" };
+                // Branch-free `&`/`|`, unless a later argument can fail (a division that
+                // an earlier one guards): then C's short-circuit `&&`/`||`.
+                let guards = args.iter().skip(1).any(|x| self.fallible(x));
+                let sym = match (op == Op::And, guards) {
+                    (true, false) => "&",
+                    (true, true) => "&&",
+                    (false, false) => "|",
+                    (false, true) => "||",
+                };
                 fold(&|x, y| format!("((bool)({x} {sym} {y}))"))
             }
             Op::Not => {
