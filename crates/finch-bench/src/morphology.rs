@@ -413,6 +413,22 @@ fn geomean(xs: &[f64]) -> f64 {
 /// The cells of a set's row: OpenCV's total time (or why it did not run), and per storage
 /// (`times[storage][image]`) its total time, OpenCV's total over it and the geometric mean
 /// of the per-image speed-ups.
+/// A results table's header: images, pixels, the two columns `data` (`a | b`), OpenCV's
+/// time, then for each Finch variant its time column (`timed`), speed-up and geomean.
+fn table_header(out: &mut String, data: &str, timed: impl Iterator<Item = String>) {
+    let timed: Vec<String> = timed.map(|t| format!("{t} | speed-up | geomean")).collect();
+    let _ = writeln!(
+        out,
+        "| images | pixels | {data} | OpenCV ms | {} |",
+        timed.join(" | ")
+    );
+    let _ = writeln!(
+        out,
+        "|---|---|---|---|---|{}",
+        "---|---|---|".repeat(timed.len())
+    );
+}
+
 fn speed_up_cells(times: &[Vec<Duration>], cv: &Result<OpenCv, String>) -> (String, Vec<String>) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let cv_total = cv
@@ -487,19 +503,10 @@ fn erosion(repeat: usize, data: &Path, quick: bool, tmp: &Path) -> Result<String
          foreground pixels equals OpenCV's. Speed-up = OpenCV / Finch (> 1: Finch faster); \
          geomean = geometric mean of the per-image speed-ups.\n"
     );
-    let _ = writeln!(
-        out,
-        "| images | pixels | foreground | runs per row | OpenCV ms | {} |",
-        variants
-            .iter()
-            .map(|v| format!("{} ms | speed-up | geomean", v.label))
-            .collect::<Vec<_>>()
-            .join(" | ")
-    );
-    let _ = writeln!(
-        out,
-        "|---|---|---|---|---|{}",
-        "---|---|---|".repeat(variants.len())
+    table_header(
+        &mut out,
+        "foreground | runs per row",
+        variants.iter().map(|v| format!("{} ms", v.label)),
     );
     let mut largest: Vec<(String, usize, Vec<f64>, f64)> = Vec::new();
     let mut overhead = Duration::MAX;
@@ -769,19 +776,10 @@ fn histogram(repeat: usize, data: &Path, quick: bool, tmp: &Path) -> Result<Stri
          (8-bit, 0/1). Minimum of {repeat} runs per image, summed over the set; every \
          histogram equals OpenCV's.\n"
     );
-    let _ = writeln!(
-        out,
-        "| images | pixels | masked | mask runs per row | OpenCV ms | {} |",
-        masks
-            .iter()
-            .map(|(l, _)| format!("{l} mask ms | speed-up | geomean"))
-            .collect::<Vec<_>>()
-            .join(" | ")
-    );
-    let _ = writeln!(
-        out,
-        "|---|---|---|---|---|{}",
-        "---|---|---|".repeat(masks.len())
+    table_header(
+        &mut out,
+        "masked | mask runs per row",
+        masks.iter().map(|(l, _)| format!("{l} mask ms")),
     );
     let mut overhead = Duration::MAX;
     for (set, images) in &sets {

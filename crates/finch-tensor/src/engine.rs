@@ -931,7 +931,7 @@ impl CompiledProgram {
             .lowered
             .tensors
             .iter()
-            .filter(|info| may_conflict(info) && records_in_any_order(info))
+            .filter(|info| may_conflict(info) && info.records_in_any_order())
             .map(|info| info.name.clone())
             .collect();
         if outputs.is_empty() || outputs.is_subset(&self.any_order) {
@@ -946,42 +946,32 @@ impl CompiledProgram {
     }
 }
 
-/// What a written output's levels could not take, if its kernel flagged a conflict:
-/// data a single-entry level cannot hold, or an index written out of order.
-fn conflict(info: &TensorInfo, out_scalars: &HashMap<LocalId, Value>) -> Option<&'static str> {
-    info.levels.iter().find_map(|l| {
-        let (flag, what) = match l {
-            LevelParams::SparsePointOut { conflict, .. } => (*conflict, "a SparsePoint level stores one index per fiber, but the program wrote two indices of one fiber"),
-            LevelParams::SparseIntervalOut { conflict, .. } => (*conflict, "a SparseInterval level stores one run of equal values per fiber, but the program wrote another"),
-            LevelParams::RunsOut { conflict, .. } => (*conflict, "a run-length level is written in increasing index order, once per index, but the program wrote an index at or before one already written"),
-            LevelParams::SparseBlockListOut { conflict, .. } => (*conflict, "a SparseBlockList level is written in increasing index order, once per index, but the program wrote an index at or before one already written"),
-            LevelParams::SparseBandOut { conflict, .. } => (*conflict, "a SparseBand level is written in increasing index order, once per index, but the program wrote an index at or before one already written"),
-            _ => return None,
-        };
-        (out_scalars.get(&flag) == Some(&Value::Bool(true))).then_some(what)
+/// A written level's conflict flag, set by the kernel for data the level cannot hold,
+/// with what that data was (`None`: the level takes anything).
+fn conflict_flag(l: &LevelParams) -> Option<(LocalId, &'static str)> {
+    Some(match l {
+        LevelParams::SparsePointOut { conflict, .. } => (*conflict, "a SparsePoint level stores one index per fiber, but the program wrote two indices of one fiber"),
+        LevelParams::SparseIntervalOut { conflict, .. } => (*conflict, "a SparseInterval level stores one run of equal values per fiber, but the program wrote another"),
+        LevelParams::RunsOut { conflict, .. } => (*conflict, "a run-length level is written in increasing index order, once per index, but the program wrote an index at or before one already written"),
+        LevelParams::SparseBlockListOut { conflict, .. } => (*conflict, "a SparseBlockList level is written in increasing index order, once per index, but the program wrote an index at or before one already written"),
+        LevelParams::SparseBandOut { conflict, .. } => (*conflict, "a SparseBand level is written in increasing index order, once per index, but the program wrote an index at or before one already written"),
+        _ => return None,
     })
+}
+
+/// What a written output's levels could not take, if its kernel flagged a conflict.
+fn conflict(info: &TensorInfo, out_scalars: &HashMap<LocalId, Value>) -> Option<&'static str> {
+    info.levels
+        .iter()
+        .filter_map(conflict_flag)
+        .find_map(|(flag, what)| {
+            (out_scalars.get(&flag) == Some(&Value::Bool(true))).then_some(what)
+        })
 }
 
 /// Whether a tensor's written levels include one that flags conflicts.
 fn may_conflict(info: &TensorInfo) -> bool {
-    info.levels.iter().any(|l| {
-        matches!(
-            l,
-            LevelParams::SparsePointOut { .. }
-                | LevelParams::SparseIntervalOut { .. }
-                | LevelParams::RunsOut { .. }
-                | LevelParams::SparseBlockListOut { .. }
-                | LevelParams::SparseBandOut { .. }
-        )
-    })
-}
-
-/// Whether a written tensor can be recorded as entries instead (an output or temporary
-/// over an Element or Pattern leaf; not an input updated in place).
-fn records_in_any_order(info: &TensorInfo) -> bool {
-    info.written
-        && info.kind != DeclKind::Input
-        && matches!(&info.format, Format::Levels(lf) if matches!(lf.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern))
+    info.levels.iter().any(|l| conflict_flag(l).is_some())
 }
 
 /// The local counting a written SparseHash group's entries, if the tensor has one.

@@ -135,7 +135,7 @@ fn check_outputs_made(body: &Stmt, decls: &[TensorDecl]) -> Result<()> {
         Some(d) => Err(Error::Program(format!(
             "the output `{0}` is never declared (`{0} .= ...`) or written{1}",
             d.name,
-            if matches!(body, Stmt::Block(v) if v.iter().any(|s| matches!(s, Stmt::Return(_)))) {
+            if body.returns() {
                 " before the program returns"
             } else {
                 ""

@@ -104,6 +104,17 @@ const KERNELS: [Kernel; 66] = [
     Kernel { name: "spgemm_inner", text: "input A :: {A}\ninput B :: {B}\noutput C :: Dense(Dense(Element(0.0)))\nC .= 0\nfor j = _, i = _, k = _\n  C[i, j] += A[k, i] * B[k, j]\nend\n", inputs: &[("A", true, 2, 0), ("B", true, 2, 1)] },
 ];
 
+/// An `i64` vector with the given fill.
+fn ints(vals: &[i64], fill: i64) -> DenseArray {
+    DenseArray::from_data(
+        ScalarType::I64,
+        &[vals.len()],
+        vals.iter().map(|&v| Value::I64(v)).collect(),
+        Value::I64(fill),
+    )
+    .unwrap()
+}
+
 fn data(n: usize, density: f64, seed: u64) -> Vec<f64> {
     let mut s = seed
         .wrapping_mul(2862933555777941757)
@@ -1285,15 +1296,6 @@ fn compiled_paper_examples() {
         let f = p.decl(name).unwrap().format.clone();
         (name.to_string(), Tensor::from_dense(&f, &a).unwrap())
     };
-    let ints = |v: &[i64]| {
-        DenseArray::from_data(
-            finch::ScalarType::I64,
-            &[v.len()],
-            v.iter().map(|&x| finch::Value::I64(x)).collect(),
-            finch::Value::I64(0),
-        )
-        .unwrap()
-    };
     let imat = |rows: &[&[i64]]| {
         let (m, n) = (rows.len(), rows[0].len());
         let mut a =
@@ -1316,8 +1318,8 @@ fn compiled_paper_examples() {
     for engine in [Engine::Interp, Engine::C] {
         let p = example("fig02_even_1.fin");
         let mut t = HashMap::from([
-            stored(&p, "a", ints(&[1, 0, 2, 3, 0, 4, 5, 6])),
-            stored(&p, "b", ints(&[0, 7, 8, 9, 1, 2, 0, 3])),
+            stored(&p, "a", ints(&[1, 0, 2, 3, 0, 4, 5, 6], 0)),
+            stored(&p, "b", ints(&[0, 7, 8, 9, 1, 2, 0, 3], 0)),
         ]);
         p.compile(engine)
             .unwrap()
@@ -1326,7 +1328,7 @@ fn compiled_paper_examples() {
         assert_eq!(out(&t, "c"), vec![0.0, 0.0, 0.0, 27.0, 0.0, 8.0, 0.0, 18.0]);
 
         let p = example("fig07_product_early_exit.fin");
-        let mut t = HashMap::from([stored(&p, "A", ints(&[2, 3, 0, 5]))]);
+        let mut t = HashMap::from([stored(&p, "A", ints(&[2, 3, 0, 5], 0))]);
         p.compile(engine)
             .unwrap()
             .run(&mut t, &HashMap::new())
@@ -1359,7 +1361,7 @@ fn compiled_paper_examples() {
         let p = example("fig16_unfurl.fin");
         let mut t = HashMap::from([
             stored(&p, "B", imat(&[&[1, 0], &[0, 2], &[3, 0]])),
-            stored(&p, "D", ints(&[0, 5])),
+            stored(&p, "D", ints(&[0, 5], 0)),
         ]);
         p.compile(engine)
             .unwrap()
@@ -1424,15 +1426,6 @@ fn short_circuit_product_stops_early() {
 fn short_circuit_in(text: &str, format: &str) {
     let p = Program::parse(text).unwrap();
     let f = p.decl("A").unwrap().format.clone();
-    let ints = |v: &[i64]| {
-        DenseArray::from_data(
-            finch::ScalarType::I64,
-            &[v.len()],
-            v.iter().map(|&x| finch::Value::I64(x)).collect(),
-            finch::Value::I64(0),
-        )
-        .unwrap()
-    };
     let k = p.compile(Engine::Interp).unwrap();
     let mut long = vec![2, 3, 0];
     long.extend(std::iter::repeat_n(5, 1000));
@@ -1443,7 +1436,10 @@ fn short_circuit_in(text: &str, format: &str) {
         3
     };
     for (a, want, max_steps) in [(long, 0, 4), (vec![2, 3, 4], 24, short_steps)] {
-        let mut t = HashMap::from([("A".to_string(), Tensor::from_dense(&f, &ints(&a)).unwrap())]);
+        let mut t = HashMap::from([(
+            "A".to_string(),
+            Tensor::from_dense(&f, &ints(&a, 0)).unwrap(),
+        )]);
         let r = k.run(&mut t, &HashMap::new()).unwrap();
         assert_eq!(t["p"].get(&[]).unwrap(), finch::Value::I64(want));
         assert!(
@@ -2414,15 +2410,6 @@ fn nested_indirect_reads_through_a_sparse_index_vector() {
     // Found by a differential fuzz of indirect indexing: in `x[p[q[i]]]` with `p` sparse,
     // `p[q[i]]` is a Switch (stored or fill) until it is resolved, and `x` was concordized
     // at that unresolved index ("internal: an unresolved switch at a leaf").
-    let ints = |vals: &[i64], fill: i64| {
-        DenseArray::from_data(
-            ScalarType::I64,
-            &[vals.len()],
-            vals.iter().map(|&v| Value::I64(v)).collect(),
-            Value::I64(fill),
-        )
-        .unwrap()
-    };
     let q = ints(&[3, 1, 1, 4, 2], 1);
     let p = ints(&[1, 2, 1, 3], 1);
     let x = DenseArray::from_f64(&[3], &[10.0, -2.0, 0.5]).unwrap();
@@ -2483,13 +2470,7 @@ fn ifelse_runs_only_the_branch_taken() {
     // branches and refused the program at d = 0, where the compiled engines (and the
     // branch the program takes) divide only by non-zeros. Found by a differential fuzz of
     // the operators.
-    let x = DenseArray::from_data(
-        ScalarType::I64,
-        &[5],
-        [4, 0, -3, 0, 7].into_iter().map(Value::I64).collect(),
-        Value::I64(0),
-    )
-    .unwrap();
+    let x = ints(&[4, 0, -3, 0, 7], 0);
     for format in ["Dense", "SparseList", "RunList"] {
         let text = format!("input x :: {format}(Element(0))\noutput o :: Dense(Element(0))\noutput s :: Scalar(0)\no .= 0\ns .= 0\nfor i = _\n  o[i] = ifelse(x[i] != 0, div(12, x[i]), -1)\n  s[] += ifelse(x[i] == 0, 5, rem(7, x[i]))\nend\n");
         engines_match_reference(&Program::parse(&text).unwrap(), &[("x", &x)], &[], &text);
@@ -2502,13 +2483,7 @@ fn and_and_or_short_circuit_in_every_engine() {
     // decide, as in the reference engine (Julia's `&&`); the kernels evaluated both sides
     // (C's branch-free `&`) and failed on the division. Found by a differential fuzz of
     // the operators. A failing left operand still fails everywhere.
-    let x = DenseArray::from_data(
-        ScalarType::I64,
-        &[4],
-        [1, 2, 3, 0].into_iter().map(Value::I64).collect(),
-        Value::I64(0),
-    )
-    .unwrap();
+    let x = ints(&[1, 2, 3, 0], 0);
     for rhs in [
         "x[i] > 7 && 3 != rem(x[i], x[i] - x[i])",
         "x[i] < 7 || 3 != rem(x[i], x[i] - x[i])",

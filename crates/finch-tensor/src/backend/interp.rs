@@ -94,6 +94,14 @@ impl Machine<'_, '_> {
             .ok_or_else(|| self.oob(b, i))
     }
 
+    /// `op` on `vals`, its error naming the kernel.
+    fn eval_op(&self, op: crate::algebra::Op, vals: &[Value]) -> Result<Value> {
+        op.eval(vals).map_err(|e| match e {
+            Error::Eval(m) => Error::Eval(format!("kernel `{}`: {m}", self.k.name)),
+            e => e,
+        })
+    }
+
     fn expr(&mut self, e: &KExpr) -> Result<Value> {
         Ok(match e {
             KExpr::Lit(v) => *v,
@@ -125,10 +133,7 @@ impl Machine<'_, '_> {
                 let mut acc = Value::Bool(!stop);
                 for a in args {
                     let v = self.expr(a)?;
-                    acc = op.eval(&[acc, v]).map_err(|e| match e {
-                        Error::Eval(m) => Error::Eval(format!("kernel `{}`: {m}", self.k.name)),
-                        e => e,
-                    })?;
+                    acc = self.eval_op(*op, &[acc, v])?;
                     if acc.as_bool() == Some(stop) {
                         break;
                     }
@@ -140,10 +145,7 @@ impl Machine<'_, '_> {
                     .iter()
                     .map(|a| self.expr(a))
                     .collect::<Result<Vec<_>>>()?;
-                op.eval(&vals).map_err(|e| match e {
-                    Error::Eval(m) => Error::Eval(format!("kernel `{}`: {m}", self.k.name)),
-                    e => e,
-                })?
+                self.eval_op(*op, &vals)?
             }
             KExpr::Search { buf, value, lo, hi } => {
                 let v = self.expr(value)?;

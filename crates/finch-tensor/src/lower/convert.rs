@@ -396,6 +396,15 @@ pub struct TensorInfo {
 }
 
 impl TensorInfo {
+    /// Whether the tensor's levels below its leading Dense ones can be written as one
+    /// SparseHash group instead (see `any_order_or`): an output or temporary over an
+    /// Element or Pattern leaf, not an input updated in place.
+    pub fn records_in_any_order(&self) -> bool {
+        self.written
+            && self.kind != DeclKind::Input
+            && matches!(&self.format, Format::Levels(lf) if matches!(lf.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern))
+    }
+
     /// Every level takes writes in any order, repeated (laminate): Dense, SparseByteMap
     /// and SparseHash levels over an Element or Pattern leaf (a Pattern leaf is written
     /// only under a sparse level).
@@ -886,16 +895,6 @@ fn each_stmt(s: &notation::Stmt, f: &mut dyn FnMut(&notation::Stmt)) {
     }
 }
 
-/// Whether a top-level statement ends the program: a `return`, or a block that reaches
-/// one (`return` is refused inside loops and branches).
-fn returns(s: &notation::Stmt) -> bool {
-    match s {
-        notation::Stmt::Return(_) => true,
-        notation::Stmt::Block(v) => v.iter().any(returns),
-        _ => false,
-    }
-}
-
 /// Whether `s` stores (`=`) into `name` anything but the literal `true` (which may clear
 /// an index of a Pattern tensor).
 fn may_clear(s: &notation::Stmt, name: &str) -> bool {
@@ -959,10 +958,7 @@ fn any_order_or(
     any_order: &mut std::collections::HashSet<String>,
     why: String,
 ) -> Result<()> {
-    let hashable = info.written
-        && info.kind != DeclKind::Input
-        && matches!(&info.format, Format::Levels(lf) if matches!(lf.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern));
-    if !hashable {
+    if !info.records_in_any_order() {
         return unsupported(why);
     }
     any_order.insert(info.name.clone());
@@ -1467,7 +1463,7 @@ impl Converter<'_> {
                     self.top_level = top;
                     out.push(self.stmt(s)?);
                     // A `return` ends the program: what follows never runs.
-                    if top && returns(s) {
+                    if top && s.returns() {
                         break;
                     }
                 }

@@ -806,23 +806,29 @@ fn first_bound_read(e: &Expr) -> Option<(crate::looplets::Fiber, Expr)> {
     }
 }
 
+/// The expressions of a statement whose reads [`Lowerer::concordize`] looks at, in the
+/// order `map_exprs` visits them (the written access first); `None` for a statement it
+/// leaves to the others.
+fn concordized_exprs(s: &Stmt) -> Option<Vec<Expr>> {
+    Some(match s {
+        Stmt::Assign { lhs, rhs, .. } => vec![
+            Expr::Access(Box::new(lhs.0.clone()), lhs.1.clone()),
+            rhs.clone(),
+        ],
+        Stmt::Sieve { cond, .. } => vec![cond.clone()],
+        Stmt::Define { value, .. } => vec![value.clone()],
+        Stmt::SetScalar(_, e) | Stmt::SetLocal(_, e) => vec![e.clone()],
+        _ => return None,
+    })
+}
+
 /// Can the statement's next read at a bound index be concordized now: is its index free
 /// of Switches? (`x[p[k]]`, `p` sparse: `p[k]` is a Switch between stored and fill until
 /// it is resolved, and only then is `x`'s index a value.)
 fn concordizable_now(s: &Stmt) -> bool {
-    let exprs: Vec<&Expr> = match s {
-        Stmt::Assign { rhs, .. } => vec![rhs],
-        Stmt::Sieve { cond, .. } => vec![cond],
-        Stmt::Define { value, .. } => vec![value],
-        Stmt::SetScalar(_, e) | Stmt::SetLocal(_, e) => vec![e],
-        _ => vec![],
-    };
-    let lhs = match s {
-        Stmt::Assign { lhs, .. } => Some(Expr::Access(Box::new(lhs.0.clone()), lhs.1.clone())),
-        _ => None,
-    };
-    let next = lhs.iter().chain(exprs).find_map(first_bound_read);
-    next.is_some_and(|(_, value)| !has_switch(&value))
+    concordized_exprs(s)
+        .and_then(|exprs| exprs.iter().find_map(first_bound_read))
+        .is_some_and(|(_, value)| !has_switch(&value))
 }
 
 /// Does `e` read a Switch anywhere?
@@ -1596,16 +1602,8 @@ impl Lowerer {
     /// through a loop of one iteration over that value, after a check that it lies in
     /// the tensor: `for k = v:v` unfurls the level at `v` with its own protocol.
     fn concordize(&mut self, s: &Stmt) -> Result<Option<Vec<KStmt>>> {
-        // In the order `map_exprs` visits them (the written access first).
-        let exprs: Vec<Expr> = match s {
-            Stmt::Assign { lhs, rhs, .. } => vec![
-                Expr::Access(Box::new(lhs.0.clone()), lhs.1.clone()),
-                rhs.clone(),
-            ],
-            Stmt::Sieve { cond, .. } => vec![cond.clone()],
-            Stmt::Define { value, .. } => vec![value.clone()],
-            Stmt::SetScalar(_, e) | Stmt::SetLocal(_, e) => vec![e.clone()],
-            _ => return Ok(None),
+        let Some(exprs) = concordized_exprs(s) else {
+            return Ok(None);
         };
         let Some((fiber, value)) = exprs.iter().find_map(first_bound_read) else {
             return Ok(None);

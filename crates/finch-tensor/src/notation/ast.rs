@@ -187,8 +187,21 @@ pub enum Stmt {
     Freeze(String),
     /// `@thaw(X)`: reopen a tensor for updates.
     Thaw(String),
-    /// `return X, Y`: the program's results (must be the last statement).
+    /// `return X, Y`: the program's results; it ends the program (statements after it
+    /// never run).
     Return(Vec<String>),
+}
+
+impl Stmt {
+    /// Whether this top-level statement ends the program: a `return`, or a block that
+    /// reaches one (`return` is refused inside loops and branches).
+    pub fn returns(&self) -> bool {
+        match self {
+            Stmt::Return(_) => true,
+            Stmt::Block(v) => v.iter().any(Stmt::returns),
+            _ => false,
+        }
+    }
 }
 
 /// Whether a declared tensor is bound by the caller, produced, or private.
