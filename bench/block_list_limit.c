@@ -5,11 +5,14 @@
  * 8 past 5 million entries);
  * then the AVX-512 kernels prefetching their value (and CSR index) streams 2 KB ahead, as
  * Finch-RS's generated AVX-512 loops do.
+ * On CPUs without AVX-512 (and with AVX2 and FMA), the AVX2 kernels instead: blocks in
+ * groups of eight (two accumulators) and four with a scalar rest, as Finch-RS's AVX2 copies
+ * run them, with one accumulator and groups of four only, and CSR with AVX2 gathers.
  * Strict order (each row's additions in order, as Finch-RS's default kernels): scalar CSR
  * and blocks in strips of eight with the same prefetching as the generated strict loops,
  * then each with two rows at a time (their additions interleaved, each row's in order).
  * Used in bench/results/structure.md to show where the SparseBlockList format can win.
- *   cc -O3 -march=native -ffp-contract=off -o /tmp/block_list_limit bench/block_list_limit.c
+ *   cc -O3 -ffp-contract=off -o /tmp/block_list_limit bench/block_list_limit.c
  *   (no contraction: a fused multiply-add would change the strict sums, and lengthen
  *   their chains of additions from 2 to 4 cycles)
  *   /tmp/block_list_limit ../shared/data/matrices/bcsstk16.mtx
@@ -66,6 +69,32 @@ void blk_pair(void) { long i = 0; for (; i + 1 < n; i += 2) { double sa = y[i], 
   while (bb < beb) { STRIPS(qb, eb, sb += val[qb] * xb[qb], AHEAD(val + qb)) if (++bb < beb) BLOCK(bb, qb, eb, xb); }
   y[i] = sa; y[i+1] = sb; }
   for (; i < n; i++) { double s = y[i]; for (long b = bptr[i]; b < bptr[i+1]; b++) { long q, e; const double *xx; BLOCK(b, q, e, xx); STRIPS(q, e, s += val[q] * xx[q], AHEAD(val + q)) } y[i] = s; } }
+/* AVX2 (no AVX-512): blocks as Finch-RS's AVX2 copy runs them (groups of eight into two
+ * accumulators, then four, then scalar), the same with one accumulator and groups of four,
+ * and CSR with AVX2 gathers. */
+#define HSUM4(v) ({ __m128d s_ = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1)); _mm_cvtsd_f64(_mm_add_sd(s_, _mm_unpackhi_pd(s_, s_))); })
+__attribute__((target("avx2,fma")))
+void blk256(void) { for (long i = 0; i < n; i++) { __m256d acc = _mm256_setzero_pd(), odd = _mm256_setzero_pd(); double s = 0; for (long b = bptr[i]; b < bptr[i+1]; b++) { long q, e; const double *xx; BLOCK(b, q, e, xx);
+  for (; e - q >= 8; q += 8) { AHEAD(val + q); acc = _mm256_fmadd_pd(_mm256_loadu_pd(val + q), _mm256_loadu_pd(xx + q), acc); odd = _mm256_fmadd_pd(_mm256_loadu_pd(val + q + 4), _mm256_loadu_pd(xx + q + 4), odd); }
+  if (e - q >= 4) { acc = _mm256_fmadd_pd(_mm256_loadu_pd(val + q), _mm256_loadu_pd(xx + q), acc); q += 4; }
+  for (; q < e; q++) { __asm__(""); s += val[q] * xx[q]; } }
+  acc = _mm256_add_pd(acc, odd); y[i] += s + HSUM4(acc); } }
+__attribute__((target("avx2,fma")))
+void blk256one(void) { for (long i = 0; i < n; i++) { __m256d acc = _mm256_setzero_pd(); double s = 0; for (long b = bptr[i]; b < bptr[i+1]; b++) { long q, e; const double *xx; BLOCK(b, q, e, xx);
+  for (; e - q >= 4; q += 4) { AHEAD(val + q); acc = _mm256_fmadd_pd(_mm256_loadu_pd(val + q), _mm256_loadu_pd(xx + q), acc); }
+  for (; q < e; q++) { __asm__(""); s += val[q] * xx[q]; } }
+  y[i] += s + HSUM4(acc); } }
+__attribute__((target("avx2,fma")))
+void csr256(void) { const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0); for (long i = 0; i < n; i++) { __m256d acc = _mm256_setzero_pd(); long q = ptr[i], e = ptr[i+1];
+  for (; e - q >= 4; q += 4) { AHEAD(val + q); AHEAD(idx + q); acc = _mm256_fmadd_pd(_mm256_loadu_pd(val + q), _mm256_i64gather_pd(x, _mm256_loadu_si256((const __m256i *)(idx + q)), 8), acc); }
+  if (q < e) { __m256i m = _mm256_cmpgt_epi64(_mm256_set1_epi64x(e - q), lane); acc = _mm256_blendv_pd(acc, _mm256_fmadd_pd(_mm256_maskload_pd(val + q, m), _mm256_mask_i64gather_pd(_mm256_setzero_pd(), x, _mm256_maskload_epi64((const long long *)(idx + q), m), _mm256_castsi256_pd(m), 8), acc), _mm256_castsi256_pd(m)); }
+  y[i] += HSUM4(acc); } }
+/* CSR with the compiler's own code under reassociation (what a SparseList row gets
+ * without AVX-512). */
+#pragma GCC push_options
+#pragma GCC optimize("associative-math", "no-signed-zeros", "no-trapping-math")
+void csr_reassoc(void) { for (long i = 0; i < n; i++) { double s = 0; for (long q = ptr[i]; q < ptr[i+1]; q++) s += val[q] * x[idx[q]]; y[i] += s; } }
+#pragma GCC pop_options
 double bench(void (*f)(void)) { double best = 1e9; for (int r = 0; r < (nnz > 5000000 ? 8 : 300); r++) { memset(y, 0, n * sizeof(double)); double t = now(); f(); t = now() - t; if (t < best) best = t; } return best * 1e3; }
 static void build(E *es, long ne);
 static void report(void);
@@ -102,8 +131,13 @@ static void build(E *es, long ne) {
 }
 static void report(void) {
   printf("n %ld nnz %ld blocks %ld (%.1f per block)\n", n, nnz, nb, (double)nnz / nb);
-  printf("csr %.3f\nblk %.3f\nblk512 row-acc %.3f\nblk512 block-acc %.3f\ncsr512 %.3f\n", bench(csr), bench(blk), bench(blk512), bench(blk512b), bench(csr512));
-  printf("blk512 row-acc, prefetch %.3f\ncsr512, prefetch %.3f\n", bench(blk512p), bench(csr512p));
+  printf("csr %.3f\nblk %.3f\n", bench(csr), bench(blk));
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+    printf("blk512 row-acc %.3f\nblk512 block-acc %.3f\ncsr512 %.3f\n", bench(blk512), bench(blk512b), bench(csr512));
+    printf("blk512 row-acc, prefetch %.3f\ncsr512, prefetch %.3f\n", bench(blk512p), bench(csr512p));
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    printf("blk256 eight and four %.3f\nblk256 four %.3f\ncsr256 gathers %.3f\ncsr reassociated (compiler) %.3f\n", bench(blk256), bench(blk256one), bench(csr256), bench(csr_reassoc));
+  }
   printf("strict csr, strips %.3f\nstrict blk, strips %.3f\n", bench(csr_strict), bench(blk_strict));
   printf("strict csr, two rows %.3f\nstrict blk, two rows %.3f\n", bench(csr_pair), bench(blk_pair));
 }

@@ -1676,9 +1676,7 @@ fn row_spmv_c(level: &str, reassociate: bool) -> Option<String> {
 
 /// The AVX-512 copy of a kernel in C (from its name to the end of its body), if it has one.
 fn avx512_copy(c: &str) -> Option<&str> {
-    let from = c.find("_avx512(")?;
-    let simd = &c[from..];
-    Some(&simd[..simd.find("\n}\n").unwrap_or(simd.len())])
+    vector_copy(c, "avx512")
 }
 
 #[test]
@@ -1699,6 +1697,45 @@ fn reassociated_block_rows_reduce_once_per_row() {
         held < walk,
         "the vector is declared before the walk over blocks:\n{simd}"
     );
+}
+
+/// The copy of a kernel in C named `_{isa}` (`avx512`, `avx2`, `scalar`; from its name to
+/// the end of its body), if it has one.
+fn vector_copy<'c>(c: &'c str, isa: &str) -> Option<&'c str> {
+    let from = c.find(&format!("_{isa}("))?;
+    let simd = &c[from..];
+    Some(&simd[..simd.find("\n}\n").unwrap_or(simd.len())])
+}
+
+#[test]
+fn avx2_copies_take_contiguous_rows_only() {
+    // CPUs with AVX2 but not AVX-512 get a third copy: a block row adds its blocks' groups
+    // of four into held partial sums (reduced once per row), a band row reads contiguous
+    // runs; a SparseList row would need gathers, which AVX2 runs slower than scalar loads,
+    // so CSR gets no AVX2 copy.
+    let Some(blocks) = reassociated_row_spmv_c("SparseBlockList") else {
+        return;
+    };
+    let simd = vector_copy(&blocks, "avx2").expect("an AVX2 copy");
+    assert_eq!(simd.matches("finch_hsum4_pd(").count(), 1, "{simd}");
+    assert!(simd.contains("_mm256_fmadd_pd("), "{simd}");
+    assert!(!simd.contains("_mm512"), "{simd}");
+    // The positions left after the groups run in the scalar loop that follows.
+    let rest = &simd[simd.find("AVX2: 8, then 4").expect("a vectorized loop")..];
+    assert!(rest.contains("for (; v"), "{simd}");
+    assert!(
+        blocks.contains("__builtin_cpu_supports(\"avx2\")"),
+        "{blocks}"
+    );
+    let band = reassociated_row_spmv_c("SparseBand").expect("a C compiler");
+    let simd = vector_copy(&band, "avx2").expect("an AVX2 copy");
+    assert!(
+        simd.contains("_mm256_loadu_pd(") && !simd.contains("gather"),
+        "{simd}"
+    );
+    let csr = reassociated_row_spmv_c("SparseList").expect("a C compiler");
+    assert!(vector_copy(&csr, "avx512").is_some(), "{csr}");
+    assert!(vector_copy(&csr, "avx2").is_none(), "{csr}");
 }
 
 #[test]
@@ -1962,7 +1999,8 @@ fn loops_prefetch_the_loads_that_move_on() {
         // The last iterations of a band row, after its strips, run scalar: an empty asm
         // keeps cc from vectorizing a loop of at most seven iterations. A block's, in the
         // walk over a row's blocks, keep cc's vector pairs. A reassociating kernel's
-        // AVX-512 copy has no strips (its loops run eight lanes at a time).
+        // AVX-512 copy has no strips (its loops run eight lanes at a time); its AVX2
+        // copy's scalar rest after groups of four is kept scalar too.
         assert!(band.contains("__asm__(\"\");"), "{band}");
         assert!(
             !avx512_copy(&band).unwrap_or("").contains("__asm__"),
@@ -1970,7 +2008,12 @@ fn loops_prefetch_the_loads_that_move_on() {
         );
         let blocks = row_spmv_c("SparseBlockList", reassociate).expect("C");
         assert!(blocks.contains("__builtin_prefetch"), "{blocks}");
-        assert!(!blocks.contains("__asm__"), "{blocks}");
+        let scalar = vector_copy(&blocks, "scalar").unwrap_or(&blocks);
+        assert!(!scalar.contains("__asm__"), "{blocks}");
+        if reassociate {
+            let avx2 = vector_copy(&blocks, "avx2").expect("an AVX2 copy");
+            assert!(avx2.contains("__asm__(\"\");"), "{blocks}");
+        }
         // A loop no loop encloses prefetches every load that moves on with it: the
         // SparsePoint rows' `idx` and values, at the row's own position (`y` is written
         // and `x` is read at the stored index).

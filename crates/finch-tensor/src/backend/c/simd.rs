@@ -20,6 +20,14 @@
 //! expressions are `+ - *` over `i64`/`f64` values, loop-invariant locals, literals and
 //! loads from `f64`, `i64` or 32-bit index buffers the kernel does not resize. Anything
 //! else keeps the scalar loop.
+//!
+//! A second instruction set, AVX2 with FMA, serves CPUs without AVX-512 (AMD before Zen 4,
+//! Intel's client cores): four lanes, unmasked loads in groups of eight positions (two
+//! vectors of partial sums, so that the fused multiply-adds do not wait on each other) and
+//! then one of four, with the last positions left to the scalar loop, which follows. Its
+//! loops take contiguous loads only: AVX2 gathers are slower than scalar loads where AVX2
+//! is the widest vector a CPU has (`bench/block_list_limit.c` on Zen 3: CSR 0.72 ms
+//! with gathers against 0.48 scalar; a block list's contiguous loads 0.24 against 0.47).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -46,6 +54,101 @@ pub(super) fn count_reads(stmts: &[KStmt], counts: &mut HashMap<LocalId, usize>)
     crate::kernel::visit_exprs(stmts, &mut |e| expr(e, counts));
 }
 
+/// The vector instruction set a vectorized copy of a kernel is written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Isa {
+    /// AVX-512 F, DQ and VL: eight 64-bit lanes, masked loads and gathers.
+    Avx512,
+    /// AVX2 and FMA: four 64-bit lanes, contiguous loads, the rest in the scalar loop.
+    Avx2,
+}
+
+impl Isa {
+    /// The suffix of the kernel's copy and the C attribute that declares it.
+    pub(super) fn copy(self) -> (&'static str, &'static str) {
+        match self {
+            Isa::Avx512 => (
+                "avx512",
+                "__attribute__((target(\"avx512f,avx512dq,avx512vl\"))) static ",
+            ),
+            Isa::Avx2 => ("avx2", "__attribute__((target(\"avx2,fma\"))) static "),
+        }
+    }
+
+    /// The C condition that the running CPU has the instruction set.
+    pub(super) fn cpu_check(self) -> &'static str {
+        match self {
+            Isa::Avx512 => {
+                "__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512dq\") && __builtin_cpu_supports(\"avx512vl\")"
+            }
+            Isa::Avx2 => "__builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")",
+        }
+    }
+
+    /// The macro that leaves the copy out (`FINCH_CFLAGS="-O3 -DFINCH_NO_AVX512"`).
+    pub(super) fn opt_out(self) -> &'static str {
+        match self {
+            Isa::Avx512 => "FINCH_NO_AVX512",
+            Isa::Avx2 => "FINCH_NO_AVX2",
+        }
+    }
+
+    /// C the copy needs before it (helpers for the sums across lanes).
+    pub(super) fn helpers(self) -> &'static str {
+        match self {
+            Isa::Avx512 => "",
+            Isa::Avx2 => concat!(
+                "__attribute__((target(\"avx2,fma\"))) static inline double finch_hsum4_pd(__m256d v) {\n",
+                "  __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));\n",
+                "  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));\n}\n",
+                "__attribute__((target(\"avx2,fma\"))) static inline int64_t finch_hsum4_epi64(__m256i v) {\n",
+                "  __m128i s = _mm_add_epi64(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));\n",
+                "  return (int64_t)((uint64_t)_mm_cvtsi128_si64(s) + (uint64_t)_mm_extract_epi64(s, 1));\n}\n",
+            ),
+        }
+    }
+
+    /// The C vector type of `f64` (`true`) or `i64` lanes.
+    fn vector(self, float: bool) -> &'static str {
+        match (self, float) {
+            (Isa::Avx512, true) => "__m512d",
+            (Isa::Avx512, false) => "__m512i",
+            (Isa::Avx2, true) => "__m256d",
+            (Isa::Avx2, false) => "__m256i",
+        }
+    }
+
+    /// A vector of `f64` (`true`) or `i64` zeros.
+    fn zero(self, float: bool) -> &'static str {
+        match (self, float) {
+            (Isa::Avx512, true) => "_mm512_setzero_pd()",
+            (Isa::Avx512, false) => "_mm512_setzero_si512()",
+            (Isa::Avx2, true) => "_mm256_setzero_pd()",
+            (Isa::Avx2, false) => "_mm256_setzero_si256()",
+        }
+    }
+
+    /// The function that adds up the lanes of an `f64` (`true`) or `i64` vector.
+    fn reduce(self, float: bool) -> &'static str {
+        match (self, float) {
+            (Isa::Avx512, true) => "_mm512_reduce_add_pd",
+            (Isa::Avx512, false) => "_mm512_reduce_add_epi64",
+            (Isa::Avx2, true) => "finch_hsum4_pd",
+            (Isa::Avx2, false) => "finch_hsum4_epi64",
+        }
+    }
+
+    /// The declaration of a held vector of `f64` partial sums named `name`.
+    pub(super) fn declare_sums(self, name: &str) -> String {
+        format!("{} {name} = {};", self.vector(true), self.zero(true))
+    }
+
+    /// C adding up the lanes of the held vector `name`.
+    pub(super) fn sum_of(self, name: &str) -> String {
+        format!("{}({name})", self.reduce(true))
+    }
+}
+
 /// A translated expression: the same value in every lane (scalar C), or one per lane.
 enum V {
     Uniform(String, ScalarType),
@@ -60,17 +163,20 @@ impl V {
     }
 
     /// As a vector (a uniform value broadcast).
-    fn lanes(&self) -> String {
-        match self {
-            V::Lanes(s, _) => s.clone(),
-            V::Uniform(s, ScalarType::F64) => format!("_mm512_set1_pd({s})"),
-            V::Uniform(s, _) => format!("_mm512_set1_epi64({s})"),
+    fn lanes(&self, isa: Isa) -> String {
+        match (self, isa) {
+            (V::Lanes(s, _), _) => s.clone(),
+            (V::Uniform(s, ScalarType::F64), Isa::Avx512) => format!("_mm512_set1_pd({s})"),
+            (V::Uniform(s, _), Isa::Avx512) => format!("_mm512_set1_epi64({s})"),
+            (V::Uniform(s, ScalarType::F64), Isa::Avx2) => format!("_mm256_set1_pd({s})"),
+            (V::Uniform(s, _), Isa::Avx2) => format!("_mm256_set1_epi64x({s})"),
         }
     }
 }
 
 struct Vectorizer<'a> {
     k: &'a Kernel,
+    isa: Isa,
     q: LocalId,
     acc: LocalId,
     /// Locals the body assigns (other than `q` and `acc`), and those assigned so far.
@@ -86,6 +192,8 @@ struct Vectorizer<'a> {
 pub(super) struct Context<'a> {
     /// The kernel.
     pub k: &'a Kernel,
+    /// The instruction set of the copy being emitted.
+    pub isa: Isa,
     /// Every read of each local in the whole kernel.
     pub reads: &'a HashMap<LocalId, usize>,
     /// Accumulators an enclosing loop holds as vectors of partial sums (their C names).
@@ -96,7 +204,9 @@ pub(super) struct Context<'a> {
     pub invariant: &'a dyn Fn(&KExpr) -> String,
 }
 
-/// The AVX-512 code of `while (cond) { body }`, or `None` when the loop does not qualify.
+/// The vector code of `while (cond) { body }` in `cx.isa`, or `None` when the loop does not
+/// qualify. AVX-512 code runs the whole loop; AVX2 code leaves the last positions (fewer
+/// than four) to the scalar loop, which the caller emits after it.
 pub(super) fn vectorize(cx: &Context, cond: &KExpr, body: &[KStmt]) -> Option<String> {
     let KExpr::Op(Op::Lt, c) = cond else {
         return None;
@@ -126,8 +236,9 @@ pub(super) fn vectorize(cx: &Context, cond: &KExpr, body: &[KStmt]) -> Option<St
     reduction(cx, *q, None, bound, &rest, &in_cond)
 }
 
-/// The AVX-512 code of `for var = lo; var < hi; var++ { body }`, or `None` when the loop
-/// does not qualify (the conditions of [`vectorize`], with `var` as `q`).
+/// The vector code of `for var = lo; var < hi; var++ { body }`, or `None` when the loop
+/// does not qualify (the conditions of [`vectorize`], with `var` as `q`; AVX2 code leaves
+/// `var` where the scalar loop is to go on).
 pub(super) fn vectorize_for(
     cx: &Context,
     var: LocalId,
@@ -161,6 +272,7 @@ fn reduction(
 ) -> Option<String> {
     let Context {
         k,
+        isa,
         reads,
         deferred,
         lit,
@@ -204,6 +316,7 @@ fn reduction(
     }
     let mut v = Vectorizer {
         k,
+        isa,
         q: *q,
         acc,
         assigned,
@@ -211,6 +324,7 @@ fn reduction(
         temps: 0,
         streams: Vec::new(),
     };
+    let float = acc_ty == ScalarType::F64;
     let mut step = String::new();
     for s in rest {
         let KStmt::Assign(l, e) = s else {
@@ -221,18 +335,22 @@ fn reduction(
             // A product of floats adds in one fused multiply-add (one rounding fewer, as a
             // reassociating kernel may; `bench/block_list_limit.c`: blocks of 7.8 entries
             // 0.114 -> 0.111 ms).
-            if let (KExpr::Op(Op::Mul, f), ScalarType::F64) = (term, acc_ty) {
+            if let (KExpr::Op(Op::Mul, f), true) = (term, float) {
                 if let [a, b] = f.as_slice() {
                     let (a, b) = (v.expr(a, lit, invariant)?, v.expr(b, lit, invariant)?);
                     if a.ty() != acc_ty || b.ty() != acc_ty {
                         return None;
                     }
-                    let _ = writeln!(
-                        step,
-                        "    vacc_ = _mm512_mask3_fmadd_pd({}, {}, vacc_, m_);",
-                        a.lanes(),
-                        b.lanes()
-                    );
+                    let (a, b) = (a.lanes(isa), b.lanes(isa));
+                    let _ = match isa {
+                        Isa::Avx512 => writeln!(
+                            step,
+                            "    vacc_ = _mm512_mask3_fmadd_pd({a}, {b}, vacc_, m_);"
+                        ),
+                        Isa::Avx2 => {
+                            writeln!(step, "    vacc_ = _mm256_fmadd_pd({a}, {b}, vacc_);")
+                        }
+                    };
                     continue;
                 }
             }
@@ -240,12 +358,19 @@ fn reduction(
             if t.ty() != acc_ty {
                 return None;
             }
-            let add = if acc_ty == ScalarType::F64 {
-                "_mm512_mask_add_pd"
-            } else {
-                "_mm512_mask_add_epi64"
+            let t = t.lanes(isa);
+            let _ = match (isa, float) {
+                (Isa::Avx512, true) => writeln!(
+                    step,
+                    "    vacc_ = _mm512_mask_add_pd(vacc_, m_, vacc_, {t});"
+                ),
+                (Isa::Avx512, false) => writeln!(
+                    step,
+                    "    vacc_ = _mm512_mask_add_epi64(vacc_, m_, vacc_, {t});"
+                ),
+                (Isa::Avx2, true) => writeln!(step, "    vacc_ = _mm256_add_pd(vacc_, {t});"),
+                (Isa::Avx2, false) => writeln!(step, "    vacc_ = _mm256_add_epi64(vacc_, {t});"),
             };
-            let _ = writeln!(step, "    vacc_ = {add}(vacc_, m_, vacc_, {});", t.lanes());
         } else {
             let x = v.expr(e, lit, invariant)?;
             if x.ty() != k.locals[l.0 as usize].ty {
@@ -255,11 +380,7 @@ fn reduction(
                 V::Lanes(s, t) => {
                     let name = format!("t{}_", v.temps);
                     v.temps += 1;
-                    let vt = if t == ScalarType::F64 {
-                        "__m512d"
-                    } else {
-                        "__m512i"
-                    };
+                    let vt = isa.vector(t == ScalarType::F64);
                     let _ = writeln!(step, "    {vt} {name} = {s}; (void){name};");
                     V::Lanes(name, t)
                 }
@@ -268,18 +389,16 @@ fn reduction(
             v.done.insert(*l, x);
         }
     }
-    let (zero, reduce, vt) = if acc_ty == ScalarType::F64 {
-        ("_mm512_setzero_pd()", "_mm512_reduce_add_pd", "__m512d")
-    } else {
-        (
-            "_mm512_setzero_si512()",
-            "_mm512_reduce_add_epi64",
-            "__m512i",
-        )
-    };
+    let (zero, reduce, vt) = (isa.zero(float), isa.reduce(float), isa.vector(float));
     let (qv, a) = (format!("v{}", q.0), format!("v{}", acc.0));
     let mut code = String::new();
-    let _ = writeln!(code, "{{ /* AVX-512: 8 positions of {qv} at a time */");
+    let _ = match isa {
+        Isa::Avx512 => writeln!(code, "{{ /* AVX-512: 8 positions of {qv} at a time */"),
+        Isa::Avx2 => writeln!(
+            code,
+            "{{ /* AVX2: 8, then 4 positions of {qv} at a time; the scalar loop below takes the rest */"
+        ),
+    };
     if let Some(lo) = start {
         let _ = writeln!(code, "  {qv} = {};", invariant(lo));
     }
@@ -290,51 +409,97 @@ fn reduction(
     );
     // An accumulator an enclosing loop defers keeps its partial sums in that loop's
     // vector, reduced once after it (a row of blocks: one reduction per row).
-    let held = deferred.get(&acc).filter(|_| acc_ty == ScalarType::F64);
+    let held = deferred.get(&acc).filter(|_| float);
     if held.is_none() {
         let _ = writeln!(code, "  {vt} vacc_ = {zero};");
     }
-    let _ = writeln!(
-        code,
-        "  const __m512i lane_ = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);"
-    );
-    // Counted from zero: the compiler keeps the loads' bases out of the loop.
-    let _ = writeln!(code, "  const int64_t len_ = e_ - q0_;");
-    let _ = writeln!(code, "  for (int64_t o_ = 0; o_ < len_; o_ += 8) {{");
-    let _ = writeln!(code, "    {qv} = q0_ + o_;");
-    let _ = writeln!(code, "    const int64_t r_ = len_ - o_;");
-    let _ = writeln!(
-        code,
-        "    const __mmask8 m_ = r_ >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << r_) - 1u);"
-    );
-    let _ = writeln!(
-        code,
-        "    const __m512i qv_ = _mm512_add_epi64(_mm512_set1_epi64({qv}), lane_); (void)qv_;"
-    );
     // Loads that move on through memory are prefetched: all of a walk over positions, and
     // in a loop over a coordinate those offset by a local (positions in a level). A load
     // at the coordinate itself plus a constant (`x[j - 1]`) is read again by each
     // enclosing iteration and stays cached. Integer arithmetic: the address ahead may lie
     // past the buffer, which a prefetch (a hint that never faults) may name but C pointer
     // arithmetic may not.
+    let mut prefetches = String::new();
     let mut seen = HashSet::new();
     for (at, size, moves) in &v.streams {
         if (start.is_none() || *moves) && seen.insert(at) {
             let _ = writeln!(
-                code,
+                prefetches,
                 "    __builtin_prefetch((const void *)((uintptr_t)({at}) + {}u));",
                 PREFETCH_AHEAD * size
             );
         }
     }
-    code.push_str(&step);
-    let _ = writeln!(code, "  }}");
-    let _ = writeln!(code, "  if (q0_ < e_) {qv} = e_;");
+    // Counted from zero: the compiler keeps the loads' bases out of the loop.
+    let _ = writeln!(code, "  const int64_t len_ = e_ - q0_;");
+    match isa {
+        Isa::Avx512 => {
+            let _ = writeln!(
+                code,
+                "  const __m512i lane_ = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);"
+            );
+            let _ = writeln!(code, "  for (int64_t o_ = 0; o_ < len_; o_ += 8) {{");
+            let _ = writeln!(code, "    {qv} = q0_ + o_;");
+            let _ = writeln!(code, "    const int64_t r_ = len_ - o_;");
+            let _ = writeln!(
+                code,
+                "    const __mmask8 m_ = r_ >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << r_) - 1u);"
+            );
+            let _ = writeln!(
+                code,
+                "    const __m512i qv_ = _mm512_add_epi64(_mm512_set1_epi64({qv}), lane_); (void)qv_;"
+            );
+            code.push_str(&prefetches);
+            code.push_str(&step);
+            let _ = writeln!(code, "  }}");
+            let _ = writeln!(code, "  if (q0_ < e_) {qv} = e_;");
+        }
+        Isa::Avx2 => {
+            // Two vectors of partial sums in the groups of eight: a fused multiply-add
+            // waits four cycles for the one before it (`bench/block_list_limit.c` on Zen 3,
+            // the synthetic block rows: 0.28 -> 0.24 ms).
+            // Fewer than four positions go straight to the scalar loop (blocks of 3.5
+            // entries, mbeacxc, reassociated SpMV on Zen 3: 0.071 -> 0.045 ms).
+            let _ = writeln!(code, "  if (len_ >= 4) {{");
+            let _ = writeln!(code, "  {vt} vodd_ = {zero};");
+            let _ = writeln!(
+                code,
+                "  const __m256i lane_ = _mm256_set_epi64x(3, 2, 1, 0);"
+            );
+            let _ = writeln!(code, "  int64_t o_ = 0;");
+            let group = |at: &str, sums: &str| {
+                let mut g = format!(
+                    "    {{ {qv} = q0_ + {at}; const __m256i qv_ = _mm256_add_epi64(_mm256_set1_epi64x({qv}), lane_); (void)qv_;\n"
+                );
+                g.push_str(&step.replace("vacc_", sums));
+                g.push_str("    }\n");
+                g
+            };
+            let _ = writeln!(code, "  for (; o_ <= len_ - 8; o_ += 8) {{");
+            let _ = writeln!(code, "    {qv} = q0_ + o_;");
+            code.push_str(&prefetches);
+            code.push_str(&group("o_", "vacc_"));
+            code.push_str(&group("o_ + 4", "vodd_"));
+            let _ = writeln!(code, "  }}");
+            let _ = writeln!(code, "  if (o_ <= len_ - 4) {{");
+            code.push_str(&group("o_", "vacc_"));
+            let _ = writeln!(code, "    o_ += 4;");
+            let _ = writeln!(code, "  }}");
+            let _ = writeln!(code, "  {qv} = q0_ + o_;");
+            let add = if float {
+                "_mm256_add_pd"
+            } else {
+                "_mm256_add_epi64"
+            };
+            let _ = writeln!(code, "  vacc_ = {add}(vacc_, vodd_);");
+            let _ = writeln!(code, "  }}");
+        }
+    }
     if let Some(name) = held {
         code.push('}');
         return Some(code.replace("vacc_", name));
     }
-    if acc_ty == ScalarType::F64 {
+    if float {
         let _ = writeln!(code, "  {a} = {a} + {reduce}(vacc_);");
     } else {
         let _ = writeln!(
@@ -488,15 +653,24 @@ impl Vectorizer<'_> {
                         }
                     }
                     _ => {
-                        let f = match (op, ty) {
-                            (Op::Add, ScalarType::F64) => "_mm512_add_pd",
-                            (Op::Sub, ScalarType::F64) => "_mm512_sub_pd",
-                            (Op::Mul, ScalarType::F64) => "_mm512_mul_pd",
-                            (Op::Add, _) => "_mm512_add_epi64",
-                            (Op::Sub, _) => "_mm512_sub_epi64",
-                            _ => "_mm512_mullo_epi64",
+                        let float = ty == ScalarType::F64;
+                        let f = match (self.isa, op, float) {
+                            (Isa::Avx512, Op::Add, true) => "_mm512_add_pd",
+                            (Isa::Avx512, Op::Sub, true) => "_mm512_sub_pd",
+                            (Isa::Avx512, _, true) => "_mm512_mul_pd",
+                            (Isa::Avx512, Op::Add, false) => "_mm512_add_epi64",
+                            (Isa::Avx512, Op::Sub, false) => "_mm512_sub_epi64",
+                            (Isa::Avx512, _, false) => "_mm512_mullo_epi64",
+                            (Isa::Avx2, Op::Add, true) => "_mm256_add_pd",
+                            (Isa::Avx2, Op::Sub, true) => "_mm256_sub_pd",
+                            (Isa::Avx2, _, true) => "_mm256_mul_pd",
+                            (Isa::Avx2, Op::Add, false) => "_mm256_add_epi64",
+                            (Isa::Avx2, Op::Sub, false) => "_mm256_sub_epi64",
+                            // AVX2 has no 64-bit multiply.
+                            (Isa::Avx2, _, false) => return None,
                         };
-                        V::Lanes(format!("{f}({}, {})", x.lanes(), y.lanes()), ty)
+                        let (x, y) = (x.lanes(self.isa), y.lanes(self.isa));
+                        V::Lanes(format!("{f}({x}, {y})"), ty)
                     }
                 }
             }
@@ -560,12 +734,21 @@ impl Vectorizer<'_> {
             self.streams
                 .push((at.clone(), super::prefetch::elem_bytes(ty, p.narrow), moves));
             return Some(V::Lanes(
-                match (ty, p.narrow) {
-                    (ScalarType::F64, _) => format!("_mm512_maskz_loadu_pd(m_, {at})"),
-                    (_, true) => {
+                match (self.isa, ty, p.narrow) {
+                    (Isa::Avx512, ScalarType::F64, _) => {
+                        format!("_mm512_maskz_loadu_pd(m_, {at})")
+                    }
+                    (Isa::Avx512, _, true) => {
                         format!("_mm512_cvtepu32_epi64(_mm256_maskz_loadu_epi32(m_, {at}))")
                     }
-                    _ => format!("_mm512_maskz_loadu_epi64(m_, {at})"),
+                    (Isa::Avx512, _, false) => format!("_mm512_maskz_loadu_epi64(m_, {at})"),
+                    (Isa::Avx2, ScalarType::F64, _) => format!("_mm256_loadu_pd({at})"),
+                    (Isa::Avx2, _, true) => {
+                        format!("_mm256_cvtepu32_epi64(_mm_loadu_si128((const __m128i *)({at})))")
+                    }
+                    (Isa::Avx2, _, false) => {
+                        format!("_mm256_loadu_si256((const __m256i *)({at}))")
+                    }
                 },
                 ty,
             ));
@@ -575,6 +758,8 @@ impl Vectorizer<'_> {
                 let load = format!("{ptr}[{s}]");
                 V::Uniform(if p.narrow { format!("((int64_t){load})") } else { load }, ty)
             }
+            // AVX2 gathers lose to scalar loads (see the module's documentation).
+            V::Lanes(_, ScalarType::I64) if self.isa == Isa::Avx2 => return None,
             V::Lanes(s, ScalarType::I64) => V::Lanes(
                 match (ty, p.narrow) {
                     (ScalarType::F64, _) => {
