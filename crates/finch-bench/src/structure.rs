@@ -296,9 +296,10 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          SpMV is row-major, `y[i] += AT[j, i] * x[j]`, with `AT` in the structured format and \
          in its SparseList counterpart; speed-up = SparseList time / structured time (> 1: \
          the structured level is faster). Both results are checked equal. The reassociated \
-         columns compile both programs with `CompileOptions {{ reassociate: true }}`: the C \
-         compiler may then vectorize the dense runs of a band or block, and SparseList walks \
-         use AVX-512 gathers where the CPU has them.\n\n"
+         columns compile both programs with `CompileOptions {{ reassociate: true }}`: the dense \
+         runs of a band or block then run as AVX-512 or AVX2 vector code (whichever the CPU \
+         has), and SparseList walks use AVX-512 gathers where the CPU has them (with AVX2 only, \
+         they stay scalar).\n\n"
     ));
     out.push_str("## SpMV\n\n| matrix | shape | nnz | structured | ms | counterpart | ms | speed-up | structured, reassociated ms | counterpart, reassociated ms | speed-up reassociated |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     let band = (
@@ -404,8 +405,31 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
     }
 
     out.push_str(
-        "\nWhere a structured level gains less than 1.5x, and why. Every matrix here takes \
-         at most 32 MB, which this VM reads from cache (one thread reads 21-22 GB/s up to 32 \
+        "\nWhere a structured level gains less than 1.5x, and why. The figures below were \
+         measured on two VMs: an AMD EPYC (Zen 3: AVX2 without AVX-512; 32 MB L3) on \
+         2026-11-26, and before that an Intel Xeon (Sapphire Rapids class, AVX-512). These \
+         kernels vary between runs on both, the AMD VM more (up to 1.5x on one kernel), so a \
+         figure from one run is a range's one point.\n\n\
+         On the AMD EPYC (Zen 3):\n\n\
+         * Reassociated kernels run the AVX2 copy: a band's or block's run in groups of eight \
+         and four positions, the last ones scalar. Over six runs, SparseBlockList gains \
+         1.43-2.54x on the synthetic rows, 1.8-2.17x on qc324 and 0.75-1.23x on bcsstk16 \
+         (blocks of 7.8: a group of four and a scalar rest), SparseBand 2.15-3.19x on the \
+         band of 61, 1.98-3.05x on the band of 201 and 2.37-3.46x on the triangle (the band \
+         of 11, one group of eight and a rest of three, 0.7-1.75x). \
+         `bench/block_list_limit.c` (one run): AVX2 blocks 0.314 ms on the synthetic rows \
+         against CSR's 0.537 with the C compiler's own code (0.760 with AVX2 gathers), 1.71x.\n\
+         * Strict kernels gain less than on the Xeon: each row's additions in order are one \
+         chain of dependent additions, 3 cycles each on Zen 3 (2 on the Xeon), and the \
+         out-of-order window holds less than one row of 96 entries, so block rows run at the \
+         speed of their chains much as CSR rows do (six runs): the synthetic rows \
+         1.0-1.26x, qc324 1.0x, bcsstk16 0.7-1.1x; bands 0.77-1.94x (long rows paired), the \
+         triangle 1.67-1.89x; SparsePoint 1.39-2.04x. \
+         Hand-written (`bench/block_list_limit.c`, one run): strict blocks 0.642 ms against \
+         CSR's 0.662; two block rows at a time, interleaved, 0.492 ms (1.35x), which the \
+         kernels do not do (they pair only band rows).\n\n\
+         On the Intel Xeon (AVX-512), earlier sessions: every matrix here takes \
+         at most 32 MB, which that VM reads from cache (one thread reads 21-22 GB/s up to 32 \
          MB and 8.5-11 GB/s from 128 MB; lscpu reports a 480 MB L3), so these kernels are \
          bound by the core and the cache. Strict kernels \
          run their loops in strips of eight with software prefetch (a loop no loop encloses \
@@ -417,7 +441,7 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          strips with the same prefetching, one run) gives the synthetic blocks 0.421 against \
          CSR 0.589 ms (1.40x), qc324 0.010 against 0.011 ms, bcsstk16 0.143 against 0.167 ms \
          (1.17x). Each row's additions in order are one chain of dependent \
-         additions (2 cycles each on this CPU); out-of-order execution overlaps about two \
+         additions (2 cycles each on that CPU); out-of-order execution overlaps about two \
          rows, and then the blocks' loads wait on the chain much as CSR's do, or, in cache \
          (qc324), wait on nothing else. Pairing block rows there (two chains interleaved) \
          makes qc324 faster (0.010 -> 0.007 ms) but the synthetic rows (0.421 -> 0.440 ms) and \

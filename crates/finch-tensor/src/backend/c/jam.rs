@@ -9,7 +9,8 @@
 //! over both rows' entries while both have entries left, then each row's rest alone, then
 //! both rows' stores. Each row still adds its own terms one at a time, in order, so
 //! results are bit for bit those of the plain loop. Measured on SpMV over a 1024×1024
-//! upper triangle (hand-written C, `bench/results/structure.md`): 0.264 -> 0.200 ms.
+//! upper triangle (hand-written C on the Intel Xeon, `bench/results/structure_xeon.md`):
+//! 0.264 -> 0.200 ms.
 //!
 //! An outer loop over `i` qualifies when its body is straight-line assignments and stores,
 //! then one inner `for` loop (alone, or alone under an `if` with no `else`), then

@@ -7,8 +7,9 @@
 //! eight iterations at a time with one prefetch per such load two kilobytes ahead, then
 //! the remaining iterations one at a time. The iterations, and so the order of a sum's
 //! additions, are exactly those of the plain loop; only the prefetches are new. Measured on
-//! strict SpMV (`bench/results/structure.md`): the hardware prefetcher alone leaves each
-//! row's loads waiting on the cache (band of 201 per row 1.20 -> 0.82 ms by hand-written C).
+//! strict SpMV on the Intel Xeon (`bench/results/structure_xeon.md`): the hardware
+//! prefetcher alone leaves each row's loads waiting on the cache (band of 201 per row
+//! 1.20 -> 0.82 ms by hand-written C).
 //!
 //! A loop qualifies when it holds no nested loop and no `break`, its bound is a local (or
 //! literal) the body does not assign, and it has at least one load at `v + c` (`c` the

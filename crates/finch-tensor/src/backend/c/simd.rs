@@ -410,7 +410,13 @@ fn reduction(
     // An accumulator an enclosing loop defers keeps its partial sums in that loop's
     // vector, reduced once after it (a row of blocks: one reduction per row).
     let held = deferred.get(&acc).filter(|_| float);
-    if held.is_none() {
+    // The partial sums added into the accumulator (after the loop, or after the groups).
+    let reduced = if float {
+        format!("  {a} = {a} + {reduce}(vacc_);\n")
+    } else {
+        format!("  {a} = (int64_t)((uint64_t){a} + (uint64_t){reduce}(vacc_));\n")
+    };
+    if held.is_none() && isa == Isa::Avx512 {
         let _ = writeln!(code, "  {vt} vacc_ = {zero};");
     }
     // Loads that move on through memory are prefetched: all of a walk over positions, and
@@ -461,6 +467,9 @@ fn reduction(
             // Fewer than four positions go straight to the scalar loop (blocks of 3.5
             // entries, mbeacxc, reassociated SpMV on Zen 3: 0.071 -> 0.045 ms).
             let _ = writeln!(code, "  if (len_ >= 4) {{");
+            if held.is_none() {
+                let _ = writeln!(code, "  {vt} vacc_ = {zero};");
+            }
             let _ = writeln!(code, "  {vt} vodd_ = {zero};");
             let _ = writeln!(
                 code,
@@ -492,6 +501,9 @@ fn reduction(
                 "_mm256_add_epi64"
             };
             let _ = writeln!(code, "  vacc_ = {add}(vacc_, vodd_);");
+            if held.is_none() {
+                code.push_str(&reduced);
+            }
             let _ = writeln!(code, "  }}");
         }
     }
@@ -499,13 +511,8 @@ fn reduction(
         code.push('}');
         return Some(code.replace("vacc_", name));
     }
-    if float {
-        let _ = writeln!(code, "  {a} = {a} + {reduce}(vacc_);");
-    } else {
-        let _ = writeln!(
-            code,
-            "  {a} = (int64_t)((uint64_t){a} + (uint64_t){reduce}(vacc_));"
-        );
+    if isa == Isa::Avx512 {
+        code.push_str(&reduced);
     }
     code.push('}');
     Some(code)
