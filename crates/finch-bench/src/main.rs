@@ -121,7 +121,7 @@ fn bench_io(repeat: usize) -> Result<String> {
 
 /// How the benchmark binary is run.
 const USAGE: &str =
-    "finch-bench spmv|structure|morphology|io|compile-latency [--repeat N] [--quick] [--only MATRIX]";
+    "finch-bench spmv|structure|morphology|io|compile-latency [--repeat N] [--quick] [--only MATRIX (spmv)]";
 
 /// Prints a benchmark's report and, when `write`, saves it as `bench/results/{name}.md`
 /// (a quick or partial run is only printed).
@@ -170,6 +170,11 @@ fn main() -> Result<()> {
             }
             other => bail!("unknown argument `{other}` (usage: {USAGE})"),
         }
+    }
+    // Only `spmv` picks matrices; elsewhere `--only` would be silently ignored (and a full
+    // run would overwrite the results).
+    if only.is_some() && which != Some("spmv") {
+        bail!("--only applies to `spmv` only (usage: {USAGE})");
     }
     match which {
         Some("io") => report("io", &bench_io(repeat)?, true),

@@ -412,19 +412,21 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          figure from one run is a range's one point.\n\n\
          On the AMD EPYC (Zen 3):\n\n\
          * Reassociated kernels run the AVX2 copy: a band's or block's run in groups of eight \
-         and four positions, the last ones scalar. Over six runs, SparseBlockList gains \
-         1.43-2.54x on the synthetic rows, 1.8-2.17x on qc324 and 0.75-1.23x on bcsstk16 \
-         (blocks of 7.8: a group of four and a scalar rest), SparseBand 2.15-3.19x on the \
-         band of 61, 1.98-3.05x on the band of 201 and 2.37-3.46x on the triangle (the band \
+         and four positions, the last ones scalar. Over twelve runs, SparseBlockList gains \
+         1.43-2.71x on the synthetic rows, 1.8-2.61x on qc324 and 0.75-1.23x on bcsstk16 \
+         (blocks of 7.8: a group of four and a scalar rest), SparseBand 1.66-3.19x on the \
+         band of 61, 1.73-3.77x on the band of 201 and 2.37-3.46x on the triangle (the band \
          of 11, one group of eight and a rest of three, 0.7-1.75x). \
          `bench/block_list_limit.c` (one run): AVX2 blocks 0.314 ms on the synthetic rows \
          against CSR's 0.537 with the C compiler's own code (0.760 with AVX2 gathers), 1.71x.\n\
-         * Strict kernels gain less than on the Xeon: each row's additions in order are one \
-         chain of dependent additions, 3 cycles each on Zen 3 (2 on the Xeon), and the \
-         out-of-order window holds less than one row of 96 entries, so block rows run at the \
-         speed of their chains much as CSR rows do (six runs): the synthetic rows \
-         1.0-1.26x, qc324 1.0x, bcsstk16 0.7-1.1x; bands 0.77-1.94x (long rows paired), the \
-         triangle 1.67-1.89x; SparsePoint 1.39-2.04x. \
+         * Strict kernels: each row's additions in order are one chain of dependent \
+         additions, 3 cycles each on Zen 3 (2 on the Xeon), and the out-of-order window \
+         holds less than one row of 96 entries, so block rows run at the speed of their \
+         chains much as CSR rows do: the synthetic rows 1.0-1.3x, qc324 1.0x, bcsstk16 \
+         0.7-1.1x (twelve runs). Band rows of 32 entries or more run two at a time, two chains \
+         interleaved: the band of 61 gains 1.32-1.85x and the band of 201 1.28-1.73x, the \
+         triangle 1.86-1.97x (eight runs; the band of 11, not paired, 1.1-1.2x in most runs), \
+         SparsePoint 1.51-1.89x (five runs). \
          Hand-written (`bench/block_list_limit.c`, one run): strict blocks 0.642 ms against \
          CSR's 0.662; two block rows at a time, interleaved, 0.492 ms (1.35x), which the \
          kernels do not do (they pair only band rows).\n\n\

@@ -1913,8 +1913,9 @@ fn block_rows_from_the_start_need_no_clipping_and_ranges_inside_blocks_still_cli
 
 /// A strict row loop over long rows runs two rows at a time, and each row still adds its
 /// terms one at a time in order: the compiled result equals the reference's and the
-/// interpreter's exactly, on rows long and short, empty rows and an odd number of rows,
-/// with a long first row (the paired loop) and a short one (the plain loop).
+/// interpreter's exactly, on rows long and short, empty rows and an odd number of rows.
+/// The first, middle and last rows decide between the paired loop and the plain one: one
+/// long (first, middle or last) pairs the rows, all three short keeps the plain loop.
 #[test]
 fn long_rows_run_two_at_a_time_in_order() {
     let text = "input A :: Dense(SparseBand(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _, j = _\n  y[i] += A[j, i] * x[j]\nend\n";
@@ -1932,10 +1933,16 @@ fn long_rows_run_two_at_a_time_in_order() {
             .wrapping_add(1442695040888963407);
         state >> 11
     };
-    for first in [70usize, 3] {
+    // Widths of the first, middle (`m / 2`) and last rows.
+    for (first, middle, last) in [(70usize, 1, 33), (3, 1, 33), (3, 70, 3), (3, 1, 3)] {
         let mut data = vec![0.0; n * m];
         for r in 0..m {
-            let width = [first, 0, 40, 3, 70, 33, 1][r % 7];
+            let width = match r {
+                0 => first,
+                _ if r == m / 2 => middle,
+                _ if r == m - 1 => last,
+                _ => [0, 0, 40, 3, 70, 33, 1][r % 7],
+            };
             let start = (r * 7) % (n - width.min(n - 1));
             for j in start..(start + width).min(n) {
                 // Magnitudes from 1e-8 to 1e8 of both signs: any reordering shows.
@@ -1951,7 +1958,7 @@ fn long_rows_run_two_at_a_time_in_order() {
             &p,
             &[("A", &a), ("x", &x)],
             &[],
-            &format!("first row {first}"),
+            &format!("first, middle, last rows {first}, {middle}, {last}"),
         );
     }
 }

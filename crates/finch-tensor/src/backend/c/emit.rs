@@ -836,9 +836,15 @@ impl<'k> Emitter<'k> {
             };
             Ok(jn)
         };
-        // The first and the last row's setups (assignments only) decide.
+        // The first, the middle and the last row's setups (assignments only) decide: a
+        // band's first and last rows hold half a row (half-bandwidth 30: 31 entries, below
+        // `JAM_MIN`, where the rows between hold 61; Zen 3, strict SpMV 0.368 -> 0.27 ms).
         let _ = writeln!(self.out, "{pad}int64_t long_ = 0;");
-        for (row, end) in [(format!("lo_{v}"), "ef_"), (format!("hi_{v} - 1"), "el_")] {
+        for (row, end) in [
+            (format!("lo_{v}"), "ef_"),
+            (format!("lo_{v} + (hi_{v} - lo_{v}) / 2"), "em_"),
+            (format!("hi_{v} - 1"), "el_"),
+        ] {
             let _ = writeln!(
                 self.out,
                 "{pad}if (!long_ && lo_{v} < hi_{v}) {{\n{pad}  v{v} = {row};"
