@@ -8,10 +8,9 @@ mod reassociated;
 
 #[test]
 fn reassociated_avx2_copies_match_the_reference() {
-    let copies = reassociated::spmv_over_every_level("-O3 -DFINCH_NO_AVX512", "avx2");
-    if copies == usize::MAX {
+    let Some(copies) = reassociated::spmv_over_every_level("-O3 -DFINCH_NO_AVX512", "avx2") else {
         return; // no C compiler
-    }
+    };
     // Dense rows, bands and block lists read contiguous runs, which AVX2 code takes.
     assert!(copies >= 3, "{copies} kernels had an AVX2 copy");
 }

@@ -7,11 +7,11 @@ mod reassociated;
 
 #[test]
 fn reassociated_scalar_copies_match_the_reference() {
-    let copies =
-        reassociated::spmv_over_every_level("-O3 -DFINCH_NO_AVX512 -DFINCH_NO_AVX2", "avx512");
-    if copies == usize::MAX {
+    let Some(copies) =
+        reassociated::spmv_over_every_level("-O3 -DFINCH_NO_AVX512 -DFINCH_NO_AVX2", "avx512")
+    else {
         return; // no C compiler
-    }
+    };
     // The formats whose walks vectorize have vector copies to leave out.
     assert!(copies >= 3, "{copies} kernels had an AVX-512 copy");
 }
