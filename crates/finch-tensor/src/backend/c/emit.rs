@@ -1095,9 +1095,9 @@ impl<'k> Emitter<'k> {
                     return Ok(());
                 }
                 // After vector code that leaves the rest (AVX2), the plain loop goes on
-                // from where it stopped.
+                // from where it stopped. (Rows are paired only in scalar code, so not here.)
                 let rest = vector == Vectorized::Head;
-                if let Some(rows) = self.two_rows(*var, lo, hi, body).filter(|_| !rest) {
+                if let Some(rows) = self.two_rows(*var, lo, hi, body) {
                     return self.rows(s, &rows, level);
                 }
                 let held = self.hold_sums(&[lo, hi], body, &pad);

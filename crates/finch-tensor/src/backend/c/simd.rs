@@ -93,17 +93,19 @@ impl Isa {
         }
     }
 
-    /// C the copy needs before it (helpers for the sums across lanes).
-    pub(super) fn helpers(self) -> &'static str {
+    /// C the copy needs before it (helpers for the sums across lanes, declared with the
+    /// copy's own target attribute).
+    pub(super) fn helpers(self) -> String {
+        let (_, target) = self.copy();
         match self {
-            Isa::Avx512 => "",
-            Isa::Avx2 => concat!(
-                "__attribute__((target(\"avx2,fma\"))) static inline double finch_hsum4_pd(__m256d v) {\n",
-                "  __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));\n",
-                "  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));\n}\n",
-                "__attribute__((target(\"avx2,fma\"))) static inline int64_t finch_hsum4_epi64(__m256i v) {\n",
-                "  __m128i s = _mm_add_epi64(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));\n",
-                "  return (int64_t)((uint64_t)_mm_cvtsi128_si64(s) + (uint64_t)_mm_extract_epi64(s, 1));\n}\n",
+            Isa::Avx512 => String::new(),
+            Isa::Avx2 => format!(
+                "{target}inline double finch_hsum4_pd(__m256d v) {{\n\
+                 \x20 __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));\n\
+                 \x20 return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));\n}}\n\
+                 {target}inline int64_t finch_hsum4_epi64(__m256i v) {{\n\
+                 \x20 __m128i s = _mm_add_epi64(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));\n\
+                 \x20 return (int64_t)((uint64_t)_mm_cvtsi128_si64(s) + (uint64_t)_mm_extract_epi64(s, 1));\n}}\n"
             ),
         }
     }
@@ -476,22 +478,22 @@ fn reduction(
                 "  const __m256i lane_ = _mm256_set_epi64x(3, 2, 1, 0);"
             );
             let _ = writeln!(code, "  int64_t o_ = 0;");
-            let group = |at: &str, sums: &str| {
+            // Four positions from `q0_ + at` into `sums`, after `before` (which may read
+            // the loop's variable there).
+            let group = |at: &str, sums: &str, before: &str| {
                 let mut g = format!(
-                    "    {{ {qv} = q0_ + {at}; const __m256i qv_ = _mm256_add_epi64(_mm256_set1_epi64x({qv}), lane_); (void)qv_;\n"
+                    "    {{ {qv} = q0_ + {at}; const __m256i qv_ = _mm256_add_epi64(_mm256_set1_epi64x({qv}), lane_); (void)qv_;\n{before}"
                 );
                 g.push_str(&step.replace("vacc_", sums));
                 g.push_str("    }\n");
                 g
             };
             let _ = writeln!(code, "  for (; o_ <= len_ - 8; o_ += 8) {{");
-            let _ = writeln!(code, "    {qv} = q0_ + o_;");
-            code.push_str(&prefetches);
-            code.push_str(&group("o_", "vacc_"));
-            code.push_str(&group("o_ + 4", "vodd_"));
+            code.push_str(&group("o_", "vacc_", &prefetches));
+            code.push_str(&group("o_ + 4", "vodd_", ""));
             let _ = writeln!(code, "  }}");
             let _ = writeln!(code, "  if (o_ <= len_ - 4) {{");
-            code.push_str(&group("o_", "vacc_"));
+            code.push_str(&group("o_", "vacc_", ""));
             let _ = writeln!(code, "    o_ += 4;");
             let _ = writeln!(code, "  }}");
             let _ = writeln!(code, "  {qv} = q0_ + o_;");
