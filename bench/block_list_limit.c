@@ -10,7 +10,8 @@
  * run them, with one accumulator and groups of four only, and CSR with AVX2 gathers.
  * Strict order (each row's additions in order, as Finch-RS's default kernels): scalar CSR
  * and blocks in strips of eight with the same prefetching as the generated strict loops,
- * then each with two rows at a time (their additions interleaved, each row's in order).
+ * then each with two rows at a time (their additions interleaved, each row's in order),
+ * and blocks four rows at a time.
  * Used in bench/results/structure.md to show where the SparseBlockList format can win.
  *   cc -O3 -ffp-contract=off -o /tmp/block_list_limit bench/block_list_limit.c
  *   (no contraction: a fused multiply-add would change the strict sums, and lengthen
@@ -68,6 +69,22 @@ void blk_pair(void) { long i = 0; for (; i + 1 < n; i += 2) { double sa = y[i], 
   while (ba < bea) { STRIPS(qa, ea, sa += val[qa] * xa[qa], AHEAD(val + qa)) if (++ba < bea) BLOCK(ba, qa, ea, xa); }
   while (bb < beb) { STRIPS(qb, eb, sb += val[qb] * xb[qb], AHEAD(val + qb)) if (++bb < beb) BLOCK(bb, qb, eb, xb); }
   y[i] = sa; y[i+1] = sb; }
+  for (; i < n; i++) { double s = y[i]; for (long b = bptr[i]; b < bptr[i+1]; b++) { long q, e; const double *xx; BLOCK(b, q, e, xx); STRIPS(q, e, s += val[q] * xx[q], AHEAD(val + q)) } y[i] = s; } }
+/* Four block rows at a time: all four rows' blocks run together for the stretch up to the
+ * first row's block end, then that row moves to its next block. */
+void blk_quad(void) { long i = 0; for (; i + 3 < n; i += 4) { double s[4]; long b[4], be[4], q[4], e[4]; const double *xr[4];
+  for (int r = 0; r < 4; r++) { s[r] = y[i+r]; b[r] = bptr[i+r]; be[r] = bptr[i+r+1]; q[r] = e[r] = 0; xr[r] = x; if (b[r] < be[r]) BLOCK(b[r], q[r], e[r], xr[r]); }
+  double s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3]; long q0 = q[0], q1 = q[1], q2 = q[2], q3 = q[3]; const double *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3];
+  while (b[0] < be[0] && b[1] < be[1] && b[2] < be[2] && b[3] < be[3]) {
+    long m = e[0] - q0; if (e[1] - q1 < m) m = e[1] - q1; if (e[2] - q2 < m) m = e[2] - q2; if (e[3] - q3 < m) m = e[3] - q3;
+    for (long k = 0; k < m; k++, q0++, q1++, q2++, q3++) { s0 += val[q0] * x0[q0]; s1 += val[q1] * x1[q1]; s2 += val[q2] * x2[q2]; s3 += val[q3] * x3[q3]; }
+    if (q0 == e[0] && ++b[0] < be[0]) BLOCK(b[0], q0, e[0], x0);
+    if (q1 == e[1] && ++b[1] < be[1]) BLOCK(b[1], q1, e[1], x1);
+    if (q2 == e[2] && ++b[2] < be[2]) BLOCK(b[2], q2, e[2], x2);
+    if (q3 == e[3] && ++b[3] < be[3]) BLOCK(b[3], q3, e[3], x3);
+  }
+  s[0] = s0; s[1] = s1; s[2] = s2; s[3] = s3; q[0] = q0; q[1] = q1; q[2] = q2; q[3] = q3; xr[0] = x0; xr[1] = x1; xr[2] = x2; xr[3] = x3;
+  for (int r = 0; r < 4; r++) { while (b[r] < be[r]) { long qq = q[r], ee = e[r]; const double *xx = xr[r]; double ss = s[r]; STRIPS(qq, ee, ss += val[qq] * xx[qq], AHEAD(val + qq)) s[r] = ss; if (++b[r] < be[r]) BLOCK(b[r], q[r], e[r], xr[r]); } y[i+r] = s[r]; } }
   for (; i < n; i++) { double s = y[i]; for (long b = bptr[i]; b < bptr[i+1]; b++) { long q, e; const double *xx; BLOCK(b, q, e, xx); STRIPS(q, e, s += val[q] * xx[q], AHEAD(val + q)) } y[i] = s; } }
 /* AVX2 (no AVX-512): blocks as Finch-RS's AVX2 copy runs them (groups of eight into two
  * accumulators, then four, then scalar), the same with one accumulator and groups of four,
@@ -140,4 +157,5 @@ static void report(void) {
   }
   printf("strict csr, strips %.3f\nstrict blk, strips %.3f\n", bench(csr_strict), bench(blk_strict));
   printf("strict csr, two rows %.3f\nstrict blk, two rows %.3f\n", bench(csr_pair), bench(blk_pair));
+  printf("strict blk, four rows %.3f\n", bench(blk_quad));
 }

@@ -1911,21 +1911,22 @@ fn block_rows_from_the_start_need_no_clipping_and_ranges_inside_blocks_still_cli
     }
 }
 
-/// A strict row loop over long rows runs two rows at a time, and each row still adds its
+/// A strict row loop over long rows runs four rows at a time, and each row still adds its
 /// terms one at a time in order: the compiled result equals the reference's and the
-/// interpreter's exactly, on rows long and short, empty rows and an odd number of rows.
-/// The first, middle and last rows decide between the paired loop and the plain one: one
-/// long (first, middle or last) pairs the rows, all three short keeps the plain loop.
+/// interpreter's exactly, on rows long and short, empty rows, and a number of rows that
+/// leaves none, one, two or three to run alone at the end. The first, middle and last rows
+/// decide between the joint loop and the plain one: one long (first, middle or last) runs
+/// rows together, all three short keeps the plain loop.
 #[test]
-fn long_rows_run_two_at_a_time_in_order() {
+fn long_rows_run_four_at_a_time_in_order() {
     let text = "input A :: Dense(SparseBand(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _, j = _\n  y[i] += A[j, i] * x[j]\nend\n";
     let p = Program::parse(text).unwrap();
     let k = p.compile(Engine::C).unwrap();
     if k.engine() == Engine::C {
         let c = k.c_source(finch::backend::c::CheckMode::Trusted).unwrap();
-        assert!(c.contains("two rows at a time"), "{c}");
+        assert!(c.contains("4 rows at a time"), "{c}");
     }
-    let (n, m) = (90usize, 41usize);
+    let n = 90usize;
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
         state = state
@@ -1933,15 +1934,19 @@ fn long_rows_run_two_at_a_time_in_order() {
             .wrapping_add(1442695040888963407);
         state >> 11
     };
-    // Widths of the first, middle (`m / 2`) and last rows.
-    for (first, middle, last) in [(70usize, 1, 33), (3, 1, 33), (3, 70, 3), (3, 1, 3)] {
+    // Widths of the first, middle (`m / 2`) and last rows, over `m` rows.
+    for (m, (first, middle, last)) in [41usize, 42, 43, 44]
+        .into_iter()
+        .flat_map(|m| [(70usize, 1, 33), (3, 1, 33), (3, 70, 3), (3, 1, 3)].map(|w| (m, w)))
+    {
         let mut data = vec![0.0; n * m];
         for r in 0..m {
             let width = match r {
                 0 => first,
                 _ if r == m / 2 => middle,
                 _ if r == m - 1 => last,
-                _ => [0, 0, 40, 3, 70, 33, 1][r % 7],
+                // Groups of four rows all long (strips, then a rest) and mixed.
+                _ => [40, 70, 33, 50, 0, 3, 70, 1, 45, 60, 38, 29][r % 12],
             };
             let start = (r * 7) % (n - width.min(n - 1));
             for j in start..(start + width).min(n) {
@@ -1958,7 +1963,7 @@ fn long_rows_run_two_at_a_time_in_order() {
             &p,
             &[("A", &a), ("x", &x)],
             &[],
-            &format!("first, middle, last rows {first}, {middle}, {last}"),
+            &format!("{m} rows; first, middle, last rows {first}, {middle}, {last}"),
         );
     }
 }

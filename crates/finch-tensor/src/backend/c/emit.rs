@@ -208,9 +208,10 @@ struct Emitter<'k> {
     /// Accumulators an enclosing loop holds as a vector of partial sums (the C name of the
     /// vector), for the vectorized loops inside it.
     deferred: HashMap<LocalId, String>,
-    /// The locals of the second of two rows emitted together (see `jam`), named `w{n}`.
-    second_row: std::collections::HashSet<LocalId>,
-    /// Emitting the plain copy of a loop that runs two rows at a time.
+    /// Which of the rows emitted together (see `jam`) is being emitted, and the locals each
+    /// row has its own copy of (named `w{row}_{n}` past the first row).
+    row: (usize, std::collections::HashSet<LocalId>),
+    /// Emitting the plain copy of a loop that runs several rows at a time.
     plain_rows: bool,
     /// The loops around the statement being emitted, outermost first (`true`: a `for`
     /// loop, `false`: a `while` loop): whether a loop has none around it (see `prefetch`),
@@ -292,10 +293,18 @@ fn storage_type(b: &BufParam) -> &'static str {
     }
 }
 
-/// The fewest iterations a row's inner loop must have left to run paired with the next
-/// row's (see `jam`): shorter rows overlap with each other anyway, and pairing their setup
-/// costs more than it gains (SpMV over a band of 11 per row: 0.040 -> 0.046 ms paired).
-const JAM_MIN: usize = 32;
+/// The fewest iterations the first, middle or last row's inner loop must have for a row
+/// loop to run [`ROWS`] rows at a time (see `jam`): shorter rows overlap with each other
+/// anyway, and the joint setup costs about what it gains (Zen 3: SpMV over a band of 11
+/// per row 1.0-1.05x the plain loop, a 1-D convolution of 9 taps 0.9x; 16 taps 1.0x, 64
+/// taps 1.4x).
+const JAM_MIN: usize = 16;
+
+/// The rows a row loop runs at a time (see `jam`): four chains of additions in order
+/// cover the adder's latency where two do not (strict SpMV on Zen 3, hand-written, against
+/// two at a time: a band of 61 per row 0.25 -> 0.19 ms, a 1024 x 1024 triangle 0.25 ->
+/// 0.15 ms).
+const ROWS: usize = 4;
 
 fn lit(v: &Value) -> String {
     match *v {
@@ -339,7 +348,7 @@ impl<'k> Emitter<'k> {
             reads: HashMap::new(),
             vectorized: 0,
             deferred: HashMap::new(),
-            second_row: Default::default(),
+            row: Default::default(),
             plain_rows: false,
             loops: Vec::new(),
         };
@@ -760,18 +769,19 @@ impl<'k> Emitter<'k> {
         self.isa.is_none() && !self.k.reassociate && self.mode == CheckMode::Trusted
     }
 
-    /// A local's C name (`w{n}` in the second of two rows emitted together).
+    /// A local's C name (`w{row}_{n}` past the first of the rows emitted together).
     fn local(&self, l: LocalId) -> String {
-        if self.second_row.contains(&l) {
-            format!("w{}", l.0)
+        let (row, own) = &self.row;
+        if *row > 0 && own.contains(&l) {
+            format!("w{row}_{}", l.0)
         } else {
             format!("v{}", l.0)
         }
     }
 
     /// In a kernel that keeps its floating-point order (trusted, scalar): the parts of a
-    /// row loop that can run two rows at a time (see `jam`), when nothing in it can fail.
-    fn two_rows<'b>(
+    /// row loop that can run several rows at a time (see `jam`), when nothing in it can fail.
+    fn joint_rows<'b>(
         &self,
         var: LocalId,
         lo: &KExpr,
@@ -780,7 +790,7 @@ impl<'k> Emitter<'k> {
     ) -> Option<super::jam::Rows<'b>> {
         if !self.in_order_scalar()
             || self.plain_rows
-            || !self.second_row.is_empty()
+            || !self.row.1.is_empty()
             || self.fallible(lo)
             || self.fallible(hi)
         {
@@ -794,13 +804,14 @@ impl<'k> Emitter<'k> {
         super::jam::rows(self.k, &self.reads, var, body)
     }
 
-    /// The loop `row_loop` (`for var = lo; var < hi; var++ { body }`) two rows at a time
-    /// (see `jam`) where its first or last row's inner loop has at least [`JAM_MIN`]
-    /// iterations, else plain (rows of a band or triangle are about as long as their
-    /// neighbours; the paired loop's extra registers would slow a loop of short rows). In the paired loop a
-    /// row with fewer than [`JAM_MIN`] iterations left (or the last row) runs alone;
-    /// otherwise the next row is set up too and both inner loops run together in strips of
-    /// eight with prefetch while both have two strips left, then each its rest.
+    /// The loop `row_loop` (`for var = lo; var < hi; var++ { body }`) [`ROWS`] rows at a
+    /// time (see `jam`) where its first, middle or last row's inner loop has at least
+    /// [`JAM_MIN`] iterations, else plain (rows of a band or triangle are about as long as
+    /// their neighbours; a loop of very short rows gains nothing from the shared setup).
+    /// In the joint loop, the last rows (fewer than [`ROWS`] left) run alone; otherwise
+    /// [`ROWS`] rows are set up, their inner loops run together while all have entries
+    /// left (in strips of eight with prefetch while all have two strips left), then each
+    /// row its rest, then the rows' stores.
     fn rows(&mut self, row_loop: &KStmt, rows: &super::jam::Rows, level: usize) -> Result<()> {
         use super::prefetch::STRIP;
         let KStmt::For { var, lo, hi, .. } = row_loop else {
@@ -813,15 +824,19 @@ impl<'k> Emitter<'k> {
         let (l, h) = (self.expr(lo), self.expr(hi));
         let _ = writeln!(
             self.out,
-            "{pad}{{ /* two rows at a time */ int64_t lo_{v} = {l}; int64_t hi_{v} = {h};"
+            "{pad}{{ /* {ROWS} rows at a time */ int64_t lo_{v} = {l}; int64_t hi_{v} = {h};"
         );
-        for x in &rows.own {
-            let t = c_type(self.k.locals[x.0 as usize].ty);
-            let _ = writeln!(self.out, "{pad}{t} w{} = 0; (void)w{};", x.0, x.0);
+        let own: std::collections::HashSet<LocalId> = rows.own.iter().copied().collect();
+        for r in 1..ROWS {
+            self.row = (r, own.clone());
+            for x in &rows.own {
+                let (t, name) = (c_type(self.k.locals[x.0 as usize].ty), self.local(*x));
+                let _ = writeln!(self.out, "{pad}{t} {name} = 0; (void){name};");
+            }
         }
+        self.row = Default::default();
         let (j, jlo, jhi, inner) = rows.inner;
         let streams = super::prefetch::streams(self.k, j, None, inner, false).unwrap_or_default();
-        let own: std::collections::HashSet<LocalId> = rows.own.iter().copied().collect();
         // A row's setup and the bounds of its inner loop (empty where the guard fails).
         let setup = |e: &mut Self, end: &str| -> Result<String> {
             e.block(rows.prefix, level + 1)?;
@@ -837,8 +852,8 @@ impl<'k> Emitter<'k> {
             Ok(jn)
         };
         // The first, the middle and the last row's setups (assignments only) decide: a
-        // band's first and last rows hold half a row (half-bandwidth 30: 31 entries, below
-        // `JAM_MIN`, where the rows between hold 61; Zen 3, strict SpMV 0.368 -> 0.27 ms).
+        // band's first and last rows hold half a row (half-bandwidth 30: 31 entries, where
+        // the rows between hold 61).
         let _ = writeln!(self.out, "{pad}int64_t long_ = 0;");
         for (row, end) in [
             (format!("lo_{v}"), "ef_"),
@@ -861,71 +876,97 @@ impl<'k> Emitter<'k> {
         self.plain_rows = false;
         let _ = writeln!(self.out, "{pad}}} else");
         let _ = writeln!(self.out, "{pad}for (v{v} = lo_{v}; v{v} < hi_{v}; ) {{");
-        // A row's inner loop alone: strips with prefetch, then the rest.
-        let alone = |e: &mut Self, jn: &str, end: &str| -> Result<()> {
-            if !streams.is_empty() {
-                e.strips(end, j, &streams, inner, level + 1)?;
-            }
-            let _ = writeln!(e.out, "{pad}  for (; {jn} < {end}; {jn}++) {{");
-            if !streams.is_empty() {
-                let _ = writeln!(e.out, "{pad}    {}", super::prefetch::SCALAR_REST);
-            }
-            e.block(inner, level + 2)?;
-            let _ = writeln!(e.out, "{pad}  }}");
-            Ok(())
-        };
-        let (ea, eb) = (format!("ea{v}_"), format!("eb{v}_"));
-        let ja = setup(self, &ea)?;
-        let _ = writeln!(
-            self.out,
-            "{pad}  if ({ea} - {ja} < {JAM_MIN} || hi_{v} - v{v} < 2) {{"
-        );
-        alone(self, &ja, &ea)?;
+        // The last rows, one at a time: strips with prefetch, then the rest.
+        let _ = writeln!(self.out, "{pad}  if (hi_{v} - v{v} < {ROWS}) {{");
+        let end = format!("e{v}_");
+        let jn = setup(self, &end)?;
+        if !streams.is_empty() {
+            self.strips(&end, j, &streams, inner, level + 2)?;
+        }
+        let _ = writeln!(self.out, "{pad}    for (; {jn} < {end}; {jn}++) {{");
+        if !streams.is_empty() {
+            let _ = writeln!(self.out, "{pad}      {}", super::prefetch::SCALAR_REST);
+        }
+        self.block(inner, level + 3)?;
+        let _ = writeln!(self.out, "{pad}    }}");
         self.block(rows.suffix, level + 2)?;
         let _ = writeln!(
             self.out,
             "{pad}    v{v} += 1;\n{pad}    continue;\n{pad}  }}"
         );
-        let _ = writeln!(self.out, "{pad}  w{v} = v{v} + 1;");
-        self.second_row = own.clone();
-        let jb = setup(self, &eb)?;
-        self.second_row.clear();
-        let _ = writeln!(
-            self.out,
-            "{pad}  while ({ea} - {ja} >= {two} && {eb} - {jb} >= {two}) {{",
-            two = 2 * STRIP
-        );
-        for second in [false, true] {
-            if second {
-                self.second_row = own.clone();
+        // Each row's setup; the iterations all rows have left.
+        let mut bounds = Vec::new();
+        for r in 0..ROWS {
+            self.row = (r, own.clone());
+            if r > 0 {
+                let _ = writeln!(self.out, "{pad}  {} = v{v} + {r};", self.local(*var));
             }
-            self.prefetches(&streams, &format!("{pad}    "));
-            self.second_row.clear();
+            let end = format!("e{v}_{r}");
+            let jn = setup(self, &end)?;
+            bounds.push((jn, end));
         }
+        self.row = Default::default();
         let _ = writeln!(
             self.out,
-            "{pad}    for (int k_ = 0; k_ < {STRIP}; k_++, {ja}++, {jb}++) {{"
+            "{pad}  int64_t m_ = {e} - {j0};",
+            e = bounds[0].1,
+            j0 = bounds[0].0
         );
-        self.both_rows(inner, &rows.own, level + 3)?;
-        let _ = writeln!(self.out, "{pad}    }}\n{pad}  }}");
-        alone(self, &ja, &ea)?;
-        self.second_row = own.clone();
-        alone(self, &jb, &eb)?;
-        self.second_row.clear();
-        self.block(rows.suffix, level + 1)?;
-        self.second_row = own;
-        self.block(rows.suffix, level + 1)?;
-        self.second_row.clear();
-        let _ = writeln!(self.out, "{pad}  v{v} += 2;\n{pad}}} }}");
+        for (jn, end) in &bounds[1..] {
+            let _ = writeln!(self.out, "{pad}  if ({end} - {jn} < m_) m_ = {end} - {jn};");
+        }
+        let steps: String = bounds.iter().map(|(jn, _)| format!(", {jn}++")).collect();
+        // Strips: one prefetch per stream and row, then the strip's iterations, kept a
+        // loop (cc's full unrolling slows it: hand-written, SpMV over a band of 61 per row
+        // on Zen 3, 0.19 ms as a loop, 0.22 unrolled). The rows move through storage together,
+        // a band's or a dense matrix's one after another, so each prefetches [`ROWS`] times
+        // as far ahead as one row would: past the rows that follow (hand-written, a band
+        // of 201 per row on Zen 3, 1.1 ms -> 0.65 ms).
+        let _ = writeln!(self.out, "{pad}  while (m_ >= {}) {{", 2 * STRIP);
+        for r in 0..ROWS {
+            self.row = (r, own.clone());
+            self.prefetches(&streams, &format!("{pad}    "), ROWS);
+        }
+        self.row = Default::default();
+        let _ = writeln!(
+            self.out,
+            "{pad}    _Pragma(\"GCC unroll 1\")\n{pad}    for (int k_ = 0; k_ < {STRIP}; k_++{steps}) {{"
+        );
+        self.all_rows(inner, &own, level + 3)?;
+        let _ = writeln!(self.out, "{pad}    }}\n{pad}    m_ -= {STRIP};\n{pad}  }}");
+        // The rest the rows share, a loop cc may run with vectors of products (each row's
+        // additions stay in order).
+        let _ = writeln!(self.out, "{pad}  for (; m_ > 0; m_--{steps}) {{");
+        self.all_rows(inner, &own, level + 2)?;
+        let _ = writeln!(self.out, "{pad}  }}");
+        // Each row's own rest (a few iterations in a band or triangle), then its stores.
+        for (r, (jn, end)) in bounds.iter().enumerate() {
+            self.row = (r, own.clone());
+            let _ = writeln!(self.out, "{pad}  for (; {jn} < {end}; {jn}++) {{");
+            self.block(inner, level + 2)?;
+            let _ = writeln!(self.out, "{pad}  }}");
+        }
+        for r in 0..ROWS {
+            self.row = (r, own.clone());
+            self.block(rows.suffix, level + 1)?;
+        }
+        self.row = Default::default();
+        let _ = writeln!(self.out, "{pad}  v{v} += {ROWS};\n{pad}}} }}");
         Ok(())
     }
 
-    /// `body` for the first row, then for the second.
-    fn both_rows(&mut self, body: &[KStmt], own: &[LocalId], level: usize) -> Result<()> {
-        self.block(body, level)?;
-        self.second_row = own.iter().copied().collect();
-        self.block(body, level)?;
-        self.second_row.clear();
+    /// `body` for each of [`ROWS`] rows in turn.
+    fn all_rows(
+        &mut self,
+        body: &[KStmt],
+        own: &std::collections::HashSet<LocalId>,
+        level: usize,
+    ) -> Result<()> {
+        for r in 0..ROWS {
+            self.row = (r, own.clone());
+            self.block(body, level)?;
+        }
+        self.row = Default::default();
         Ok(())
     }
 
@@ -961,7 +1002,7 @@ impl<'k> Emitter<'k> {
         let pad = "  ".repeat(level);
         let v = self.local(var);
         let _ = writeln!(self.out, "{pad}while ({end} - {v} >= {strip}) {{");
-        self.prefetches(streams, &format!("{pad}  "));
+        self.prefetches(streams, &format!("{pad}  "), 1);
         let walk = body
             .iter()
             .any(|s| matches!(s, KStmt::Assign(l, _) if *l == var));
@@ -979,17 +1020,14 @@ impl<'k> Emitter<'k> {
         Ok(())
     }
 
-    /// One prefetch per stream, [`super::prefetch::PREFETCH_BYTES`] past its position
-    /// now.
-    fn prefetches(&mut self, streams: &[(BufId, KExpr)], pad: &str) {
-        use super::prefetch::{elem_bytes, PREFETCH_BYTES};
+    /// One prefetch per stream, `rows` times [`super::prefetch::PREFETCH_BYTES`] past its
+    /// position now (`rows`: the rows that move through the storage together, see `jam`).
+    fn prefetches(&mut self, streams: &[(BufId, KExpr)], pad: &str, rows: usize) {
+        use super::prefetch::{elem_bytes, PREFETCH_AHEAD, PREFETCH_BYTES};
         for (b, index) in streams {
             let (p, i) = (self.ptr(*b), self.expr(index));
-            let ahead = self
-                .k
-                .bufs
-                .get(b.0 as usize)
-                .map_or(super::prefetch::PREFETCH_AHEAD, |buf| {
+            let ahead = rows
+                * self.k.bufs.get(b.0 as usize).map_or(PREFETCH_AHEAD, |buf| {
                     PREFETCH_BYTES / elem_bytes(buf.elem, buf.narrow)
                 });
             let _ = writeln!(
@@ -1095,9 +1133,9 @@ impl<'k> Emitter<'k> {
                     return Ok(());
                 }
                 // After vector code that leaves the rest (AVX2), the plain loop goes on
-                // from where it stopped. (Rows are paired only in scalar code, so not here.)
+                // from where it stopped. (Rows run together only in scalar code, so not here.)
                 let rest = vector == Vectorized::Head;
-                if let Some(rows) = self.two_rows(*var, lo, hi, body) {
+                if let Some(rows) = self.joint_rows(*var, lo, hi, body) {
                     return self.rows(s, &rows, level);
                 }
                 let held = self.hold_sums(&[lo, hi], body, &pad);
