@@ -79,9 +79,16 @@ fn unit_target(shape: &[usize], ndims: usize) -> Vec<usize> {
 }
 
 /// Writes a tensor's stored entries to a `.mtx` (vectors as `n×1`, scalars as `1×1`) or
-/// `.tns` file.
+/// `.tns` file. Positions it does not store hold its fill, as when a file is read into a
+/// declared format: a fill other than zero is named in a `.mtx` comment line.
 pub fn save_tensor(tensor: &Tensor, path: &Path) -> Result<()> {
     let coo = tensor.to_coo();
+    let fill = tensor.fill_value();
+    let options = MtxWriteOptions {
+        comment: (!fill.is_zero())
+            .then(|| format!(" fill {fill}: every position not listed holds {fill} (not 0)")),
+        ..MtxWriteOptions::default()
+    };
     match file_kind(path)? {
         FileKind::MatrixMarket => {
             let coo = match coo.shape.len() {
@@ -93,7 +100,7 @@ pub fn save_tensor(tensor: &Tensor, path: &Path) -> Result<()> {
                 }
                 d => bail!("a {d}-mode tensor cannot be written as Matrix Market; use a .tns file"),
             };
-            io::write_matrix_market_file(path, &coo, &MtxWriteOptions::default())?;
+            io::write_matrix_market_file(path, &coo, &options)?;
         }
         FileKind::Frostt => io::write_tns_file(path, &coo)?,
     }

@@ -358,7 +358,16 @@ fn run(
             Some(path) => {
                 files::save_tensor(&tensor, Path::new(path))
                     .with_context(|| format!("--output {}={path}", decl.name))?;
-                eprintln!("wrote {} to {path}", decl.name);
+                let fill = tensor.fill_value();
+                if fill.is_zero() {
+                    eprintln!("wrote {} to {path}", decl.name);
+                } else {
+                    // Another reader would take the positions not listed as 0.
+                    eprintln!(
+                        "wrote {} to {path}: its stored entries; every position not listed holds its fill {fill} (read it back into a format with that fill)",
+                        decl.name
+                    );
+                }
             }
             None => outln(format_args!("{} = {}", decl.name, tensor))?,
         }

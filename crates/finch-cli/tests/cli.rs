@@ -493,3 +493,61 @@ fn compact_lowering_shares_one_loop_among_few_terms() {
     // x holds 1..5 (a band of five): 15 + 2 * 15 + 15.
     assert!(String::from_utf8_lossy(&shared.stdout).contains("60"));
 }
+
+/// An output whose fill is not zero is written as its stored entries, the fill named in a
+/// comment and in the message, and read back into a format with that fill it holds the
+/// same values: `y[i] = 1.5` where `x[i]` is stored as 0, else `x[i] + 1`.
+#[test]
+fn an_output_with_a_fill_other_than_zero_names_it_and_reads_back() {
+    // The other files share `x`'s folder, removed with it.
+    let x = temp_path("x.mtx");
+    let dir = x.parent().expect("a folder");
+    let (y, program, check) = (dir.join("y.mtx"), dir.join("fill.fin"), dir.join("sum.fin"));
+    std::fs::write(
+        &x,
+        "%%MatrixMarket matrix coordinate real general\n4 1 2\n2 1 3.0\n4 1 -1.0\n",
+    )
+    .expect("write x");
+    std::fs::write(
+        &program,
+        "input x :: SparseList(Element(0.0))\noutput y :: SparseList(Element(1.5))\ny .= 1.5\nfor i = _\n  if x[i] != 0\n    y[i] = x[i] + 1\n  end\nend\n",
+    )
+    .expect("write program");
+    let o = finch(&[
+        "run",
+        &program.display().to_string(),
+        "--input",
+        &format!("x={}", x.display()),
+        "--output",
+        &format!("y={}", y.display()),
+        "--shape",
+        "y=4",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("holds its fill 1.5"), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&y).expect("y written");
+    assert!(
+        text.lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("% fill 1.5")),
+        "{text}"
+    );
+    // Read back with the same fill: 1.5 + 4 + 1.5 + 0 = 7.
+    std::fs::write(
+        &check,
+        "input y :: SparseList(Element(1.5))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += y[i]\nend\n",
+    )
+    .expect("write check");
+    let o = finch(&[
+        "run",
+        &check.display().to_string(),
+        "--input",
+        &format!("y={}", y.display()),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("7.0"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
