@@ -446,8 +446,9 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          0.55-0.68 ms (the stretches between one row's block end and another's get short), \
          which the kernels do not do (they run rows together only along one inner loop). \
          Four band rows of 11 at a time, hand-written, gain 1.4-1.6x over CSR, but generated \
-         (each row's setup clips its band to the matrix) 1.0-1.05x over the plain loop, so \
-         rows of fewer than 16 entries run one at a time.\n\n\
+         1.0-1.05x over the plain loop (cachegrind counts 14% more instructions than the \
+         hand-written loop; the rest of the gap is not explained), so rows of fewer than 16 \
+         entries run one at a time.\n\n\
          On the Intel Xeon (AVX-512), earlier sessions: every matrix here takes \
          at most 32 MB, which that VM reads from cache (one thread reads 21-22 GB/s up to 32 \
          MB and 8.5-11 GB/s from 128 MB; lscpu reports a 480 MB L3), so these kernels are \
