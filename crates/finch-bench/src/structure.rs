@@ -443,7 +443,7 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          time, 1.16-1.67x (median 1.22: below the target), SparsePoint 1.52-2.54x. \
          Hand-written (`bench/block_list_limit.c`, one run): strict blocks 0.642 ms against \
          CSR's 0.662; two block rows at a time, interleaved, 0.476-0.492 ms (1.35-1.40x), four \
-         0.55-0.68 ms (the stretches between one row's block end and another's get short), \
+         0.55-0.95 ms (the stretches between one row's block end and another's get short), \
          which the kernels do not do (they run rows together only along one inner loop). \
          Four band rows of 11 at a time, hand-written, gain 1.4-1.6x over CSR, but generated \
          1.0-1.05x over the plain loop (cachegrind counts 14% more instructions than the \
