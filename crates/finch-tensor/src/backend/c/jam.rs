@@ -10,9 +10,9 @@
 //! rest alone, then the rows' stores. Each row still adds its own terms one at a time, in
 //! order, so results are bit for bit those of the plain loop; the products of the joint
 //! loop, which need no order, the C compiler may compute two at a time. Strict SpMV on
-//! Zen 3, generated C, one row at a time / two (as before) / four: a band of 61 per row
-//! 0.36 / 0.27 / 0.20 ms, a 1024 x 1024 upper triangle 0.46 / 0.25 / 0.15 ms; a dense
-//! 1000 x 1000 matrix, two / four, 0.48 / 0.25 ms.
+//! Zen 3, generated C, two rows at a time (as before) / four: a band of 61 per row 0.27 /
+//! 0.20 ms, a 1024 x 1024 upper triangle 0.25 / 0.15 ms, a dense 1000 x 1000 matrix 0.48 /
+//! 0.25 ms (one row at a time, hand-written: 0.36 and 0.46 ms on the first two).
 //!
 //! An outer loop over `i` qualifies when its body is straight-line assignments and stores,
 //! then one inner `for` loop (alone, or alone under an `if` with no `else`), then
