@@ -208,9 +208,12 @@ struct Emitter<'k> {
     /// Accumulators an enclosing loop holds as a vector of partial sums (the C name of the
     /// vector), for the vectorized loops inside it.
     deferred: HashMap<LocalId, String>,
-    /// Which of the rows emitted together (see `jam`) is being emitted, and the locals each
-    /// row has its own copy of (named `w{row}_{n}` past the first row).
-    row: (usize, std::collections::HashSet<LocalId>),
+    /// Which of the rows emitted together (see `jam`) is being emitted (0: the first, or
+    /// none).
+    row: usize,
+    /// While rows are emitted together: the locals each row has its own copy of (named
+    /// `w{row}_{n}` past the first row).
+    row_own: std::collections::HashSet<LocalId>,
     /// Emitting the plain copy of a loop that runs several rows at a time.
     plain_rows: bool,
     /// The loops around the statement being emitted, outermost first (`true`: a `for`
@@ -348,11 +351,12 @@ impl<'k> Emitter<'k> {
             reads: HashMap::new(),
             vectorized: 0,
             deferred: HashMap::new(),
-            row: Default::default(),
+            row: 0,
+            row_own: Default::default(),
             plain_rows: false,
             loops: Vec::new(),
         };
-        // The vectorizer and the row pairing ask whether a local is read outside a loop.
+        // The vectorizer and running rows together (`jam`) ask whether a local is read outside a loop.
         if isa.is_some() || e.in_order_scalar() {
             super::simd::count_reads(&k.body, &mut e.reads);
         }
@@ -764,16 +768,15 @@ impl<'k> Emitter<'k> {
     }
 
     /// Emitting the trusted scalar code of a kernel that keeps its floating-point order:
-    /// where loops run in prefetching strips and long rows in pairs.
+    /// where loops run in prefetching strips and long rows several at a time.
     fn in_order_scalar(&self) -> bool {
         self.isa.is_none() && !self.k.reassociate && self.mode == CheckMode::Trusted
     }
 
     /// A local's C name (`w{row}_{n}` past the first of the rows emitted together).
     fn local(&self, l: LocalId) -> String {
-        let (row, own) = &self.row;
-        if *row > 0 && own.contains(&l) {
-            format!("w{row}_{}", l.0)
+        if self.row > 0 && self.row_own.contains(&l) {
+            format!("w{}_{}", self.row, l.0)
         } else {
             format!("v{}", l.0)
         }
@@ -790,7 +793,7 @@ impl<'k> Emitter<'k> {
     ) -> Option<super::jam::Rows<'b>> {
         if !self.in_order_scalar()
             || self.plain_rows
-            || !self.row.1.is_empty()
+            || !self.row_own.is_empty()
             || self.fallible(lo)
             || self.fallible(hi)
         {
@@ -826,15 +829,15 @@ impl<'k> Emitter<'k> {
             self.out,
             "{pad}{{ /* {ROWS} rows at a time */ int64_t lo_{v} = {l}; int64_t hi_{v} = {h};"
         );
-        let own: std::collections::HashSet<LocalId> = rows.own.iter().copied().collect();
+        self.row_own = rows.own.iter().copied().collect();
         for r in 1..ROWS {
-            self.row = (r, own.clone());
+            self.row = r;
             for x in &rows.own {
                 let (t, name) = (c_type(self.k.locals[x.0 as usize].ty), self.local(*x));
                 let _ = writeln!(self.out, "{pad}{t} {name} = 0; (void){name};");
             }
         }
-        self.row = Default::default();
+        self.row = 0;
         let (j, jlo, jhi, inner) = rows.inner;
         let streams = super::prefetch::streams(self.k, j, None, inner, false).unwrap_or_default();
         // A row's setup and the bounds of its inner loop (empty where the guard fails).
@@ -897,7 +900,7 @@ impl<'k> Emitter<'k> {
         // Each row's setup; the iterations all rows have left.
         let mut bounds = Vec::new();
         for r in 0..ROWS {
-            self.row = (r, own.clone());
+            self.row = r;
             if r > 0 {
                 let _ = writeln!(self.out, "{pad}  {} = v{v} + {r};", self.local(*var));
             }
@@ -905,7 +908,7 @@ impl<'k> Emitter<'k> {
             let jn = setup(self, &end)?;
             bounds.push((jn, end));
         }
-        self.row = Default::default();
+        self.row = 0;
         let _ = writeln!(
             self.out,
             "{pad}  int64_t m_ = {e} - {j0};",
@@ -924,49 +927,45 @@ impl<'k> Emitter<'k> {
         // of 201 per row on Zen 3, 1.1 ms -> 0.65 ms).
         let _ = writeln!(self.out, "{pad}  while (m_ >= {}) {{", 2 * STRIP);
         for r in 0..ROWS {
-            self.row = (r, own.clone());
+            self.row = r;
             self.prefetches(&streams, &format!("{pad}    "), ROWS);
         }
-        self.row = Default::default();
+        self.row = 0;
         let _ = writeln!(
             self.out,
             "{pad}    _Pragma(\"GCC unroll 1\")\n{pad}    for (int k_ = 0; k_ < {STRIP}; k_++{steps}) {{"
         );
-        self.all_rows(inner, &own, level + 3)?;
+        self.all_rows(inner, level + 3)?;
         let _ = writeln!(self.out, "{pad}    }}\n{pad}    m_ -= {STRIP};\n{pad}  }}");
         // The rest the rows share, a loop cc may run with vectors of products (each row's
         // additions stay in order).
         let _ = writeln!(self.out, "{pad}  for (; m_ > 0; m_--{steps}) {{");
-        self.all_rows(inner, &own, level + 2)?;
+        self.all_rows(inner, level + 2)?;
         let _ = writeln!(self.out, "{pad}  }}");
         // Each row's own rest (a few iterations in a band or triangle), then its stores.
         for (r, (jn, end)) in bounds.iter().enumerate() {
-            self.row = (r, own.clone());
+            self.row = r;
             let _ = writeln!(self.out, "{pad}  for (; {jn} < {end}; {jn}++) {{");
             self.block(inner, level + 2)?;
             let _ = writeln!(self.out, "{pad}  }}");
         }
         for r in 0..ROWS {
-            self.row = (r, own.clone());
+            self.row = r;
             self.block(rows.suffix, level + 1)?;
         }
-        self.row = Default::default();
+        self.row = 0;
         let _ = writeln!(self.out, "{pad}  v{v} += {ROWS};\n{pad}}} }}");
+        self.row_own.clear();
         Ok(())
     }
 
     /// `body` for each of [`ROWS`] rows in turn.
-    fn all_rows(
-        &mut self,
-        body: &[KStmt],
-        own: &std::collections::HashSet<LocalId>,
-        level: usize,
-    ) -> Result<()> {
+    fn all_rows(&mut self, body: &[KStmt], level: usize) -> Result<()> {
         for r in 0..ROWS {
-            self.row = (r, own.clone());
+            self.row = r;
             self.block(body, level)?;
         }
-        self.row = Default::default();
+        self.row = 0;
         Ok(())
     }
 

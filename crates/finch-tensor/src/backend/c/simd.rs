@@ -140,6 +140,25 @@ impl Isa {
         }
     }
 
+    /// The intrinsic for `op` (`+`, `-` or `*`) over `f64` (`float`) or `i64` lanes, unmasked;
+    /// `None` where the instruction set has none (AVX2: no 64-bit multiply).
+    fn arith(self, op: Op, float: bool) -> Option<&'static str> {
+        Some(match (self, op, float) {
+            (Isa::Avx512, Op::Add, true) => "_mm512_add_pd",
+            (Isa::Avx512, Op::Sub, true) => "_mm512_sub_pd",
+            (Isa::Avx512, _, true) => "_mm512_mul_pd",
+            (Isa::Avx512, Op::Add, false) => "_mm512_add_epi64",
+            (Isa::Avx512, Op::Sub, false) => "_mm512_sub_epi64",
+            (Isa::Avx512, _, false) => "_mm512_mullo_epi64",
+            (Isa::Avx2, Op::Add, true) => "_mm256_add_pd",
+            (Isa::Avx2, Op::Sub, true) => "_mm256_sub_pd",
+            (Isa::Avx2, _, true) => "_mm256_mul_pd",
+            (Isa::Avx2, Op::Add, false) => "_mm256_add_epi64",
+            (Isa::Avx2, Op::Sub, false) => "_mm256_sub_epi64",
+            (Isa::Avx2, _, false) => return None,
+        })
+    }
+
     /// The declaration of a held vector of `f64` partial sums named `name`.
     pub(super) fn declare_sums(self, name: &str) -> String {
         format!("{} {name} = {};", self.vector(true), self.zero(true))
@@ -370,8 +389,11 @@ fn reduction(
                     step,
                     "    vacc_ = _mm512_mask_add_epi64(vacc_, m_, vacc_, {t});"
                 ),
-                (Isa::Avx2, true) => writeln!(step, "    vacc_ = _mm256_add_pd(vacc_, {t});"),
-                (Isa::Avx2, false) => writeln!(step, "    vacc_ = _mm256_add_epi64(vacc_, {t});"),
+                (Isa::Avx2, _) => writeln!(
+                    step,
+                    "    vacc_ = {}(vacc_, {t});",
+                    isa.arith(Op::Add, float)?
+                ),
             };
         } else {
             let x = v.expr(e, lit, invariant)?;
@@ -497,12 +519,11 @@ fn reduction(
             let _ = writeln!(code, "    o_ += 4;");
             let _ = writeln!(code, "  }}");
             let _ = writeln!(code, "  {qv} = q0_ + o_;");
-            let add = if float {
-                "_mm256_add_pd"
-            } else {
-                "_mm256_add_epi64"
-            };
-            let _ = writeln!(code, "  vacc_ = {add}(vacc_, vodd_);");
+            let _ = writeln!(
+                code,
+                "  vacc_ = {}(vacc_, vodd_);",
+                isa.arith(Op::Add, float)?
+            );
             if held.is_none() {
                 code.push_str(&reduced);
             }
@@ -662,22 +683,7 @@ impl Vectorizer<'_> {
                         }
                     }
                     _ => {
-                        let float = ty == ScalarType::F64;
-                        let f = match (self.isa, op, float) {
-                            (Isa::Avx512, Op::Add, true) => "_mm512_add_pd",
-                            (Isa::Avx512, Op::Sub, true) => "_mm512_sub_pd",
-                            (Isa::Avx512, _, true) => "_mm512_mul_pd",
-                            (Isa::Avx512, Op::Add, false) => "_mm512_add_epi64",
-                            (Isa::Avx512, Op::Sub, false) => "_mm512_sub_epi64",
-                            (Isa::Avx512, _, false) => "_mm512_mullo_epi64",
-                            (Isa::Avx2, Op::Add, true) => "_mm256_add_pd",
-                            (Isa::Avx2, Op::Sub, true) => "_mm256_sub_pd",
-                            (Isa::Avx2, _, true) => "_mm256_mul_pd",
-                            (Isa::Avx2, Op::Add, false) => "_mm256_add_epi64",
-                            (Isa::Avx2, Op::Sub, false) => "_mm256_sub_epi64",
-                            // AVX2 has no 64-bit multiply.
-                            (Isa::Avx2, _, false) => return None,
-                        };
+                        let f = self.isa.arith(*op, ty == ScalarType::F64)?;
                         let (x, y) = (x.lanes(self.isa), y.lanes(self.isa));
                         V::Lanes(format!("{f}({x}, {y})"), ty)
                     }
