@@ -410,9 +410,6 @@ fn geomean(xs: &[f64]) -> f64 {
     (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp()
 }
 
-/// The cells of a set's row: OpenCV's total time (or why it did not run), and per storage
-/// (`times[storage][image]`) its total time, OpenCV's total over it and the geometric mean
-/// of the per-image speed-ups.
 /// A results table's header: images, pixels, the two columns `data` (`a | b`), OpenCV's
 /// time, then for each Finch variant its time column (`timed`), speed-up and geomean.
 fn table_header(out: &mut String, data: &str, timed: impl Iterator<Item = String>) {
@@ -429,6 +426,9 @@ fn table_header(out: &mut String, data: &str, timed: impl Iterator<Item = String
     );
 }
 
+/// The cells of a set's row: OpenCV's total time (or why it did not run), and per storage
+/// (`times[storage][image]`) its total time, OpenCV's total over it and the geometric mean
+/// of the per-image speed-ups.
 fn speed_up_cells(times: &[Vec<Duration>], cv: &Result<OpenCv, String>) -> (String, Vec<String>) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let cv_total = cv

@@ -83,14 +83,15 @@ fn unit_target(shape: &[usize], ndims: usize) -> Vec<usize> {
 /// declared format: a fill other than zero is named in a `.mtx` comment line.
 pub fn save_tensor(tensor: &Tensor, path: &Path) -> Result<()> {
     let coo = tensor.to_coo();
-    let fill = tensor.fill_value();
-    let options = MtxWriteOptions {
-        comment: (!fill.is_zero())
-            .then(|| format!(" fill {fill}: every position not listed holds {fill} (not 0)")),
-        ..MtxWriteOptions::default()
-    };
     match file_kind(path)? {
         FileKind::MatrixMarket => {
+            let fill = tensor.fill_value();
+            let options = MtxWriteOptions {
+                comment: (!fill.is_zero()).then(|| {
+                    format!(" fill {fill}: every position not listed holds {fill} (not 0)")
+                }),
+                ..MtxWriteOptions::default()
+            };
             let coo = match coo.shape.len() {
                 2 => coo,
                 0 => coo.reshape_unit_modes(&[1, 1])?,
