@@ -6,6 +6,14 @@
 
 mod reassociated;
 
+use std::collections::HashMap;
+
+use finch::backend::c::CheckMode;
+use finch::formats::Format;
+use finch::reference::{Bindings, RunOptions};
+use finch::tensor::Tensor;
+use finch::{DenseArray, Program, ScalarType, Value};
+
 #[test]
 fn reassociated_avx2_copies_match_the_reference() {
     let Some(copies) = reassociated::spmv_over_every_level("-O3 -DFINCH_NO_AVX512", "avx2") else {
@@ -13,4 +21,88 @@ fn reassociated_avx2_copies_match_the_reference() {
     };
     // Dense rows, bands and block lists read contiguous runs, which AVX2 code takes.
     assert!(copies >= 3, "{copies} kernels had an AVX2 copy");
+}
+
+/// Fibers of every length from 0 to 21 stored entries: loops of fewer than four positions
+/// run scalar, longer ones in groups of eight and four and then one masked group of the
+/// last one to three. Each body adds a term that is not 0 where a masked lane reads
+/// nothing (`+ 0.5`; a coordinate, `stored position + 1`), so a lane the mask leaves out
+/// must keep its partial sum: an `f64` fused multiply-add's and an `i64` sum over a
+/// 32-bit index buffer's (masked 32-bit loads).
+#[test]
+fn reassociated_avx2_loops_take_every_last_group() {
+    std::env::set_var("FINCH_CFLAGS", "-O3 -DFINCH_NO_AVX512");
+    let (rows, cols) = (40, 22);
+    // Column `j` stores `j` entries, spread over the rows.
+    let stored = |i: usize, j: usize| i * j / rows != (i + 1) * j / rows;
+    let programs = [
+        (
+            "input A :: Dense(SparseBand(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i] + 0.5\nend\n",
+            ScalarType::F64,
+        ),
+        (
+            "input A :: Dense(SparseBand(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n",
+            ScalarType::F64,
+        ),
+        (
+            "input A :: Dense(SparseList{UInt32}(Pattern()))\noutput y :: Dense(Element(0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * i\nend\n",
+            ScalarType::Bool,
+        ),
+    ];
+    for (text, ty) in programs {
+        let program = Program::parse(text).unwrap();
+        let Some(kernel) = reassociated::compile_reassociated(&program) else {
+            return; // no C compiler
+        };
+        let source = kernel.c_source(CheckMode::Trusted).unwrap();
+        assert!(source.contains("maskload"), "{source}");
+        let band = text.contains("SparseBand");
+        let mut data = Vec::new();
+        for j in 0..cols {
+            for i in 0..rows {
+                // A band stores one run: the first `j` rows.
+                let here = if band { i < j } else { stored(i, j) };
+                let v = ((i * 7 + j * 3) % 11) as f64 - 5.0;
+                data.push(match ty {
+                    ScalarType::Bool => Value::Bool(here),
+                    _ => Value::F64(if here && v != 0.0 {
+                        v
+                    } else if here {
+                        2.0
+                    } else {
+                        0.0
+                    }),
+                });
+            }
+        }
+        let fill = if ty == ScalarType::Bool {
+            Value::Bool(false)
+        } else {
+            Value::F64(0.0)
+        };
+        let a = DenseArray::from_data(ty, &[rows, cols], data, fill).unwrap();
+        let x = DenseArray::from_f64(
+            &[rows],
+            &(0..rows).map(|i| (i % 5) as f64 - 2.0).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let format = &program.decl("A").unwrap().format;
+        let mut t = HashMap::from([("A".to_string(), Tensor::from_dense(format, &a).unwrap())]);
+        let mut dense = Bindings::new();
+        dense.insert("A", a);
+        if text.contains("input x") {
+            let dense_x = Format::parse("Dense(Element(0.0))").unwrap();
+            t.insert("x".to_string(), Tensor::from_dense(&dense_x, &x).unwrap());
+            dense.insert("x", x);
+        }
+        program
+            .run_reference(&mut dense, &RunOptions::default())
+            .unwrap();
+        kernel.run(&mut t, &HashMap::new()).unwrap();
+        assert_eq!(
+            &t["y"].to_dense().unwrap(),
+            dense.get("y").unwrap(),
+            "{text}"
+        );
+    }
 }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use finch::backend::c::CheckMode;
-use finch::engine::{CompileOptions, Engine};
+use finch::engine::{CompileOptions, CompiledProgram, Engine};
 use finch::formats::Format;
 use finch::reference::{Bindings, RunOptions};
 use finch::tensor::Tensor;
@@ -36,8 +36,8 @@ fn values(rows: usize, cols: usize, keep: impl Fn(usize, usize, u64) -> bool) ->
 fn data_for(level: &str, rows: usize, cols: usize) -> Vec<f64> {
     match level {
         "SparseBand" => values(rows, cols, |i, j, _| i.abs_diff(j * rows / cols) <= 12),
-        // Short blocks in odd columns, blocks of 19 in even ones: vector code takes groups
-        // of eight and four, the scalar loop the rest.
+        // Short blocks in odd columns, blocks of 19 in even ones: AVX2 code takes groups
+        // of eight, then the last three masked; blocks of fewer than four run scalar.
         "SparseBlockList" => values(rows, cols, |i, j, _| {
             let step = if j % 2 == 0 { 1 } else { 3 };
             (j * 7 + step * i) % 40 < 19 || (i * 5 + j) % 23 == 0
@@ -54,6 +54,20 @@ fn data_for(level: &str, rows: usize, cols: usize) -> Vec<f64> {
         "SparsePoint" => values(rows, cols, |i, j, _| i == (j * 13 + 5) % rows && j % 5 != 0),
         _ => values(rows, cols, |_, _, r| r % 100 < 35),
     }
+}
+
+/// `program` compiled to C with `reassociate`, or `None` where no C compiler runs.
+pub fn compile_reassociated(program: &Program) -> Option<CompiledProgram> {
+    let kernel = program
+        .compile_with(
+            Engine::C,
+            &CompileOptions {
+                reassociate: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    (kernel.engine() == Engine::C).then_some(kernel)
 }
 
 /// Sets `FINCH_CFLAGS` to `cflags` (for this process: the variable is read once, before
@@ -82,18 +96,7 @@ pub fn spmv_over_every_level(cflags: &str, copy: &str) -> Option<usize> {
         // `A[i, j]` with `i` inner: row `j` of the product walks one stored fiber.
         let text = format!("input A :: {format}\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor j = _, i = _\n  y[j] += A[i, j] * x[i]\nend\n");
         let program = Program::parse(&text).unwrap();
-        let kernel = program
-            .compile_with(
-                Engine::C,
-                &CompileOptions {
-                    reassociate: true,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-        if kernel.engine() != Engine::C {
-            return None; // no C compiler
-        }
+        let kernel = compile_reassociated(&program)?;
         let source = kernel.c_source(CheckMode::Trusted).unwrap();
         if source.contains(&format!("_{copy}(")) {
             let guard = format!("!defined(FINCH_NO_{})", copy.to_uppercase());

@@ -276,17 +276,6 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
     Ok(e.out)
 }
 
-/// What a vectorized copy made of a loop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Vectorized {
-    /// Nothing: the plain loop.
-    No,
-    /// The whole loop (AVX-512).
-    Whole,
-    /// All but its last positions, which the plain loop that follows runs (AVX2).
-    Head,
-}
-
 /// The C element type a buffer is stored as (`uint32_t` for a narrow index buffer).
 fn storage_type(b: &BufParam) -> &'static str {
     if b.narrow {
@@ -736,14 +725,15 @@ impl<'k> Emitter<'k> {
         }
     }
 
-    /// In a vectorized copy: emits the loop as vector code if `vectorize` takes it.
+    /// In a vectorized copy: emits the loop as vector code if `vectorize` takes it (then
+    /// `true`: the vector code runs the whole loop).
     fn vectorized(
         &mut self,
         pad: &str,
         vectorize: impl FnOnce(&super::simd::Context) -> Option<String>,
-    ) -> Vectorized {
+    ) -> bool {
         let Some(isa) = self.isa else {
-            return Vectorized::No;
+            return false;
         };
         let invariant = |e: &KExpr| self.expr(e);
         let cx = super::simd::Context {
@@ -755,16 +745,13 @@ impl<'k> Emitter<'k> {
             invariant: &invariant,
         };
         let Some(code) = vectorize(&cx) else {
-            return Vectorized::No;
+            return false;
         };
         for line in code.lines() {
             let _ = writeln!(self.out, "{pad}{line}");
         }
         self.vectorized += 1;
-        match isa {
-            Isa::Avx512 => Vectorized::Whole,
-            Isa::Avx2 => Vectorized::Head,
-        }
+        true
     }
 
     /// Emitting the trusted scalar code of a kernel that keeps its floating-point order:
@@ -1125,15 +1112,11 @@ impl<'k> Emitter<'k> {
                 );
             }
             KStmt::For { var, lo, hi, body } => {
-                let vector = self.vectorized(&pad, |cx| {
+                if self.vectorized(&pad, |cx| {
                     super::simd::vectorize_for(cx, *var, lo, hi, body)
-                });
-                if vector == Vectorized::Whole {
+                }) {
                     return Ok(());
                 }
-                // After vector code that leaves the rest (AVX2), the plain loop goes on
-                // from where it stopped. (Rows run together only in scalar code, so not here.)
-                let rest = vector == Vectorized::Head;
                 if let Some(rows) = self.joint_rows(*var, lo, hi, body) {
                     return self.rows(s, &rows, level);
                 }
@@ -1147,23 +1130,16 @@ impl<'k> Emitter<'k> {
                 self.check(level, self.fallible(hi) || self.fallible(lo));
                 // Asked before this loop joins `loops`.
                 let in_for = self.loops.last() == Some(&true);
-                let streams = self.prefetched(*var, None, body).filter(|_| !rest);
+                let streams = self.prefetched(*var, None, body);
                 self.loops.push(true);
-                let mut start = if rest {
-                    String::new()
-                } else {
-                    format!("v{v} = lo_{v}")
-                };
+                let mut start = format!("v{v} = lo_{v}");
                 if let Some(streams) = streams {
                     let _ = writeln!(self.out, "{pad}v{v} = lo_{v};");
                     self.strips(&format!("hi_{v}"), *var, &streams, body, level)?;
                     start.clear();
                 }
                 let _ = writeln!(self.out, "{pad}for ({start}; v{v} < hi_{v}; v{v}++) {{");
-                // The rest after AVX2 groups (fewer than four positions) stays scalar too:
-                // GCC's own AVX2 code for it costs more than it runs (reassociated SpMV on
-                // Zen 3, bcsstk16's blocks of 7.8: 0.164 -> 0.135 ms with the `asm`).
-                if (start.is_empty() && in_for) || rest {
+                if start.is_empty() && in_for {
                     let _ = writeln!(self.out, "{pad}  {}", super::prefetch::SCALAR_REST);
                 }
                 self.block(body, level + 1)?;
@@ -1172,13 +1148,12 @@ impl<'k> Emitter<'k> {
                 self.release_sums(held, &pad);
             }
             KStmt::While { cond, body } => {
-                let vector = self.vectorized(&pad, |cx| super::simd::vectorize(cx, cond, body));
-                if vector == Vectorized::Whole {
+                if self.vectorized(&pad, |cx| super::simd::vectorize(cx, cond, body)) {
                     return Ok(());
                 }
                 let held = self.hold_sums(&[cond], body, &pad);
                 self.loops.push(false);
-                if let (KExpr::Op(Op::Lt, a), Vectorized::No) = (cond, vector) {
+                if let KExpr::Op(Op::Lt, a) = cond {
                     if let [KExpr::Local(q), bound] = a.as_slice() {
                         if let Some(streams) = self.prefetched(*q, Some(bound), body) {
                             let b = self.expr(bound);

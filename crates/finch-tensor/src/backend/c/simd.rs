@@ -23,8 +23,10 @@
 //!
 //! A second instruction set, AVX2 with FMA, serves CPUs without AVX-512 (AMD before Zen 4,
 //! Intel's client cores): four lanes, unmasked loads in groups of eight positions (two
-//! vectors of partial sums, so that the fused multiply-adds do not wait on each other) and
-//! then one of four, with the last positions left to the scalar loop, which follows. Its
+//! vectors of partial sums, so that the fused multiply-adds do not wait on each other),
+//! then one of four, then the last one to three positions as one group with masked loads
+//! (`vmaskmovpd`, which reads no lane it leaves out) whose other lanes keep their partial
+//! sums. A loop of fewer than four positions in all runs as a scalar loop instead. Its
 //! loops take contiguous loads only: AVX2 gathers are slower than scalar loads where AVX2
 //! is the widest vector a CPU has (`bench/block_list_limit.c` on Zen 3: CSR 0.72 ms
 //! with gathers against 0.48 scalar; a block list's contiguous loads 0.24 against 0.47).
@@ -59,7 +61,7 @@ pub(super) fn count_reads(stmts: &[KStmt], counts: &mut HashMap<LocalId, usize>)
 pub(super) enum Isa {
     /// AVX-512 F, DQ and VL: eight 64-bit lanes, masked loads and gathers.
     Avx512,
-    /// AVX2 and FMA: four 64-bit lanes, contiguous loads, the rest in the scalar loop.
+    /// AVX2 and FMA: four 64-bit lanes, contiguous loads, the last group masked.
     Avx2,
 }
 
@@ -207,6 +209,8 @@ struct Vectorizer<'a> {
     /// The addresses (C) of the contiguous loads, their element sizes in bytes, and
     /// whether they are offset from the loop's variable by a local.
     streams: Vec<(String, usize, bool)>,
+    /// AVX2 code for the last positions: loads read only the lanes `m_` selects.
+    masked: bool,
 }
 
 /// What the vectorizer needs from the emitter.
@@ -226,8 +230,7 @@ pub(super) struct Context<'a> {
 }
 
 /// The vector code of `while (cond) { body }` in `cx.isa`, or `None` when the loop does not
-/// qualify. AVX-512 code runs the whole loop; AVX2 code leaves the last positions (fewer
-/// than four) to the scalar loop, which the caller emits after it.
+/// qualify. The vector code runs the whole loop and leaves `q` at the bound.
 pub(super) fn vectorize(cx: &Context, cond: &KExpr, body: &[KStmt]) -> Option<String> {
     let KExpr::Op(Op::Lt, c) = cond else {
         return None;
@@ -258,8 +261,7 @@ pub(super) fn vectorize(cx: &Context, cond: &KExpr, body: &[KStmt]) -> Option<St
 }
 
 /// The vector code of `for var = lo; var < hi; var++ { body }`, or `None` when the loop
-/// does not qualify (the conditions of [`vectorize`], with `var` as `q`; AVX2 code leaves
-/// `var` where the scalar loop is to go on).
+/// does not qualify (the conditions of [`vectorize`], with `var` as `q`).
 pub(super) fn vectorize_for(
     cx: &Context,
     var: LocalId,
@@ -335,84 +337,25 @@ fn reduction(
             return None;
         }
     }
-    let mut v = Vectorizer {
+    let float = acc_ty == ScalarType::F64;
+    let new = |masked| Vectorizer {
         k,
         isa,
         q: *q,
         acc,
-        assigned,
+        assigned: assigned.clone(),
         done: HashMap::new(),
         temps: 0,
         streams: Vec::new(),
+        masked,
     };
-    let float = acc_ty == ScalarType::F64;
-    let mut step = String::new();
-    for s in rest {
-        let KStmt::Assign(l, e) = s else {
-            return None;
-        };
-        if *l == acc {
-            let term = accumulation(acc, e)?;
-            // A product of floats adds in one fused multiply-add (one rounding fewer, as a
-            // reassociating kernel may; `bench/block_list_limit.c`: blocks of 7.8 entries
-            // 0.114 -> 0.111 ms).
-            if let (KExpr::Op(Op::Mul, f), true) = (term, float) {
-                if let [a, b] = f.as_slice() {
-                    let (a, b) = (v.expr(a, lit, invariant)?, v.expr(b, lit, invariant)?);
-                    if a.ty() != acc_ty || b.ty() != acc_ty {
-                        return None;
-                    }
-                    let (a, b) = (a.lanes(isa), b.lanes(isa));
-                    let _ = match isa {
-                        Isa::Avx512 => writeln!(
-                            step,
-                            "    vacc_ = _mm512_mask3_fmadd_pd({a}, {b}, vacc_, m_);"
-                        ),
-                        Isa::Avx2 => {
-                            writeln!(step, "    vacc_ = _mm256_fmadd_pd({a}, {b}, vacc_);")
-                        }
-                    };
-                    continue;
-                }
-            }
-            let t = v.expr(term, lit, invariant)?;
-            if t.ty() != acc_ty {
-                return None;
-            }
-            let t = t.lanes(isa);
-            let _ = match (isa, float) {
-                (Isa::Avx512, true) => writeln!(
-                    step,
-                    "    vacc_ = _mm512_mask_add_pd(vacc_, m_, vacc_, {t});"
-                ),
-                (Isa::Avx512, false) => writeln!(
-                    step,
-                    "    vacc_ = _mm512_mask_add_epi64(vacc_, m_, vacc_, {t});"
-                ),
-                (Isa::Avx2, _) => writeln!(
-                    step,
-                    "    vacc_ = {}(vacc_, {t});",
-                    isa.arith(Op::Add, float)?
-                ),
-            };
-        } else {
-            let x = v.expr(e, lit, invariant)?;
-            if x.ty() != k.locals[l.0 as usize].ty {
-                return None;
-            }
-            let x = match x {
-                V::Lanes(s, t) => {
-                    let name = format!("t{}_", v.temps);
-                    v.temps += 1;
-                    let vt = isa.vector(t == ScalarType::F64);
-                    let _ = writeln!(step, "    {vt} {name} = {s}; (void){name};");
-                    V::Lanes(name, t)
-                }
-                u => u,
-            };
-            v.done.insert(*l, x);
-        }
-    }
+    let mut v = new(false);
+    let step = v.step(rest, lit, invariant)?;
+    // AVX2: the last positions (fewer than four) as one group with masked loads.
+    let last = match isa {
+        Isa::Avx2 => new(true).step(rest, lit, invariant)?,
+        Isa::Avx512 => String::new(),
+    };
     let (zero, reduce, vt) = (isa.zero(float), isa.reduce(float), isa.vector(float));
     let (qv, a) = (format!("v{}", q.0), format!("v{}", acc.0));
     let mut code = String::new();
@@ -420,7 +363,7 @@ fn reduction(
         Isa::Avx512 => writeln!(code, "{{ /* AVX-512: 8 positions of {qv} at a time */"),
         Isa::Avx2 => writeln!(
             code,
-            "{{ /* AVX2: 8, then 4 positions of {qv} at a time; the scalar loop below takes the rest */"
+            "{{ /* AVX2: 8, then 4 positions of {qv} at a time, the last ones masked */"
         ),
     };
     if let Some(lo) = start {
@@ -440,8 +383,9 @@ fn reduction(
     } else {
         format!("  {a} = (int64_t)((uint64_t){a} + (uint64_t){reduce}(vacc_));\n")
     };
+    let declare = format!("  {vt} vacc_ = {zero};\n");
     if held.is_none() && isa == Isa::Avx512 {
-        let _ = writeln!(code, "  {vt} vacc_ = {zero};");
+        code.push_str(&declare);
     }
     // Loads that move on through memory are prefetched: all of a walk over positions, and
     // in a loop over a coordinate those offset by a local (positions in a level). A load
@@ -485,15 +429,16 @@ fn reduction(
             let _ = writeln!(code, "  if (q0_ < e_) {qv} = e_;");
         }
         Isa::Avx2 => {
+            // Fewer than four positions in all run in scalar code (blocks of 3.5 entries,
+            // mbeacxc, reassociated SpMV on Zen 3: 0.039 ms when they too run as masked
+            // groups, 0.030 ms scalar).
+            let _ = writeln!(code, "  if (len_ >= 4) {{");
+            if held.is_none() {
+                code.push_str(&declare);
+            }
             // Two vectors of partial sums in the groups of eight: a fused multiply-add
             // waits four cycles for the one before it (`bench/block_list_limit.c` on Zen 3,
             // the synthetic block rows: 0.28 -> 0.24 ms).
-            // Fewer than four positions go straight to the scalar loop (blocks of 3.5
-            // entries, mbeacxc, reassociated SpMV on Zen 3: 0.071 -> 0.045 ms).
-            let _ = writeln!(code, "  if (len_ >= 4) {{");
-            if held.is_none() {
-                let _ = writeln!(code, "  {vt} vacc_ = {zero};");
-            }
             let _ = writeln!(code, "  {vt} vodd_ = {zero};");
             let _ = writeln!(
                 code,
@@ -502,7 +447,7 @@ fn reduction(
             let _ = writeln!(code, "  int64_t o_ = 0;");
             // Four positions from `q0_ + at` into `sums`, after `before` (which may read
             // the loop's variable there).
-            let group = |at: &str, sums: &str, before: &str| {
+            let group = |at: &str, sums: &str, before: &str, step: &str| {
                 let mut g = format!(
                     "    {{ {qv} = q0_ + {at}; const __m256i qv_ = _mm256_add_epi64(_mm256_set1_epi64x({qv}), lane_); (void)qv_;\n{before}"
                 );
@@ -511,14 +456,27 @@ fn reduction(
                 g
             };
             let _ = writeln!(code, "  for (; o_ <= len_ - 8; o_ += 8) {{");
-            code.push_str(&group("o_", "vacc_", &prefetches));
-            code.push_str(&group("o_ + 4", "vodd_", ""));
+            code.push_str(&group("o_", "vacc_", &prefetches, &step));
+            code.push_str(&group("o_ + 4", "vodd_", "", &step));
             let _ = writeln!(code, "  }}");
             let _ = writeln!(code, "  if (o_ <= len_ - 4) {{");
-            code.push_str(&group("o_", "vacc_", ""));
+            code.push_str(&group("o_", "vacc_", "", &step));
             let _ = writeln!(code, "    o_ += 4;");
             let _ = writeln!(code, "  }}");
-            let _ = writeln!(code, "  {qv} = q0_ + o_;");
+            // The last one to three positions: one group with masked loads, which read
+            // nothing at or past the bound, rather than a scalar loop after the vectors
+            // (a band of 11 entries per row, reassociated SpMV on Zen 3: 0.052 -> 0.043 ms).
+            let _ = writeln!(code, "  if (o_ < len_) {{");
+            let _ = writeln!(
+                code,
+                "    const __m256i m_ = _mm256_cmpgt_epi64(_mm256_set1_epi64x(len_ - o_), lane_);"
+            );
+            let _ = writeln!(
+                code,
+                "    const __m128i m32_ = _mm_cmpgt_epi32(_mm_set1_epi32((int)(len_ - o_)), _mm_set_epi32(3, 2, 1, 0)); (void)m32_;"
+            );
+            code.push_str(&group("o_", "vodd_", "", &last));
+            let _ = writeln!(code, "  }}");
             let _ = writeln!(
                 code,
                 "  vacc_ = {}(vacc_, vodd_);",
@@ -527,7 +485,24 @@ fn reduction(
             if held.is_none() {
                 code.push_str(&reduced);
             }
+            // The short loop in scalar code, which the `asm` keeps GCC from running with
+            // vectors of its own (their set-up costs more than three positions: with a
+            // scalar rest after the groups, reassociated SpMV on Zen 3, bcsstk16's blocks
+            // of 7.8, 0.164 -> 0.135 ms).
+            let _ = writeln!(code, "  }} else {{");
+            let _ = writeln!(
+                code,
+                "  for (; {qv} < e_; {qv}++) {{ {}",
+                super::prefetch::SCALAR_REST
+            );
+            for s in rest {
+                if let KStmt::Assign(l, e) = s {
+                    let _ = writeln!(code, "    v{} = {};", l.0, invariant(e));
+                }
+            }
             let _ = writeln!(code, "  }}");
+            let _ = writeln!(code, "  }}");
+            let _ = writeln!(code, "  if (q0_ < e_) {qv} = e_;");
         }
     }
     if let Some(name) = held {
@@ -636,6 +611,83 @@ pub(super) fn mentions_any(e: &KExpr, ls: &HashSet<LocalId>) -> bool {
 }
 
 impl Vectorizer<'_> {
+    /// The C of one group of lanes: the body's temporaries, then the accumulation into
+    /// `vacc_`. Masked AVX2 code reads only the lanes `m_` selects and leaves `vacc_` as it
+    /// is in the others (AVX-512 code is masked throughout, by its own `m_`).
+    fn step(
+        &mut self,
+        rest: &[KStmt],
+        lit: &dyn Fn(&Value) -> String,
+        invariant: &dyn Fn(&KExpr) -> String,
+    ) -> Option<String> {
+        let (isa, acc, masked) = (self.isa, self.acc, self.masked);
+        let acc_ty = self.k.locals[acc.0 as usize].ty;
+        let float = acc_ty == ScalarType::F64;
+        // Masked AVX2 lanes keep the partial sums they had.
+        let keep = |sum: String| match (masked, float) {
+            (false, _) => sum,
+            (true, true) => format!("_mm256_blendv_pd(vacc_, {sum}, _mm256_castsi256_pd(m_))"),
+            (true, false) => format!("_mm256_blendv_epi8(vacc_, {sum}, m_)"),
+        };
+        let mut step = String::new();
+        for s in rest {
+            let KStmt::Assign(l, e) = s else {
+                return None;
+            };
+            if *l == acc {
+                let term = accumulation(acc, e)?;
+                // A product of floats adds in one fused multiply-add (one rounding fewer, as a
+                // reassociating kernel may; `bench/block_list_limit.c`: blocks of 7.8 entries
+                // 0.114 -> 0.111 ms).
+                if let (KExpr::Op(Op::Mul, f), true) = (term, float) {
+                    if let [a, b] = f.as_slice() {
+                        let (a, b) = (self.expr(a, lit, invariant)?, self.expr(b, lit, invariant)?);
+                        if a.ty() != acc_ty || b.ty() != acc_ty {
+                            return None;
+                        }
+                        let (a, b) = (a.lanes(isa), b.lanes(isa));
+                        let sum = match isa {
+                            Isa::Avx512 => format!("_mm512_mask3_fmadd_pd({a}, {b}, vacc_, m_)"),
+                            Isa::Avx2 => keep(format!("_mm256_fmadd_pd({a}, {b}, vacc_)")),
+                        };
+                        let _ = writeln!(step, "    vacc_ = {sum};");
+                        continue;
+                    }
+                }
+                let t = self.expr(term, lit, invariant)?;
+                if t.ty() != acc_ty {
+                    return None;
+                }
+                let t = t.lanes(isa);
+                let sum = match (isa, float) {
+                    (Isa::Avx512, true) => format!("_mm512_mask_add_pd(vacc_, m_, vacc_, {t})"),
+                    (Isa::Avx512, false) => {
+                        format!("_mm512_mask_add_epi64(vacc_, m_, vacc_, {t})")
+                    }
+                    (Isa::Avx2, _) => keep(format!("{}(vacc_, {t})", isa.arith(Op::Add, float)?)),
+                };
+                let _ = writeln!(step, "    vacc_ = {sum};");
+            } else {
+                let x = self.expr(e, lit, invariant)?;
+                if x.ty() != self.k.locals[l.0 as usize].ty {
+                    return None;
+                }
+                let x = match x {
+                    V::Lanes(s, t) => {
+                        let name = format!("t{}_", self.temps);
+                        self.temps += 1;
+                        let vt = isa.vector(t == ScalarType::F64);
+                        let _ = writeln!(step, "    {vt} {name} = {s}; (void){name};");
+                        V::Lanes(name, t)
+                    }
+                    u => u,
+                };
+                self.done.insert(*l, x);
+            }
+        }
+        Some(step)
+    }
+
     fn expr(
         &mut self,
         e: &KExpr,
@@ -750,6 +802,15 @@ impl Vectorizer<'_> {
                 .push((at.clone(), super::prefetch::elem_bytes(ty, p.narrow), moves));
             return Some(V::Lanes(
                 match (self.isa, ty, p.narrow) {
+                    (Isa::Avx2, ScalarType::F64, _) if self.masked => {
+                        format!("_mm256_maskload_pd({at}, m_)")
+                    }
+                    (Isa::Avx2, _, true) if self.masked => format!(
+                        "_mm256_cvtepu32_epi64(_mm_maskload_epi32((const int *)({at}), m32_))"
+                    ),
+                    (Isa::Avx2, _, false) if self.masked => {
+                        format!("_mm256_maskload_epi64((const long long *)({at}), m_)")
+                    }
                     (Isa::Avx512, ScalarType::F64, _) => {
                         format!("_mm512_maskz_loadu_pd(m_, {at})")
                     }
