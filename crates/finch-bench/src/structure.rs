@@ -417,19 +417,23 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
     out.push_str(
         "\nWhere a structured level gains less than 1.5x, and why. The figures below were \
          measured on two VMs: an AMD EPYC (Zen 3: AVX2 without AVX-512; 32 MB L3) on \
-         2026-11-26, and before that an Intel Xeon (Sapphire Rapids class, AVX-512). These \
+         2026-11-26 and 27, and before that an Intel Xeon (Sapphire Rapids class, AVX-512). These \
          kernels vary between runs on both, the AMD VM more (up to 1.5x on one kernel), so a \
          figure from one run is a range's one point.\n\n\
          On the AMD EPYC (Zen 3):\n\n\
          * Reassociated kernels run the AVX2 copy: a band's or block's run in groups of eight \
-         and four positions, the last ones scalar. Over twenty runs (twelve, then eight with \
-         the variants taking turns), SparseBlockList gains 1.43-2.71x on the synthetic rows, \
-         1.8-2.61x on qc324 and 0.75-1.23x on bcsstk16 (blocks of 7.8: a group of four and a \
-         scalar rest), SparseBand 1.66-3.19x on the band of 61, 1.36-3.77x on the band of 201 \
-         (16 MB, the most sensitive to the VM's neighbours) and 2.37-3.46x on the triangle \
-         (the band of 11, one group of eight and a rest of three, 0.7-1.75x). \
-         `bench/block_list_limit.c` (one run): AVX2 blocks 0.314 ms on the synthetic rows \
-         against CSR's 0.537 with the C compiler's own code (0.760 with AVX2 gathers), 1.71x.\n\
+         and four positions, then its last one to three positions as one group of masked \
+         loads (a run of fewer than four stays scalar). Over eight runs on 2026-11-27 (the \
+         variants taking turns), SparseBand gains 1.58-1.68x on the band of 11 (1.16-1.22x \
+         while its last three positions ran as a scalar loop after the vectors), 2.36-2.68x \
+         on the band of 61, 1.39-2.41x on the band of 201 (16 MB, the most sensitive to the \
+         VM's neighbours) and 2.35-3.22x on the triangle; SparseBlockList 1.86-2.07x on the \
+         synthetic rows, 1.88-2.95x on qc324 and 0.92-1.16x on bcsstk16 (blocks of 7.8; the \
+         same loop written by hand, with each block's positions counted from its offset \
+         rather than from its last coordinate, takes 0.099 ms against the generated 0.118); \
+         SparsePoint 1.51-2.18x. `bench/block_list_limit.c` (one run): AVX2 blocks 0.314 ms \
+         on the synthetic rows against CSR's 0.537 with the C compiler's own code (0.760 \
+         with AVX2 gathers), 1.71x.\n\
          * Strict kernels: each row's additions in order are one chain of dependent \
          additions, 3 cycles each on Zen 3 (2 on the Xeon), and the out-of-order window \
          holds less than one row of 96 entries, so block rows run at the speed of their \
@@ -445,10 +449,14 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          CSR's 0.662; two block rows at a time, interleaved, 0.476-0.492 ms (1.35-1.40x), four \
          0.55-0.95 ms (the stretches between one row's block end and another's get short), \
          which the kernels do not do (they run rows together only along one inner loop). \
-         Four band rows of 11 at a time, hand-written, gain 1.4-1.6x over CSR, but generated \
-         1.0-1.05x over the plain loop (cachegrind counts 14% more instructions than the \
-         hand-written loop; the rest of the gap is not explained), so rows of fewer than 16 \
-         entries run one at a time.\n\n\
+         Four band rows of 11 at a time, hand-written, gain 1.4-1.6x over CSR (1.45-1.47x in \
+         one process with the generated CSR), but generated 1.0-1.05x over the plain loop \
+         (cachegrind counts 14% more instructions than the hand-written loop; indexing the \
+         rows by column rather than by position costs 10% and the test for an empty row 5%, \
+         hand-written), so rows of fewer than 16 entries run one at a time. Four band rows of \
+         11 in the four lanes of an AVX2 vector (each row's additions still in order, its \
+         values and x transposed from four loads), hand-written, run no faster than one row \
+         at a time (0.051 ms, CSR 0.063).\n\n\
          On the Intel Xeon (AVX-512), earlier sessions: every matrix here takes \
          at most 32 MB, which that VM reads from cache (one thread reads 21-22 GB/s up to 32 \
          MB and 8.5-11 GB/s from 128 MB; lscpu reports a 480 MB L3), so these kernels are \
