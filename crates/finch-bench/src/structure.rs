@@ -428,12 +428,15 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          while its last three positions ran as a scalar loop after the vectors), 2.36-2.68x \
          on the band of 61, 1.39-2.41x on the band of 201 (16 MB, the most sensitive to the \
          VM's neighbours) and 2.35-3.22x on the triangle; SparseBlockList 1.86-2.07x on the \
-         synthetic rows, 1.88-2.95x on qc324 and 0.92-1.16x on bcsstk16 (blocks of 7.8; the \
-         same loop written by hand, with each block's positions counted from its offset \
-         rather than from its last coordinate, takes 0.099 ms against the generated 0.118); \
-         SparsePoint 1.51-2.18x. `bench/block_list_limit.c` (one run): AVX2 blocks 0.314 ms \
-         on the synthetic rows against CSR's 0.537 with the C compiler's own code (0.760 \
-         with AVX2 gathers), 1.71x.\n\
+         synthetic rows, 1.88-2.95x on qc324 and 0.92-1.16x on bcsstk16 (blocks of 7.8: \
+         hand-written in `bench/block_list_limit.c`, the same loop takes 0.107 ms at best \
+         over three runs, and 0.087 ms with a scalar rest instead of the masked group, but \
+         the generated kernel with a scalar rest stays at 0.118 ms, as with the masked \
+         group; it counts each block's positions from the block's last coordinate, which \
+         costs a hand-written loop 12%); SparsePoint 1.51-2.18x. `bench/block_list_limit.c` \
+         (best of three runs): AVX2 blocks 0.236 ms on the synthetic rows (0.228 with a \
+         scalar rest) against CSR's 0.621 with the C compiler's own code (0.755 with AVX2 \
+         gathers), 2.6x.\n\
          * Strict kernels: each row's additions in order are one chain of dependent \
          additions, 3 cycles each on Zen 3 (2 on the Xeon), and the out-of-order window \
          holds less than one row of 96 entries, so block rows run at the speed of their \
