@@ -77,7 +77,8 @@ pub(super) fn elem_bytes(elem: ScalarType, narrow: bool) -> usize {
 /// 0.037 ms). A loop over a block in a walk over blocks keeps GCC's pairs, which take fewer
 /// exits over blocks of varying length (generated strict kernel, standalone: bcsstk16's
 /// blocks of 7.8 entries 0.154 ms with the `asm`, 0.145 without; mbeacxc's of 3.5, 0.107
-/// and 0.082 ms).
+/// and 0.082 ms). The scalar loop an AVX2 copy runs instead of vectors over fewer than four
+/// positions (`simd.rs`) starts with it too.
 pub(super) const SCALAR_REST: &str = "__asm__(\"\"); /* the rest: scalar */";
 
 /// The loads to prefetch in a loop over `var` with body `body`, as (buffer, index at the

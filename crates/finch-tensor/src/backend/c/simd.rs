@@ -338,7 +338,7 @@ fn reduction(
         }
     }
     let float = acc_ty == ScalarType::F64;
-    let new = |masked| Vectorizer {
+    let vectorizer = |masked| Vectorizer {
         k,
         isa,
         q: *q,
@@ -349,11 +349,11 @@ fn reduction(
         streams: Vec::new(),
         masked,
     };
-    let mut v = new(false);
+    let mut v = vectorizer(false);
     let step = v.step(rest, lit, invariant)?;
     // AVX2: the last positions (fewer than four) as one group with masked loads.
     let last = match isa {
-        Isa::Avx2 => new(true).step(rest, lit, invariant)?,
+        Isa::Avx2 => vectorizer(true).step(rest, lit, invariant)?,
         Isa::Avx512 => String::new(),
     };
     let (zero, reduce, vt) = (isa.zero(float), isa.reduce(float), isa.vector(float));
