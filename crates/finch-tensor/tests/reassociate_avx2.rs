@@ -6,12 +6,7 @@
 
 mod reassociated;
 
-use std::collections::HashMap;
-
 use finch::backend::c::CheckMode;
-use finch::formats::Format;
-use finch::reference::{Bindings, RunOptions};
-use finch::tensor::Tensor;
 use finch::{DenseArray, Program, ScalarType, Value};
 
 #[test]
@@ -62,16 +57,13 @@ fn reassociated_avx2_loops_take_every_last_group() {
             for i in 0..rows {
                 // A band stores one run: the first `j` rows.
                 let here = if band { i < j } else { stored(i, j) };
-                let v = ((i * 7 + j * 3) % 11) as f64 - 5.0;
+                let v = match ((i * 7 + j * 3) % 11) as f64 - 5.0 {
+                    0.0 => 2.0,
+                    v => v,
+                };
                 data.push(match ty {
                     ScalarType::Bool => Value::Bool(here),
-                    _ => Value::F64(if here && v != 0.0 {
-                        v
-                    } else if here {
-                        2.0
-                    } else {
-                        0.0
-                    }),
+                    _ => Value::F64(if here { v } else { 0.0 }),
                 });
             }
         }
@@ -81,28 +73,10 @@ fn reassociated_avx2_loops_take_every_last_group() {
             Value::F64(0.0)
         };
         let a = DenseArray::from_data(ty, &[rows, cols], data, fill).unwrap();
-        let x = DenseArray::from_f64(
-            &[rows],
-            &(0..rows).map(|i| (i % 5) as f64 - 2.0).collect::<Vec<_>>(),
-        )
-        .unwrap();
-        let format = &program.decl("A").unwrap().format;
-        let mut t = HashMap::from([("A".to_string(), Tensor::from_dense(format, &a).unwrap())]);
-        let mut dense = Bindings::new();
-        dense.insert("A", a);
+        let mut inputs = vec![("A", a)];
         if text.contains("input x") {
-            let dense_x = Format::parse("Dense(Element(0.0))").unwrap();
-            t.insert("x".to_string(), Tensor::from_dense(&dense_x, &x).unwrap());
-            dense.insert("x", x);
+            inputs.push(("x", reassociated::x_values(rows)));
         }
-        program
-            .run_reference(&mut dense, &RunOptions::default())
-            .unwrap();
-        kernel.run(&mut t, &HashMap::new()).unwrap();
-        assert_eq!(
-            &t["y"].to_dense().unwrap(),
-            dense.get("y").unwrap(),
-            "{text}"
-        );
+        reassociated::assert_y_matches_reference(&program, &kernel, inputs, text);
     }
 }

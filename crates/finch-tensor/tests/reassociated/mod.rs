@@ -7,7 +7,6 @@ use std::collections::HashMap;
 
 use finch::backend::c::CheckMode;
 use finch::engine::{CompileOptions, CompiledProgram, Engine};
-use finch::formats::Format;
 use finch::reference::{Bindings, RunOptions};
 use finch::tensor::Tensor;
 use finch::{DenseArray, Program};
@@ -70,6 +69,43 @@ pub fn compile_reassociated(program: &Program) -> Option<CompiledProgram> {
     (kernel.engine() == Engine::C).then_some(kernel)
 }
 
+/// The vector SpMV multiplies by: small integers, so that every order of summation is exact.
+pub fn x_values(rows: usize) -> DenseArray {
+    DenseArray::from_f64(
+        &[rows],
+        &(0..rows).map(|i| (i % 5) as f64 - 2.0).collect::<Vec<_>>(),
+    )
+    .unwrap()
+}
+
+/// Runs `kernel` (compiled from `program`) on `inputs`, each stored in the format `program`
+/// declares for it, and the reference on the same dense values, and asserts that their
+/// outputs `y` agree (`label` names the case).
+pub fn assert_y_matches_reference(
+    program: &Program,
+    kernel: &CompiledProgram,
+    inputs: Vec<(&str, DenseArray)>,
+    label: &str,
+) {
+    let mut stored = HashMap::new();
+    let mut dense = Bindings::new();
+    for (name, values) in inputs {
+        let format = &program.decl(name).unwrap().format;
+        let tensor = Tensor::from_dense(format, &values).unwrap_or_else(|e| panic!("{label}: {e}"));
+        stored.insert(name.to_string(), tensor);
+        dense.insert(name, values);
+    }
+    program
+        .run_reference(&mut dense, &RunOptions::default())
+        .unwrap();
+    kernel.run(&mut stored, &HashMap::new()).unwrap();
+    assert_eq!(
+        &stored["y"].to_dense().unwrap(),
+        dense.get("y").unwrap(),
+        "{label}"
+    );
+}
+
 /// Sets `FINCH_CFLAGS` to `cflags` (for this process: the variable is read once, before
 /// the first compile), then runs SpMV over each inner level and compares it with the
 /// reference. Returns how many kernels had a copy named `_{copy}(` (and then checks that
@@ -104,31 +140,11 @@ pub fn spmv_over_every_level(cflags: &str, copy: &str) -> Option<usize> {
             copies += 1;
         }
         let a = DenseArray::from_f64(&[rows, cols], &data_for(level, rows, cols)).unwrap();
-        let x = DenseArray::from_f64(
-            &[rows],
-            &(0..rows).map(|i| (i % 5) as f64 - 2.0).collect::<Vec<_>>(),
-        )
-        .unwrap();
-        let mut dense = Bindings::new();
-        dense.insert("A", a.clone());
-        dense.insert("x", x.clone());
-        program
-            .run_reference(&mut dense, &RunOptions::default())
-            .unwrap();
-        let stored = Tensor::from_dense(&Format::parse(&format).unwrap(), &a)
-            .unwrap_or_else(|e| panic!("{format}: {e}"));
-        let mut t = HashMap::from([
-            ("A".to_string(), stored),
-            (
-                "x".to_string(),
-                Tensor::from_dense(&Format::parse("Dense(Element(0.0))").unwrap(), &x).unwrap(),
-            ),
-        ]);
-        kernel.run(&mut t, &HashMap::new()).unwrap();
-        assert_eq!(
-            &t["y"].to_dense().unwrap(),
-            dense.get("y").unwrap(),
-            "{format}"
+        assert_y_matches_reference(
+            &program,
+            &kernel,
+            vec![("A", a), ("x", x_values(rows))],
+            &format,
         );
     }
     Some(copies)
