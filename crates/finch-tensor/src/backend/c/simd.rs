@@ -474,10 +474,13 @@ fn reduction(
                 code,
                 "    const __m256i m_ = _mm256_cmpgt_epi64(_mm256_set1_epi64x(e_ - {qv}), lane_);"
             );
-            let _ = writeln!(
-                code,
-                "    const __m128i m32_ = _mm_cmpgt_epi32(_mm_set1_epi32((int)(e_ - {qv})), _mm_set_epi32(3, 2, 1, 0)); (void)m32_;"
-            );
+            // The mask of 32-bit lanes, for loads from narrow index buffers.
+            if last.contains("m32_") {
+                let _ = writeln!(
+                    code,
+                    "    const __m128i m32_ = _mm_cmpgt_epi32(_mm_set1_epi32((int)(e_ - {qv})), _mm_set_epi32(3, 2, 1, 0));"
+                );
+            }
             code.push_str(&group("vodd_", "", &last));
             let _ = writeln!(code, "    {qv} = e_;");
             let _ = writeln!(code, "  }}");
