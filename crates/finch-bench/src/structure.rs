@@ -1,9 +1,9 @@
 //! Structured levels against their SparseList counterpart (issue #4), in one run on the
 //! same data: SpMV over SparseBand (banded and upper-triangular matrices), SparsePoint
 //! (a permutation, with Pattern leaves), SparseBlockList (block-structured shared-data
-//! matrices), Pattern leaves on a graph; and sums and dot products over run-length data
-//! (RunList, SparseRunList) against dense vectors, doubling the length at a fixed number
-//! of runs to show the cost follows the runs.
+//! matrices), Pattern leaves on a graph; and sums, dot products and element-wise products
+//! over run-length data (RunList, SparseRunList) against dense vectors, doubling the length
+//! at a fixed number of runs to show the cost follows the runs.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -21,6 +21,9 @@ const SPMV: &str = "input AT :: {F}\ninput x :: Dense(Element(0.0))\noutput y ::
 const SUM: &str =
     "input x :: {F}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i]\nend\n";
 const DOT: &str = "input x :: {F}\ninput z :: {F}\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i] * z[i]\nend\n";
+/// Element-wise product into a vector of the inputs' format: a run-length output is
+/// written once per run of the product, not once per position.
+const MUL: &str = "input x :: {F}\ninput z :: {F}\noutput w :: {F}\nw .= 0\nfor i = _\n  w[i] = x[i] * z[i]\nend\n";
 
 /// Minimum kernel time of `program` (with `{F}` replaced by `format`) over `repeat` runs.
 fn kernel_time(
@@ -223,17 +226,20 @@ fn structure_from_mtx(path: &Path) -> Result<Entries> {
     Ok((coo.shape[0], coo.shape[1], entries))
 }
 
-/// A vector of length `len` with `runs` equal-length runs alternating zero and non-zero
-/// values, as RunList, SparseRunList and Dense tensors.
+/// A vector of length `len` with `runs` runs alternating zero and non-zero values, as
+/// RunList, SparseRunList and Dense tensors. With `salt` 1 the values alternate the other
+/// way and every boundary moves half a run to the right, so that the product of the two
+/// vectors has non-zero runs (half a run long) where each has its own.
 fn run_vectors(len: usize, runs: usize, salt: usize) -> Result<[(String, Tensor); 3]> {
     let width = len / runs;
+    let shift = salt * width / 2;
     let mut right = Vec::with_capacity(runs);
     let mut vals = Vec::with_capacity(runs);
     for r in 0..runs {
         right.push(if r + 1 == runs {
             len - 1
         } else {
-            (r + 1) * width - 1
+            (r + 1) * width - 1 + shift
         });
         vals.push(if (r + salt).is_multiple_of(2) {
             0.0
@@ -441,25 +447,29 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          additions, 3 cycles each on Zen 3 (2 on the Xeon), and the out-of-order window \
          holds less than one row of 96 entries, so block rows run at the speed of their \
          chains much as CSR rows do: the synthetic rows 1.0-1.3x, qc324 0.95-1.01x, bcsstk16 \
-         0.7-1.1x (twenty runs). Rows whose one inner loop holds 16 entries or more (a band's, \
-         a triangle's, a dense matrix's) run four at a time, four chains interleaved, each \
-         row prefetching four times as far ahead as one row would (the rows move through \
-         storage together): over eight runs the band of 61 gains 1.34-1.90x (median 1.87; \
-         1.32-1.85x two at a time), the band of 201 1.32-2.09x (median 1.59; 1.28-1.73x), the \
-         triangle 2.16-3.38x (median 3.05; 1.86-1.97x); the band of 11, its rows run one at a \
-         time, 1.16-1.67x (median 1.22: below the target), SparsePoint 1.52-2.54x. \
+         0.7-1.1x (twenty runs). Rows whose one inner loop holds 8 entries or more (a band's, \
+         a triangle's, a dense matrix's) run four at a time, four chains interleaved along \
+         one position counter, each row reading through pointers of its own (rows of 16 or \
+         more in strips, each row prefetching four times as far ahead as one row would: the \
+         rows move through storage together). Over eight runs on 2026-11-27: the band of 11 \
+         gains 1.50-1.67x (0.042 ms against CSR's 0.064; 1.16-1.67x, median 1.22, while its \
+         rows ran one at a time), the band of 61 1.47-1.91x (median 1.87), the band of 201 1.36-2.05x, the \
+         triangle 2.58-3.56x, SparsePoint 1.39-1.61x. The band of 11 runs at about five \
+         instructions a cycle, so each instruction a row's setup adds shows: four rows each \
+         advancing its own column, with offsets as the level writes them, took 0.052 ms, no \
+         faster than one row at a time; one counter, with each row's offsets simplified \
+         through its setup's definitions (a band row's values start at its `ofs`), takes \
+         0.042 ms. `bench/band_limit.c` has the hand-written limit: four rows along one \
+         counter 0.036 ms against hand-written CSR's 0.057 (1.6x), and the same loop with \
+         x's base computed from the row's length rather than its end (the same address) \
+         0.041 ms. \
          Hand-written (`bench/block_list_limit.c`, one run): strict blocks 0.642 ms against \
          CSR's 0.662; two block rows at a time, interleaved, 0.476-0.492 ms (1.35-1.40x), four \
          0.55-0.95 ms (the stretches between one row's block end and another's get short), \
          which the kernels do not do (they run rows together only along one inner loop). \
-         Four band rows of 11 at a time, hand-written, gain 1.4-1.6x over CSR (1.45-1.47x in \
-         one process with the generated CSR), but generated 1.0-1.05x over the plain loop \
-         (cachegrind counts 14% more instructions than the hand-written loop; indexing the \
-         rows by column rather than by position costs 10% and the test for an empty row 5%, \
-         hand-written), so rows of fewer than 16 entries run one at a time. Four band rows of \
-         11 in the four lanes of an AVX2 vector (each row's additions still in order, its \
-         values and x transposed from four loads), hand-written, run no faster than one row \
-         at a time (0.051 ms, CSR 0.063).\n\n\
+         Four band rows of 11 in the four lanes of an AVX2 vector (each row's additions \
+         still in order, its values and x transposed from four loads), hand-written, run no \
+         faster than one row at a time (0.051 ms, CSR 0.063).\n\n\
          On the Intel Xeon (AVX-512), earlier sessions: every matrix here takes \
          at most 32 MB, which that VM reads from cache (one thread reads 21-22 GB/s up to 32 \
          MB and 8.5-11 GB/s from 128 MB; lscpu reports a 480 MB L3), so these kernels are \
@@ -501,7 +511,7 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          Pattern leaf drops the value stream (8 of 16 bytes per entry), but each entry's \
          `x[j]` is a gather at random over 82168 columns, which both formats pay.\n",
     );
-    out.push_str("\n## Run-length data\n\nVectors of `runs` equal runs alternating 0 and a non-zero value; `sum` is `s[] += x[i]`, `dot` is `s[] += x[i] * z[i]` of two such vectors with runs offset by one. Dense = `Dense(Element(0.0))` on the same values.\n\n| length | runs | kernel | RunList ms | SparseRunList ms | Dense ms | Dense / RunList | Dense / SparseRunList |\n|---|---|---|---|---|---|---|---|\n");
+    out.push_str("\n## Run-length data\n\nVectors of `runs` runs alternating 0 and a non-zero value; `sum` is `s[] += x[i]`, `dot` is `s[] += x[i] * z[i]` of two such vectors, the second's values alternating the other way and its boundaries half a run to the right (their product has a non-zero run, half a run long, in every second run), `mul` is `w[i] = x[i] * z[i]` into a vector of the inputs' format (its check: the sum of `w`). Dense = `Dense(Element(0.0))` on the same values.\n\n| length | runs | kernel | RunList ms | SparseRunList ms | Dense ms | Dense / RunList | Dense / SparseRunList |\n|---|---|---|---|---|---|---|---|\n");
     let runs = 1_000;
     let lengths: &[usize] = if quick {
         &[100_000, 200_000]
@@ -511,14 +521,17 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
     for &len in lengths {
         let xs = run_vectors(len, runs, 0)?;
         let zs = run_vectors(len, runs, 1)?;
-        for (kernel, template) in [("sum", SUM), ("dot", DOT)] {
+        for (kernel, template) in [("sum", SUM), ("dot", DOT), ("mul", MUL)] {
             let mut times = Vec::new();
             let mut sums = Vec::new();
             for ((f, x), (_, z)) in xs.iter().zip(zs.iter()) {
                 let mut t =
                     HashMap::from([("x".to_string(), x.clone()), ("z".to_string(), z.clone())]);
                 times.push(kernel_time(template, f, &mut t, repeat)?);
-                sums.push(t["s"].get(&[])?.as_f64().unwrap_or(f64::NAN));
+                sums.push(match t.get("w") {
+                    Some(w) => checksum(w),
+                    None => t["s"].get(&[])?.as_f64().unwrap_or(f64::NAN),
+                });
             }
             if sums
                 .iter()
@@ -538,4 +551,41 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(t: &Tensor) -> Vec<f64> {
+        let dense = t.to_dense().unwrap();
+        dense.data.iter().map(|v| v.as_f64().unwrap()).collect()
+    }
+
+    /// The three formats hold the same values, and the second vector's runs overlap the
+    /// first's so that the dot product is not zero (with boundaries in common it was).
+    #[test]
+    fn run_vectors_overlap_by_half_a_run() {
+        let (xs, zs) = (
+            run_vectors(40, 4, 0).unwrap(),
+            run_vectors(40, 4, 1).unwrap(),
+        );
+        for vs in [&xs, &zs] {
+            let dense = values(&vs[2].1);
+            assert_eq!(values(&vs[0].1), dense);
+            assert_eq!(values(&vs[1].1), dense);
+        }
+        let (x, z) = (values(&xs[2].1), values(&zs[2].1));
+        // x: 0 on 1-10, 3 on 11-20, 0 on 21-30, 2 on 31-40; z: 2 on 1-15, 0 on 16-25,
+        // 1 on 26-35, 0 on 36-40.
+        let expect_x: Vec<f64> = [0.0, 3.0, 0.0, 2.0].iter().flat_map(|&v| [v; 10]).collect();
+        assert_eq!(x, expect_x);
+        let expect_z: Vec<f64> = [(2.0, 15), (0.0, 10), (1.0, 10), (0.0, 5)]
+            .iter()
+            .flat_map(|&(v, n)| std::iter::repeat_n(v, n))
+            .collect();
+        assert_eq!(z, expect_z);
+        let dot: f64 = x.iter().zip(&z).map(|(a, b)| a * b).sum();
+        assert_eq!(dot, 5.0 * 6.0 + 5.0 * 2.0);
+    }
 }

@@ -1915,18 +1915,28 @@ fn block_rows_from_the_start_need_no_clipping_and_ranges_inside_blocks_still_cli
 /// terms one at a time in order: the compiled result equals the reference's and the
 /// interpreter's exactly, on rows long and short, empty rows, and a number of rows that
 /// leaves none, one, two or three to run alone at the end. The first, middle and last rows
-/// decide between the joint loop and the plain one: one long (first, middle or last) runs
-/// rows together, all three short keeps the plain loop.
+/// decide between the plain loop (all three shorter than 8), the joint loop (one of 8 to
+/// 15 at most) and the joint loop in strips with prefetch (one of 16 or more). The rows of
+/// a band (whose inner loop runs under a test for an empty row) and of a dense matrix (no
+/// test; 12 columns: the joint loop, 40: in strips).
 #[test]
 fn long_rows_run_four_at_a_time_in_order() {
-    let text = "input A :: Dense(SparseBand(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _, j = _\n  y[i] += A[j, i] * x[j]\nend\n";
-    let p = Program::parse(text).unwrap();
+    for (level, n) in [("SparseBand", 90), ("Dense", 12), ("Dense", 40)] {
+        rows_run_four_at_a_time_in_order(level, n);
+    }
+}
+
+fn rows_run_four_at_a_time_in_order(level: &str, n: usize) {
+    let text = format!("input A :: Dense({level}(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _, j = _\n  y[i] += A[j, i] * x[j]\nend\n");
+    let p = Program::parse(&text).unwrap();
     let k = p.compile(Engine::C).unwrap();
     if k.engine() == Engine::C {
         let c = k.c_source(finch::backend::c::CheckMode::Trusted).unwrap();
         assert!(c.contains("4 rows at a time"), "{c}");
+        // The joint loop with strips, and without.
+        assert!(c.contains("for (int s_ = 0; s_ < 8; s_++) {"), "{c}");
+        assert_eq!(c.matches("for (; k_ < m_; k_++) {").count(), 2, "{c}");
     }
-    let n = 90usize;
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
         state = state
@@ -1935,18 +1945,28 @@ fn long_rows_run_four_at_a_time_in_order() {
         state >> 11
     };
     // Widths of the first, middle (`m / 2`) and last rows, over `m` rows.
-    for (m, (first, middle, last)) in [41usize, 42, 43, 44]
-        .into_iter()
-        .flat_map(|m| [(70usize, 1, 33), (3, 1, 33), (3, 70, 3), (3, 1, 3)].map(|w| (m, w)))
-    {
+    for (m, (first, middle, last)) in [41usize, 42, 43, 44].into_iter().flat_map(|m| {
+        [
+            (70usize, 1, 33),
+            (3, 1, 33),
+            (3, 70, 3),
+            (3, 1, 3),
+            (3, 12, 3),
+            (9, 1, 15),
+        ]
+        .map(|w| (m, w))
+    }) {
         let mut data = vec![0.0; n * m];
         for r in 0..m {
             let width = match r {
                 0 => first,
                 _ if r == m / 2 => middle,
                 _ if r == m - 1 => last,
-                // Groups of four rows all long (strips, then a rest) and mixed.
-                _ => [40, 70, 33, 50, 0, 3, 70, 1, 45, 60, 38, 29][r % 12],
+                // Groups of four rows all long (strips, then a rest), mixed, and of 8 to
+                // 15 entries.
+                _ => [
+                    40, 70, 33, 50, 0, 3, 70, 1, 45, 60, 38, 29, 11, 9, 15, 8, 11, 0, 12, 10,
+                ][r % 20],
             };
             let start = (r * 7) % (n - width.min(n - 1));
             for j in start..(start + width).min(n) {
@@ -1963,7 +1983,9 @@ fn long_rows_run_four_at_a_time_in_order() {
             &p,
             &[("A", &a), ("x", &x)],
             &[],
-            &format!("{m} rows; first, middle, last rows {first}, {middle}, {last}"),
+            &format!(
+                "{level}, {m} rows of {n}; first, middle, last rows {first}, {middle}, {last}"
+            ),
         );
     }
 }
@@ -1986,8 +2008,16 @@ fn loops_prefetch_the_loads_that_move_on() {
                         .and_then(|d| d.rsplit("/* ").next())
                         .map(|n| n.trim_end_matches(" */").to_string())
                 };
+                // Rows run together read (and prefetch) through pointers of their own,
+                // `const T *b.. = pN + ...`.
+                let buffer = |p: &str| {
+                    c.lines()
+                        .find_map(|d| d.trim().split_once(&format!(" *{p} = ")))
+                        .and_then(|(_, rest)| rest.split(' ').next())
+                        .map_or(p.to_string(), str::to_string)
+                };
                 let at = l.split("(uintptr_t)(").nth(1).expect("an address");
-                name(at.split(' ').next().unwrap_or("")).expect("a buffer")
+                name(&buffer(at.split(' ').next().unwrap_or(""))).expect("a buffer")
             })
             .fold(Vec::new(), |mut seen, b| {
                 if !seen.contains(&b) {

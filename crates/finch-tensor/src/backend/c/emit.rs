@@ -216,6 +216,13 @@ struct Emitter<'k> {
     row_own: std::collections::HashSet<LocalId>,
     /// Emitting the plain copy of a loop that runs several rows at a time.
     plain_rows: bool,
+    /// In the joint loop of rows emitted together: the inner loop's variable, which reads
+    /// as the row's first value plus the iteration's position in C (`k_`, or `k_ + s_` in
+    /// a strip, whose loop then counts from 0 and which cc runs with vectors of products).
+    counter: Option<(LocalId, &'static str)>,
+    /// In the joint loop of rows emitted together, per row: the loads read through a
+    /// pointer of the row's own (buffer, index, the pointer's C name), as `name[position]`.
+    based: Vec<Vec<(BufId, KExpr, String)>>,
     /// The loops around the statement being emitted, outermost first (`true`: a `for`
     /// loop, `false`: a `while` loop): whether a loop has none around it (see `prefetch`),
     /// and whether it sits directly in a `for` loop (see `prefetch::SCALAR_REST`).
@@ -287,10 +294,15 @@ fn storage_type(b: &BufParam) -> &'static str {
 
 /// The fewest iterations the first, middle or last row's inner loop must have for a row
 /// loop to run [`ROWS`] rows at a time (see `jam`): shorter rows overlap with each other
-/// anyway, and the joint setup costs about what it gains (Zen 3: SpMV over a band of 11
-/// per row 1.0-1.05x the plain loop, a 1-D convolution of 9 taps 0.9x; 16 taps 1.0x, 64
-/// taps 1.4x).
-const JAM_MIN: usize = 16;
+/// anyway. Zen 3, strict, generated, against the plain loop in one process: SpMV over a
+/// band of 11 per row 0.052 -> 0.042 ms; a 1-D convolution of 1M outputs, 9 taps 3.8 ->
+/// 2.9 ms, 13 taps 5.6 -> 4.0 ms (5 taps stay plain).
+const JAM_MIN: usize = 8;
+
+/// The fewest iterations a probed row's inner loop must have for the joint loop to run in
+/// strips with prefetch (see [`Emitter::rows`]): shorter rows never fill two strips, and
+/// the strip loop in front of the joint loop slows them.
+const STRIPS_MIN: usize = 16;
 
 /// The rows a row loop runs at a time (see `jam`): four chains of additions in order
 /// cover the adder's latency where two do not (strict SpMV on Zen 3, hand-written, against
@@ -343,6 +355,8 @@ impl<'k> Emitter<'k> {
             row: 0,
             row_own: Default::default(),
             plain_rows: false,
+            counter: None,
+            based: Vec::new(),
             loops: Vec::new(),
         };
         // The vectorizer and running rows together (`jam`) ask whether a local is read outside a loop.
@@ -478,9 +492,28 @@ impl<'k> Emitter<'k> {
     fn expr(&self, e: &KExpr) -> String {
         match e {
             KExpr::Lit(v) => lit(v),
+            KExpr::Local(l) if self.counter.is_some_and(|(j, _)| j == *l) => {
+                let at = self.counter.map_or("k_", |(_, at)| at);
+                format!(
+                    "((int64_t)((uint64_t){} + (uint64_t)({at})))",
+                    self.local(*l)
+                )
+            }
             KExpr::Local(l) => self.local(*l),
             KExpr::Len(b) => self.len(*b),
             KExpr::Load(b, i) => {
+                if let Some((_, _, name)) = self
+                    .based
+                    .get(self.row)
+                    .and_then(|row| row.iter().find(|(x, at, _)| x == b && at == i.as_ref()))
+                {
+                    let at = self.counter.map_or("k_", |(_, at)| at);
+                    return if self.k.bufs[b.0 as usize].narrow {
+                        format!("((int64_t){name}[{at}])")
+                    } else {
+                        format!("{name}[{at}]")
+                    };
+                }
                 let i = self.expr(i);
                 if self.k.bufs[b.0 as usize].narrow {
                     // Widen at the load, so no `uint32_t` arithmetic follows.
@@ -798,12 +831,11 @@ impl<'k> Emitter<'k> {
     /// time (see `jam`) where its first, middle or last row's inner loop has at least
     /// [`JAM_MIN`] iterations, else plain (rows of a band or triangle are about as long as
     /// their neighbours; a loop of very short rows gains nothing from the shared setup).
-    /// In the joint loop, the last rows (fewer than [`ROWS`] left) run alone; otherwise
-    /// [`ROWS`] rows are set up, their inner loops run together while all have entries
-    /// left (in strips of eight with prefetch while all have two strips left), then each
-    /// row its rest, then the rows' stores.
+    /// The joint loop sets up [`ROWS`] rows, runs their inner loops together while all have
+    /// entries left (where a probed row has [`STRIPS_MIN`] iterations, in strips of eight
+    /// with prefetch while all have two strips left), then each row its rest, then the
+    /// rows' stores; the last rows (fewer than [`ROWS`] left) run alone after it.
     fn rows(&mut self, row_loop: &KStmt, rows: &super::jam::Rows, level: usize) -> Result<()> {
-        use super::prefetch::STRIP;
         let KStmt::For { var, lo, hi, .. } = row_loop else {
             return Err(Error::Program(
                 "internal: rows of a loop that is not a for".into(),
@@ -825,26 +857,10 @@ impl<'k> Emitter<'k> {
             }
         }
         self.row = 0;
-        let (j, jlo, jhi, inner) = rows.inner;
-        let streams = super::prefetch::streams(self.k, j, None, inner, false).unwrap_or_default();
-        // A row's setup and the bounds of its inner loop (empty where the guard fails).
-        let setup = |e: &mut Self, end: &str| -> Result<String> {
-            e.block(rows.prefix, level + 1)?;
-            let (jn, a, b) = (e.local(j), e.expr(jlo), e.expr(jhi));
-            let _ = match rows.guard {
-                Some(g) => writeln!(
-                    e.out,
-                    "{pad}  int64_t {end} = 0; {jn} = 0;\n{pad}  if ({}) {{ {jn} = {a}; {end} = {b}; }}",
-                    e.expr(g)
-                ),
-                None => writeln!(e.out, "{pad}  {jn} = {a}; int64_t {end} = {b};"),
-            };
-            Ok(jn)
-        };
         // The first, the middle and the last row's setups (assignments only) decide: a
         // band's first and last rows hold half a row (half-bandwidth 30: 31 entries, where
         // the rows between hold 61).
-        let _ = writeln!(self.out, "{pad}int64_t long_ = 0;");
+        let _ = writeln!(self.out, "{pad}int64_t most_ = 0;");
         for (row, end) in [
             (format!("lo_{v}"), "ef_"),
             (format!("lo_{v} + (hi_{v} - lo_{v}) / 2"), "em_"),
@@ -852,97 +868,186 @@ impl<'k> Emitter<'k> {
         ] {
             let _ = writeln!(
                 self.out,
-                "{pad}if (!long_ && lo_{v} < hi_{v}) {{\n{pad}  v{v} = {row};"
+                "{pad}if (most_ < {STRIPS_MIN} && lo_{v} < hi_{v}) {{\n{pad}  v{v} = {row};"
             );
-            let jf = setup(self, end)?;
+            let jf = self.row_setup(rows, end, rows.inner.2, level + 1)?;
             let _ = writeln!(
                 self.out,
-                "{pad}  long_ = {end} - {jf} >= {JAM_MIN};\n{pad}}}"
+                "{pad}  if ({end} - {jf} > most_) most_ = {end} - {jf};\n{pad}}}"
             );
         }
-        let _ = writeln!(self.out, "{pad}if (!long_) {{");
+        let _ = writeln!(self.out, "{pad}if (most_ < {JAM_MIN}) {{");
         self.plain_rows = true;
         self.stmt(row_loop, level + 1)?;
         self.plain_rows = false;
-        let _ = writeln!(self.out, "{pad}}} else");
-        let _ = writeln!(self.out, "{pad}for (v{v} = lo_{v}; v{v} < hi_{v}; ) {{");
-        // The last rows, one at a time: strips with prefetch, then the rest.
-        let _ = writeln!(self.out, "{pad}  if (hi_{v} - v{v} < {ROWS}) {{");
-        let end = format!("e{v}_");
-        let jn = setup(self, &end)?;
-        if !streams.is_empty() {
-            self.strips(&end, j, &streams, inner, level + 2)?;
-        }
-        let _ = writeln!(self.out, "{pad}    for (; {jn} < {end}; {jn}++) {{");
-        if !streams.is_empty() {
-            let _ = writeln!(self.out, "{pad}      {}", super::prefetch::SCALAR_REST);
-        }
-        self.block(inner, level + 3)?;
-        let _ = writeln!(self.out, "{pad}    }}");
-        self.block(rows.suffix, level + 2)?;
+        // Strips before the joint loop slow rows that never fill them (generated, strict
+        // SpMV over a band of 11 per row on Zen 3: 0.042 ms without, 0.052 with).
+        let _ = writeln!(self.out, "{pad}}} else if (most_ < {STRIPS_MIN}) {{");
+        self.joint_rows_loop(rows, v, false, level + 1)?;
+        let _ = writeln!(self.out, "{pad}}} else {{");
+        self.joint_rows_loop(rows, v, true, level + 1)?;
+        let _ = writeln!(self.out, "{pad}}} }}");
+        self.row_own.clear();
+        Ok(())
+    }
+
+    /// A row's setup and its inner loop's bounds in C: the prefix, then the inner
+    /// variable at its first value and the C local `end` at `bound` (its end, or its count
+    /// of iterations; both 0 where the guard fails); returns the inner variable's C name.
+    fn row_setup(
+        &mut self,
+        rows: &super::jam::Rows,
+        end: &str,
+        bound: &KExpr,
+        level: usize,
+    ) -> Result<String> {
+        let pad = "  ".repeat(level);
+        let (j, jlo, _, _) = rows.inner;
+        self.block(rows.prefix, level)?;
+        let (jn, a, b) = (self.local(j), self.expr(jlo), self.expr(bound));
+        let _ = match rows.guard {
+            Some(g) => writeln!(
+                self.out,
+                "{pad}int64_t {end} = 0; {jn} = 0;\n{pad}if ({}) {{ {jn} = {a}; {end} = {b}; }}",
+                self.expr(g)
+            ),
+            None => writeln!(self.out, "{pad}{jn} = {a}; int64_t {end} = {b};"),
+        };
+        Ok(jn)
+    }
+
+    /// The rows of the row loop over `v{v}` (from `lo_{v}` to `hi_{v}`) [`ROWS`] at a time
+    /// (see [`Self::rows`]), `strips` with prefetch in the joint loop or not, then the last
+    /// rows one at a time.
+    fn joint_rows_loop(
+        &mut self,
+        rows: &super::jam::Rows,
+        v: u32,
+        strips: bool,
+        level: usize,
+    ) -> Result<()> {
+        use super::prefetch::STRIP;
+        let pad = "  ".repeat(level);
+        let (j, jlo, jhi, inner) = rows.inner;
+        let streams = if strips {
+            super::prefetch::streams(self.k, j, None, inner, false).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let _ = writeln!(
             self.out,
-            "{pad}    v{v} += 1;\n{pad}    continue;\n{pad}  }}"
+            "{pad}for (v{v} = lo_{v}; hi_{v} - v{v} >= {ROWS}; v{v} += {ROWS}) {{"
         );
-        // Each row's setup; the iterations all rows have left.
-        let mut bounds = Vec::new();
+        // Each row's setup, its count of iterations and a pointer per load it reads at
+        // consecutive positions (from the first); the counts and offsets simplified, so
+        // that the C compiler sees each row's base as the few loads it is (a band row's
+        // values start at its `ofs`, not at `last - 1 - ofs_end + (last - len + 1)`).
+        let based = super::jam::based_loads(self.k, j, inner);
+        let (count, offsets) = {
+            let defs = super::jam::setup_definitions(self.k, rows.prefix);
+            let is_i64 = |e: &KExpr| self.ty(e) == ScalarType::I64;
+            let simplified = |e: &KExpr| {
+                super::jam::affine(e, &defs, &is_i64).map_or_else(|| e.clone(), |f| f.to_expr())
+            };
+            let count = simplified(&KExpr::Op(Op::Sub, vec![jhi.clone(), jlo.clone()]));
+            let offsets: Vec<KExpr> = based
+                .iter()
+                .map(|(_, i)| simplified(&super::jam::substitute(i, j, jlo)))
+                .collect();
+            (count, offsets)
+        };
+        let mut names: Vec<Vec<(BufId, KExpr, String)>> = Vec::new();
         for r in 0..ROWS {
             self.row = r;
             if r > 0 {
-                let _ = writeln!(self.out, "{pad}  {} = v{v} + {r};", self.local(*var));
+                let _ = writeln!(self.out, "{pad}  {} = v{v} + {r};", self.local(rows.var));
             }
-            let end = format!("e{v}_{r}");
-            let jn = setup(self, &end)?;
-            bounds.push((jn, end));
+            self.row_setup(rows, &format!("n{v}_{r}"), &count, level + 1)?;
+            // A row without iterations points at its buffer's start: its offset may lie
+            // anywhere.
+            let mut row_names = Vec::new();
+            for (x, ((b, i), off)) in based.iter().zip(&offsets).enumerate() {
+                let name = format!("b{v}_{r}_{x}");
+                let (t, p) = (storage_type(&self.k.bufs[b.0 as usize]), self.ptr(*b));
+                let _ = writeln!(
+                    self.out,
+                    "{pad}  const {t} *{name} = {p} + (n{v}_{r} > 0 ? {} : 0);",
+                    self.expr(off)
+                );
+                row_names.push((*b, i.clone(), name));
+            }
+            names.push(row_names);
         }
         self.row = 0;
+        let _ = writeln!(self.out, "{pad}  int64_t m_ = n{v}_0;");
+        for r in 1..ROWS {
+            let _ = writeln!(self.out, "{pad}  if (n{v}_{r} < m_) m_ = n{v}_{r};");
+        }
         let _ = writeln!(
             self.out,
-            "{pad}  int64_t m_ = {e} - {j0};",
-            e = bounds[0].1,
-            j0 = bounds[0].0
+            "{pad}  if (m_ < 0) m_ = 0;\n{pad}  int64_t k_ = 0;"
         );
-        for (jn, end) in &bounds[1..] {
-            let _ = writeln!(self.out, "{pad}  if ({end} - {jn} < m_) m_ = {end} - {jn};");
+        // The inner variable of each row reads as its first value plus `k_`, the loads of
+        // `based` as `base[k_]`.
+        self.based = names;
+        self.counter = Some((j, "k_"));
+        if !streams.is_empty() {
+            // Strips: one prefetch per stream and row, then the strip's iterations, kept a
+            // loop (cc's full unrolling slows it: hand-written, SpMV over a band of 61 per
+            // row on Zen 3, 0.19 ms as a loop, 0.22 unrolled). The rows move through
+            // storage together, a band's or a dense matrix's one after another, so each
+            // prefetches [`ROWS`] times as far ahead as one row would: past the rows that
+            // follow (hand-written, a band of 201 per row on Zen 3, 1.1 ms -> 0.65 ms).
+            let _ = writeln!(self.out, "{pad}  while (m_ - k_ >= {}) {{", 2 * STRIP);
+            for r in 0..ROWS {
+                self.row = r;
+                self.prefetches(&streams, &format!("{pad}    "), ROWS);
+            }
+            self.row = 0;
+            let _ = writeln!(
+                self.out,
+                "{pad}    _Pragma(\"GCC unroll 1\")\n{pad}    for (int s_ = 0; s_ < {STRIP}; s_++) {{"
+            );
+            self.counter = Some((j, "k_ + s_"));
+            self.all_rows(inner, level + 3)?;
+            self.counter = Some((j, "k_"));
+            let _ = writeln!(self.out, "{pad}    }}\n{pad}    k_ += {STRIP};\n{pad}  }}");
         }
-        let steps: String = bounds.iter().map(|(jn, _)| format!(", {jn}++")).collect();
-        // Strips: one prefetch per stream and row, then the strip's iterations, kept a
-        // loop (cc's full unrolling slows it: hand-written, SpMV over a band of 61 per row
-        // on Zen 3, 0.19 ms as a loop, 0.22 unrolled). The rows move through storage together,
-        // a band's or a dense matrix's one after another, so each prefetches [`ROWS`] times
-        // as far ahead as one row would: past the rows that follow (hand-written, a band
-        // of 201 per row on Zen 3, 1.1 ms -> 0.65 ms).
-        let _ = writeln!(self.out, "{pad}  while (m_ >= {}) {{", 2 * STRIP);
-        for r in 0..ROWS {
-            self.row = r;
-            self.prefetches(&streams, &format!("{pad}    "), ROWS);
-        }
-        self.row = 0;
-        let _ = writeln!(
-            self.out,
-            "{pad}    _Pragma(\"GCC unroll 1\")\n{pad}    for (int k_ = 0; k_ < {STRIP}; k_++{steps}) {{"
-        );
-        self.all_rows(inner, level + 3)?;
-        let _ = writeln!(self.out, "{pad}    }}\n{pad}    m_ -= {STRIP};\n{pad}  }}");
         // The rest the rows share, a loop cc may run with vectors of products (each row's
         // additions stay in order).
-        let _ = writeln!(self.out, "{pad}  for (; m_ > 0; m_--{steps}) {{");
+        let _ = writeln!(self.out, "{pad}  for (; k_ < m_; k_++) {{");
         self.all_rows(inner, level + 2)?;
         let _ = writeln!(self.out, "{pad}  }}");
         // Each row's own rest (a few iterations in a band or triangle), then its stores.
-        for (r, (jn, end)) in bounds.iter().enumerate() {
+        for r in 0..ROWS {
             self.row = r;
-            let _ = writeln!(self.out, "{pad}  for (; {jn} < {end}; {jn}++) {{");
+            let _ = writeln!(self.out, "{pad}  for (k_ = m_; k_ < n{v}_{r}; k_++) {{");
             self.block(inner, level + 2)?;
             let _ = writeln!(self.out, "{pad}  }}");
         }
+        self.based.clear();
+        self.counter = None;
         for r in 0..ROWS {
             self.row = r;
             self.block(rows.suffix, level + 1)?;
         }
         self.row = 0;
-        let _ = writeln!(self.out, "{pad}  v{v} += {ROWS};\n{pad}}} }}");
-        self.row_own.clear();
+        let _ = writeln!(self.out, "{pad}}}");
+        // The last rows, one at a time: strips with prefetch, then the rest.
+        let _ = writeln!(self.out, "{pad}for (; v{v} < hi_{v}; v{v}++) {{");
+        let end = format!("e{v}_");
+        let jn = self.row_setup(rows, &end, jhi, level + 1)?;
+        if !streams.is_empty() {
+            self.strips(&end, j, &streams, inner, level + 1)?;
+        }
+        let _ = writeln!(self.out, "{pad}  for (; {jn} < {end}; {jn}++) {{");
+        if !streams.is_empty() {
+            let _ = writeln!(self.out, "{pad}    {}", super::prefetch::SCALAR_REST);
+        }
+        self.block(inner, level + 2)?;
+        let _ = writeln!(self.out, "{pad}  }}");
+        self.block(rows.suffix, level + 1)?;
+        let _ = writeln!(self.out, "{pad}}}");
         Ok(())
     }
 
@@ -1011,7 +1116,16 @@ impl<'k> Emitter<'k> {
     fn prefetches(&mut self, streams: &[(BufId, KExpr)], pad: &str, rows: usize) {
         use super::prefetch::{elem_bytes, PREFETCH_AHEAD, PREFETCH_BYTES};
         for (b, index) in streams {
-            let (p, i) = (self.ptr(*b), self.expr(index));
+            // In the joint loop of rows, a stream the row reads through its own pointer
+            // is prefetched through it (the row's offsets need not stay in registers).
+            let based = self
+                .based
+                .get(self.row)
+                .and_then(|row| row.iter().find(|(x, at, _)| x == b && at == index));
+            let (p, i) = match based {
+                Some((_, _, name)) => (name.clone(), "k_".to_string()),
+                None => (self.ptr(*b), self.expr(index)),
+            };
             let ahead = rows
                 * self.k.bufs.get(b.0 as usize).map_or(PREFETCH_AHEAD, |buf| {
                     PREFETCH_BYTES / elem_bytes(buf.elem, buf.narrow)

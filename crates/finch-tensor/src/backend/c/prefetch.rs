@@ -156,7 +156,7 @@ fn is_step(s: &KStmt, var: LocalId) -> bool {
 }
 
 /// Calls `f` on every load in `e` (outermost first).
-fn loads(e: &KExpr, f: &mut dyn FnMut(BufId, &KExpr)) {
+pub(super) fn loads(e: &KExpr, f: &mut dyn FnMut(BufId, &KExpr)) {
     match e {
         KExpr::Load(b, i) => {
             f(*b, i);
