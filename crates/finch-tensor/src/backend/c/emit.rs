@@ -492,21 +492,16 @@ impl<'k> Emitter<'k> {
     fn expr(&self, e: &KExpr) -> String {
         match e {
             KExpr::Lit(v) => lit(v),
-            KExpr::Local(l) if self.counter.is_some_and(|(j, _)| j == *l) => {
-                let at = self.counter.map_or("k_", |(_, at)| at);
-                format!(
+            KExpr::Local(l) => match self.counter {
+                Some((j, at)) if j == *l => format!(
                     "((int64_t)((uint64_t){} + (uint64_t)({at})))",
                     self.local(*l)
-                )
-            }
-            KExpr::Local(l) => self.local(*l),
+                ),
+                _ => self.local(*l),
+            },
             KExpr::Len(b) => self.len(*b),
             KExpr::Load(b, i) => {
-                if let Some((_, _, name)) = self
-                    .based
-                    .get(self.row)
-                    .and_then(|row| row.iter().find(|(x, at, _)| x == b && at == i.as_ref()))
-                {
+                if let Some(name) = self.based_pointer(*b, i) {
                     let at = self.counter.map_or("k_", |(_, at)| at);
                     return if self.k.bufs[b.0 as usize].narrow {
                         format!("((int64_t){name}[{at}])")
@@ -791,6 +786,16 @@ impl<'k> Emitter<'k> {
     /// where loops run in prefetching strips and long rows several at a time.
     fn in_order_scalar(&self) -> bool {
         self.isa.is_none() && !self.k.reassociate && self.mode == CheckMode::Trusted
+    }
+
+    /// In the joint loop of rows emitted together: the C name of the current row's own
+    /// pointer for the load `b[index]`, if it has one.
+    fn based_pointer(&self, b: BufId, index: &KExpr) -> Option<&str> {
+        self.based
+            .get(self.row)?
+            .iter()
+            .find(|(x, at, _)| *x == b && at == index)
+            .map(|(_, _, name)| name.as_str())
     }
 
     /// A local's C name (`w{row}_{n}` past the first of the rows emitted together).
@@ -1118,12 +1123,8 @@ impl<'k> Emitter<'k> {
         for (b, index) in streams {
             // In the joint loop of rows, a stream the row reads through its own pointer
             // is prefetched through it (the row's offsets need not stay in registers).
-            let based = self
-                .based
-                .get(self.row)
-                .and_then(|row| row.iter().find(|(x, at, _)| x == b && at == index));
-            let (p, i) = match based {
-                Some((_, _, name)) => (name.clone(), "k_".to_string()),
+            let (p, i) = match self.based_pointer(*b, index) {
+                Some(name) => (name.to_string(), "k_".to_string()),
                 None => (self.ptr(*b), self.expr(index)),
             };
             let ahead = rows

@@ -207,28 +207,14 @@ fn reads_apart(e: &KExpr, written: &HashMap<BufId, &KExpr>) -> bool {
 /// counter shared by the rows, which keeps each iteration to the loads and arithmetic of
 /// the terms (see [`Rows`]).
 pub(super) fn based_loads(k: &Kernel, j: LocalId, inner: &[KStmt]) -> Vec<(BufId, KExpr)> {
-    let mut assigned = HashSet::new();
-    for s in inner {
-        if let KStmt::Assign(l, _) = s {
-            assigned.insert(*l);
-        }
-    }
-    let mut found: Vec<(BufId, KExpr)> = Vec::new();
-    crate::kernel::visit_exprs(inner, &mut |e| {
-        super::prefetch::loads(e, &mut |b, i| {
-            let stable = k
-                .bufs
-                .get(b.0 as usize)
-                .is_some_and(|p| !p.writable && !p.growable);
-            if stable
-                && consecutive(i, j, &assigned)
-                && !found.iter().any(|(fb, fi)| *fb == b && fi == i)
-            {
-                found.push((b, i.clone()));
-            }
+    let assigned: HashSet<LocalId> = inner
+        .iter()
+        .filter_map(|s| match s {
+            KStmt::Assign(l, _) => Some(*l),
+            _ => None,
         })
-    });
-    found
+        .collect();
+    super::prefetch::contiguous_loads(k, j, inner, &assigned)
 }
 
 /// The locals a row's setup assigns exactly once, with their `i64` definitions: what

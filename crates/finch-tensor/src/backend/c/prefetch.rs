@@ -108,22 +108,38 @@ pub(super) fn streams(
         Some(_) => return None,
     }
     let walk = walk.is_some();
+    let found: Vec<(BufId, KExpr)> = contiguous_loads(k, var, body, &assigned)
+        .into_iter()
+        .filter(|(_, i)| walk || outermost || mentions_other(i, var))
+        .collect();
+    (!found.is_empty()).then_some(found)
+}
+
+/// The loads in `body` that read consecutive positions as `var` counts: from a buffer the
+/// kernel neither writes nor grows, at `var + c` with `c` not mentioning `changing` (see
+/// [`consecutive`]); each once, in the order of first mention.
+pub(super) fn contiguous_loads(
+    k: &Kernel,
+    var: LocalId,
+    body: &[KStmt],
+    changing: &HashSet<LocalId>,
+) -> Vec<(BufId, KExpr)> {
     let mut found: Vec<(BufId, KExpr)> = Vec::new();
     crate::kernel::visit_exprs(body, &mut |e| {
         loads(e, &mut |b, i| {
-            let Some(p) = k.bufs.get(b.0 as usize) else {
-                return;
-            };
-            if p.writable || p.growable || !consecutive(i, var, &assigned) {
-                return;
-            }
-            let moves = mentions_other(i, var);
-            if (walk || moves || outermost) && !found.iter().any(|(fb, fi)| *fb == b && fi == i) {
+            let stable = k
+                .bufs
+                .get(b.0 as usize)
+                .is_some_and(|p| !p.writable && !p.growable);
+            if stable
+                && consecutive(i, var, changing)
+                && !found.iter().any(|(fb, fi)| *fb == b && fi == i)
+            {
                 found.push((b, i.clone()));
             }
         })
     });
-    (!found.is_empty()).then_some(found)
+    found
 }
 
 /// No nested loop, `break` or sort; collects the assigned locals and counts the steps of
@@ -156,7 +172,7 @@ fn is_step(s: &KStmt, var: LocalId) -> bool {
 }
 
 /// Calls `f` on every load in `e` (outermost first).
-pub(super) fn loads(e: &KExpr, f: &mut dyn FnMut(BufId, &KExpr)) {
+fn loads(e: &KExpr, f: &mut dyn FnMut(BufId, &KExpr)) {
     match e {
         KExpr::Load(b, i) => {
             f(*b, i);
