@@ -447,7 +447,19 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          additions, 3 cycles each on Zen 3 (2 on the Xeon), and the out-of-order window \
          holds less than one row of 96 entries, so block rows run at the speed of their \
          chains much as CSR rows do: the synthetic rows 1.0-1.3x, qc324 0.95-1.01x, bcsstk16 \
-         0.7-1.1x (twenty runs). Rows whose one inner loop holds 8 entries or more (a band's, \
+         0.7-1.1x (twenty runs, one row at a time). Block rows whose blocks hold 8 entries or \
+         more on average (16 rows probed), of at most 524288 entries in all, now run four at \
+         a time stretch by stretch, the four rows' blocks along one counter up to the nearest \
+         end of one, each row moving on to its next block there: over six runs on 2026-11-27, \
+         qc324 gains 1.70-1.97x (0.010-0.012 ms against CSR's 0.017-0.023) and bcsstk16 \
+         0.79-0.98x. The end of each stretch is a branch the predictor misses, and with long \
+         chains gone the loads wait on memory: with the rows' data in cache the joint loop \
+         wins (generated, run after run: the synthetic rows 0.66 -> 0.47 ms, qc324 0.017 -> \
+         0.009, bcsstk16 0.27 -> 0.19-0.25), but in this bench's turns, which evict one \
+         variant's data with the others', the synthetic rows ran 0.71-0.94x of CSR that way \
+         (1.2-1.4 ms on a turn's first run), and 20000 or 40000 such rows lose run after run \
+         (1.40 -> 1.54 ms, 3.1 -> 4.5 ms), so larger rows run one at a time: the synthetic \
+         rows 1.11-1.41x over three runs. Rows whose one inner loop holds 8 entries or more (a band's, \
          a triangle's, a dense matrix's) run four at a time, four chains interleaved along \
          one position counter, each row reading through pointers of its own (rows of 16 or \
          more in strips, each row prefetching four times as far ahead as one row would: the \
@@ -465,8 +477,7 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          0.041 ms. \
          Hand-written (`bench/block_list_limit.c`, one run): strict blocks 0.642 ms against \
          CSR's 0.662; two block rows at a time, interleaved, 0.476-0.492 ms (1.35-1.40x), four \
-         0.55-0.95 ms (the stretches between one row's block end and another's get short), \
-         which the kernels do not do (they run rows together only along one inner loop). \
+         0.55-0.95 ms (the stretches between one row's block end and another's get short). \
          Four band rows of 11 in the four lanes of an AVX2 vector (each row's additions \
          still in order, its values and x transposed from four loads), hand-written, run no \
          faster than one row at a time (0.051 ms, CSR 0.063).\n\n\

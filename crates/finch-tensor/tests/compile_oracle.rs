@@ -1937,13 +1937,7 @@ fn rows_run_four_at_a_time_in_order(level: &str, n: usize) {
         assert!(c.contains("for (int s_ = 0; s_ < 8; s_++) {"), "{c}");
         assert_eq!(c.matches("for (; k_ < m_; k_++) {").count(), 2, "{c}");
     }
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        state >> 11
-    };
+    let mut value = order_sensitive_values();
     // Widths of the first, middle (`m / 2`) and last rows, over `m` rows.
     for (m, (first, middle, last)) in [41usize, 42, 43, 44].into_iter().flat_map(|m| {
         [
@@ -1970,23 +1964,94 @@ fn rows_run_four_at_a_time_in_order(level: &str, n: usize) {
             };
             let start = (r * 7) % (n - width.min(n - 1));
             for j in start..(start + width).min(n) {
-                // Magnitudes from 1e-8 to 1e8 of both signs: any reordering shows.
-                let mag = 10f64.powi((next() % 17) as i32 - 8);
-                let sign = if next() % 2 == 0 { 1.0 } else { -1.0 };
-                data[r * n + j] = sign * mag * (1.0 + (next() % 1000) as f64 / 1000.0);
+                data[r * n + j] = value();
             }
         }
-        let a = DenseArray::from_f64(&[n, m], &data).unwrap();
-        let xs: Vec<f64> = (0..n).map(|j| 1.0 + (j % 13) as f64 / 7.0).collect();
-        let x = DenseArray::from_f64(&[n], &xs).unwrap();
-        engines_match_reference(
+        spmv_matches_reference(
             &p,
-            &[("A", &a), ("x", &x)],
-            &[],
+            (n, m, &data),
             &format!(
                 "{level}, {m} rows of {n}; first, middle, last rows {first}, {middle}, {last}"
             ),
         );
+    }
+}
+
+/// `p`, an SpMV over `A` (`n` x `m`, dense values `data`) and `x`, gives the reference's
+/// `y` on both engines.
+fn spmv_matches_reference(p: &Program, (n, m, data): (usize, usize, &[f64]), what: &str) {
+    let a = DenseArray::from_f64(&[n, m], data).unwrap();
+    let xs: Vec<f64> = (0..n).map(|j| 1.0 + (j % 13) as f64 / 7.0).collect();
+    let x = DenseArray::from_f64(&[n], &xs).unwrap();
+    engines_match_reference(p, &[("A", &a), ("x", &x)], &[], what);
+}
+
+/// Pseudo-random values of magnitudes from 1e-8 to 1e8 and both signs: a sum of them in
+/// another order than the reference's differs.
+fn order_sensitive_values() -> impl FnMut() -> f64 {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        state >> 11
+    };
+    move || {
+        let mag = 10f64.powi((next() % 17) as i32 - 8);
+        let sign = if next() % 2 == 0 { 1.0 } else { -1.0 };
+        sign * mag * (1.0 + (next() % 1000) as f64 / 1000.0)
+    }
+}
+
+#[test]
+fn block_rows_run_four_at_a_time_along_their_walks() {
+    // Strict SpMV over SparseBlockList rows: where the probed rows' blocks hold 8 entries
+    // or more on average, four rows run their blocks together, stretch by stretch, each
+    // row moving on to its next block where its block ends; every row's additions stay in
+    // order, so y is the reference's bit for bit.
+    let text = "input A :: Dense(SparseBlockList(Element(0.0)))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _, j = _\n  y[i] += A[j, i] * x[j]\nend\n";
+    let p = Program::parse(text).unwrap();
+    let k = p.compile(Engine::C).unwrap();
+    if k.engine() == Engine::C {
+        let c = k.c_source(finch::backend::c::CheckMode::Trusted).unwrap();
+        assert!(c.contains("4 rows at a time, along their walks"), "{c}");
+    }
+    let mut value = order_sensitive_values();
+    let n = 160;
+    // Each row's blocks (lengths), placed left to right with gaps of 1 to 3 columns: rows
+    // without blocks, of one block, of many, of blocks of one entry, a full row, blocks
+    // ending at the last column; in groups of four rows that end their walks together
+    // and apart. Long blocks (the joint loop runs) and short ones (the plain loop runs).
+    let long: &[&[usize]] = &[
+        &[40],
+        &[],
+        &[10, 25, 12],
+        &[1, 30, 2, 1],
+        &[9],
+        &[8, 20, 13, 17, 11],
+        &[160],
+        &[50, 3],
+        &[12, 12, 12, 12],
+        &[33, 1, 1, 1, 40],
+        &[20, 20],
+    ];
+    let short: &[&[usize]] = &[&[1, 2, 1], &[3], &[], &[2, 2, 2, 2, 2], &[1]];
+    for (blocks, what) in [(long, "long blocks"), (short, "short blocks")] {
+        for m in [41usize, 42, 43, 44] {
+            let mut data = vec![0.0; n * m];
+            for r in 0..m {
+                let mut j = r % 5;
+                for len in blocks[(r * 7 + m) % blocks.len()] {
+                    let start = j.min(n - 1);
+                    let end = (start + len).min(n);
+                    for c in start..end {
+                        data[r * n + c] = value();
+                    }
+                    j = end + 1 + r % 3;
+                }
+            }
+            spmv_matches_reference(&p, (n, m, &data), &format!("{m} rows of {n}, {what}"));
+        }
     }
 }
 

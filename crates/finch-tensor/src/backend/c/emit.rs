@@ -304,6 +304,30 @@ const JAM_MIN: usize = 8;
 /// the strip loop in front of the joint loop slows them.
 const STRIPS_MIN: usize = 16;
 
+/// The fewest iterations the probed rows' inner loops must have on average for a row loop
+/// whose rows walk over steps (a SparseBlockList row's blocks) to run [`ROWS`] rows at a
+/// time (see `Emitter::walk_rows`): each stretch the rows run together ends in a branch
+/// the predictor misses, so short steps lose more than the interleaved chains gain.
+/// Zen 3, strict SpMV, generated, against the plain loop in one process: blocks of 32 on
+/// average (synthetic) 0.66 -> 0.48 ms, qc324 (33) 0.017 -> 0.009 ms, bcsstk16 (7.8) 0.214
+/// -> 0.185 ms, bcsstk38 (6.6) 0.42 -> 0.53 ms (slower), mbeacxc (3.5) 0.080 -> 0.083 ms.
+const WALK_MIN: usize = 8;
+
+/// The most inner-loop iterations, estimated from the probed rows, over which a row loop
+/// runs along its walks [`ROWS`] rows at a time (see [`WALK_MIN`]): with the rows' data
+/// in cache it gains (strict SpMV on Zen 3, generated, against the plain loop: qc324,
+/// 26730 entries, 0.017 -> 0.009 ms; bcsstk16, 290378, 0.27 -> 0.19-0.25 ms), but from
+/// further away the plain loop's long chains of additions hide the loads' latency and the
+/// ends of stretches, each a mispredicted branch, cut the loads in flight (rows of three
+/// blocks of 32 entries on average: 10000 rows 0.66 -> 0.47 ms run after run, but slower
+/// when the other variants of `finch-bench structure` ran in between; 20000 rows 1.40 ->
+/// 1.54 ms, 40000 rows 3.1 -> 4.5 ms).
+const WALK_MAX: usize = 1 << 19;
+
+/// The rows, evenly spaced, whose walks decide whether a row loop runs along its walks
+/// [`ROWS`] rows at a time (see [`WALK_MIN`]).
+const WALK_PROBES: usize = 16;
+
 /// The rows a row loop runs at a time (see `jam`): four chains of additions in order
 /// cover the adder's latency where two do not (strict SpMV on Zen 3, hand-written, against
 /// two at a time: a band of 61 per row 0.25 -> 0.19 ms, a 1024 x 1024 triangle 0.25 ->
@@ -841,27 +865,8 @@ impl<'k> Emitter<'k> {
     /// with prefetch while all have two strips left), then each row its rest, then the
     /// rows' stores; the last rows (fewer than [`ROWS`] left) run alone after it.
     fn rows(&mut self, row_loop: &KStmt, rows: &super::jam::Rows, level: usize) -> Result<()> {
-        let KStmt::For { var, lo, hi, .. } = row_loop else {
-            return Err(Error::Program(
-                "internal: rows of a loop that is not a for".into(),
-            ));
-        };
         let pad = "  ".repeat(level);
-        let v = var.0;
-        let (l, h) = (self.expr(lo), self.expr(hi));
-        let _ = writeln!(
-            self.out,
-            "{pad}{{ /* {ROWS} rows at a time */ int64_t lo_{v} = {l}; int64_t hi_{v} = {h};"
-        );
-        self.row_own = rows.own.iter().copied().collect();
-        for r in 1..ROWS {
-            self.row = r;
-            for x in &rows.own {
-                let (t, name) = (c_type(self.k.locals[x.0 as usize].ty), self.local(*x));
-                let _ = writeln!(self.out, "{pad}{t} {name} = 0; (void){name};");
-            }
-        }
-        self.row = 0;
+        let (v, _) = self.open_rows(row_loop, rows, "", &pad)?;
         // The first, the middle and the last row's setups (assignments only) decide: a
         // band's first and last rows hold half a row (half-bandwidth 30: 31 entries, where
         // the rows between hold 61).
@@ -882,9 +887,7 @@ impl<'k> Emitter<'k> {
             );
         }
         let _ = writeln!(self.out, "{pad}if (most_ < {JAM_MIN}) {{");
-        self.plain_rows = true;
-        self.stmt(row_loop, level + 1)?;
-        self.plain_rows = false;
+        self.plain_copy(row_loop, level + 1)?;
         // Strips before the joint loop slow rows that never fill them (generated, strict
         // SpMV over a band of 11 per row on Zen 3: 0.042 ms without, 0.052 with).
         let _ = writeln!(self.out, "{pad}}} else if (most_ < {STRIPS_MIN}) {{");
@@ -894,6 +897,15 @@ impl<'k> Emitter<'k> {
         let _ = writeln!(self.out, "{pad}}} }}");
         self.row_own.clear();
         Ok(())
+    }
+
+    /// The row loop `row_loop` one row at a time, where the rows' probe decides against
+    /// running them together.
+    fn plain_copy(&mut self, row_loop: &KStmt, level: usize) -> Result<()> {
+        self.plain_rows = true;
+        let done = self.stmt(row_loop, level);
+        self.plain_rows = false;
+        done
     }
 
     /// A row's setup and its inner loop's bounds in C: the prefix, then the inner
@@ -921,6 +933,287 @@ impl<'k> Emitter<'k> {
         Ok(jn)
     }
 
+    /// The opening of rows run together (`how`: a note for the comment): the row loop's
+    /// bounds as `lo_{v}` and `hi_{v}` in a new C block, and the rows' own locals; returns
+    /// `v` and the row loop's body.
+    fn open_rows<'b>(
+        &mut self,
+        row_loop: &'b KStmt,
+        rows: &super::jam::Rows,
+        how: &str,
+        pad: &str,
+    ) -> Result<(u32, &'b [KStmt])> {
+        let KStmt::For { var, lo, hi, body } = row_loop else {
+            return Err(Error::Program(
+                "internal: rows of a loop that is not a for".into(),
+            ));
+        };
+        let v = var.0;
+        let (l, h) = (self.expr(lo), self.expr(hi));
+        let _ = writeln!(
+            self.out,
+            "{pad}{{ /* {ROWS} rows at a time{how} */ int64_t lo_{v} = {l}; int64_t hi_{v} = {h};"
+        );
+        self.own_copies(rows, pad);
+        Ok((v, body))
+    }
+
+    /// The copies of a row's own locals for the rows past the first (see `jam`), from
+    /// here on named `w{row}_{n}`.
+    fn own_copies(&mut self, rows: &super::jam::Rows, pad: &str) {
+        self.row_own = rows.own.iter().copied().collect();
+        for r in 1..ROWS {
+            self.row = r;
+            for x in &rows.own {
+                let (t, name) = (c_type(self.k.locals[x.0 as usize].ty), self.local(*x));
+                let _ = writeln!(self.out, "{pad}{t} {name} = 0; (void){name};");
+            }
+        }
+        self.row = 0;
+    }
+
+    /// A row's count of inner iterations and the offsets of its loads at consecutive
+    /// positions (`based`) at its inner loop's first iteration, simplified through the
+    /// definitions of `setup` (what runs right before the inner loop), so that the C
+    /// compiler sees each row's base as the few loads it is (a band row's values start at
+    /// its `ofs`, not at `last - 1 - ofs_end + (last - len + 1)`).
+    fn count_and_offsets(
+        &self,
+        rows: &super::jam::Rows,
+        based: &[(BufId, KExpr)],
+        setup: &[KStmt],
+    ) -> (KExpr, Vec<KExpr>) {
+        let (j, jlo, jhi, _) = rows.inner;
+        let defs = super::jam::setup_definitions(self.k, setup);
+        let is_i64 = |e: &KExpr| self.ty(e) == ScalarType::I64;
+        let simplified = |e: &KExpr| {
+            super::jam::affine(e, &defs, &is_i64).map_or_else(|| e.clone(), |f| f.to_expr())
+        };
+        let count = simplified(&KExpr::Op(Op::Sub, vec![jhi.clone(), jlo.clone()]));
+        let offsets = based
+            .iter()
+            .map(|(_, i)| simplified(&super::jam::substitute(i, j, jlo)))
+            .collect();
+        (count, offsets)
+    }
+
+    /// The loop `row_loop` [`ROWS`] rows at a time along their walks (see `jam::Walk`)
+    /// where the inner loops of [`WALK_PROBES`] rows evenly spaced have [`WALK_MIN`]
+    /// iterations or more on average and all rows, so estimated, at most [`WALK_MAX`],
+    /// else plain.
+    fn walk_rows(
+        &mut self,
+        row_loop: &KStmt,
+        rows: &super::jam::Rows,
+        walk: &super::jam::Walk,
+        level: usize,
+    ) -> Result<()> {
+        let pad = "  ".repeat(level);
+        let (v, body) = self.open_rows(row_loop, rows, ", along their walks", &pad)?;
+        let (count, _) = self.count_and_offsets(rows, &[], walk.head);
+        let count = self.expr(&count);
+        // Up to [`WALK_PROBES`] rows, evenly spaced, walked once more (assignments only,
+        // so running them again changes nothing), count their steps and iterations.
+        let _ = writeln!(
+            self.out,
+            "{pad}int64_t ent_ = 0, runs_ = 0, probed_ = 0;\n{pad}if (lo_{v} < hi_{v}) {{\n{pad}  int64_t step_ = (int64_t)(((uint64_t)hi_{v} - (uint64_t)lo_{v}) / {WALK_PROBES}u) + 1;\n{pad}  for (v{v} = lo_{v}; v{v} < hi_{v}; v{v} = (uint64_t)hi_{v} - (uint64_t)v{v} > (uint64_t)step_ ? v{v} + step_ : hi_{v}) {{\n{pad}    probed_++;"
+        );
+        self.block(rows.prefix, level + 2)?;
+        if let Some(g) = rows.guard {
+            let _ = writeln!(self.out, "{pad}    if ({}) {{", self.expr(g));
+        }
+        self.block(walk.preloop, level + 3)?;
+        let _ = writeln!(self.out, "{pad}      while ({}) {{", self.expr(walk.cond));
+        self.block(walk.head, level + 4)?;
+        let _ = writeln!(
+            self.out,
+            "{pad}        int64_t c_ = {count}; if (c_ > 0) ent_ += c_; runs_++;"
+        );
+        self.block(walk.tail, level + 4)?;
+        let _ = writeln!(self.out, "{pad}      }}");
+        if rows.guard.is_some() {
+            let _ = writeln!(self.out, "{pad}    }}");
+        }
+        let _ = writeln!(self.out, "{pad}  }}\n{pad}}}");
+        let _ = writeln!(
+            self.out,
+            "{pad}if (runs_ == 0 || ent_ < {WALK_MIN} * runs_ || (double)ent_ / (double)probed_ * ((double)hi_{v} - (double)lo_{v}) > {WALK_MAX}.0) {{"
+        );
+        self.plain_copy(row_loop, level + 1)?;
+        let _ = writeln!(self.out, "{pad}}} else {{");
+        self.joint_walks_loop(rows, walk, v, level + 1)?;
+        let _ = writeln!(self.out, "{pad}  for (; v{v} < hi_{v}; v{v}++) {{");
+        self.block(body, level + 2)?;
+        let _ = writeln!(self.out, "{pad}  }}\n{pad}}} }}");
+        self.row_own.clear();
+        Ok(())
+    }
+
+    /// The rows of the row loop over `v{v}` (from `lo_{v}` to `hi_{v}`) [`ROWS`] at a time
+    /// along their walks: each row's setup and first step; then, while every row is in a
+    /// step, the rows' inner loops together up to the nearest end of one (a stretch), after
+    /// which each row whose inner loop ended takes its step's tail and its next step's head
+    /// (or leaves the walk); then each row alone: the rest of its inner loop, its tail, the
+    /// rest of its walk, and its stores. Each row runs its statements in its own order, so
+    /// results are those of the plain loop bit for bit.
+    fn joint_walks_loop(
+        &mut self,
+        rows: &super::jam::Rows,
+        walk: &super::jam::Walk,
+        v: u32,
+        level: usize,
+    ) -> Result<()> {
+        let pad = "  ".repeat(level);
+        let (j, _, _, inner) = rows.inner;
+        let based = super::jam::based_loads(self.k, j, inner);
+        let (count, offsets) = self.count_and_offsets(rows, &based, walk.head);
+        let streams = super::prefetch::streams(self.k, j, None, inner, false).unwrap_or_default();
+        let _ = writeln!(
+            self.out,
+            "{pad}for (v{v} = lo_{v}; hi_{v} - v{v} >= {ROWS}; v{v} += {ROWS}) {{"
+        );
+        let mut names: Vec<Vec<(BufId, KExpr, String)>> = Vec::new();
+        for r in 0..ROWS {
+            self.row = r;
+            if r > 0 {
+                let _ = writeln!(self.out, "{pad}  {} = v{v} + {r};", self.local(rows.var));
+            }
+            self.block(rows.prefix, level + 1)?;
+            let _ = writeln!(
+                self.out,
+                "{pad}  int64_t n{v}_{r} = 0; bool a{v}_{r} = false;"
+            );
+            let mut row_names = Vec::new();
+            for (x, (b, i)) in based.iter().enumerate() {
+                let name = format!("b{v}_{r}_{x}");
+                let (t, p) = (storage_type(&self.k.bufs[b.0 as usize]), self.ptr(*b));
+                let _ = writeln!(self.out, "{pad}  const {t} *{name} = {p};");
+                row_names.push((*b, i.clone(), name));
+            }
+            names.push(row_names);
+            if let Some(g) = rows.guard {
+                let _ = writeln!(self.out, "{pad}  if ({}) {{", self.expr(g));
+            }
+            self.block(walk.preloop, level + 2)?;
+            let _ = writeln!(
+                self.out,
+                "{pad}    a{v}_{r} = {};\n{pad}    if (a{v}_{r}) {{",
+                self.expr(walk.cond)
+            );
+            self.step_entry((walk, rows), (&count, &offsets), &names[r], v, level + 3)?;
+            let _ = writeln!(self.out, "{pad}    }}");
+            if rows.guard.is_some() {
+                let _ = writeln!(self.out, "{pad}  }}");
+            }
+        }
+        self.row = 0;
+        let all: Vec<String> = (0..ROWS).map(|r| format!("a{v}_{r}")).collect();
+        let _ = writeln!(
+            self.out,
+            "{pad}  while ({}) {{\n{pad}    int64_t m_ = n{v}_0;",
+            all.join(" && ")
+        );
+        for r in 1..ROWS {
+            let _ = writeln!(self.out, "{pad}    if (n{v}_{r} < m_) m_ = n{v}_{r};");
+        }
+        // Each row's streams that move on, once a stretch (a stretch of the blocks of 32
+        // entries on average reads about a cache line of each), as far ahead as in strips
+        // of rows run together: without, the joint loop runs from memory slower than one
+        // row at a time (strict SpMV, 40000 rows of such blocks on Zen 3: 5.3 ms against
+        // 3.1).
+        self.based = names.clone();
+        for r in 0..ROWS {
+            self.row = r;
+            self.prefetches(&streams, &format!("{pad}    "), ROWS, "0");
+        }
+        self.row = 0;
+        let _ = writeln!(self.out, "{pad}    for (int64_t k_ = 0; k_ < m_; k_++) {{");
+        self.counter = Some((j, "k_"));
+        self.all_rows(inner, level + 3)?;
+        self.based.clear();
+        self.counter = None;
+        let _ = writeln!(self.out, "{pad}    }}");
+        for (r, row_names) in names.iter().enumerate() {
+            self.row = r;
+            let jn = self.local(j);
+            let _ = writeln!(
+                self.out,
+                "{pad}    {jn} = (int64_t)((uint64_t){jn} + (uint64_t)m_); n{v}_{r} -= m_;"
+            );
+            for (_, _, name) in row_names {
+                let _ = writeln!(self.out, "{pad}    {name} += m_;");
+            }
+            let _ = writeln!(self.out, "{pad}    if (n{v}_{r} == 0) {{");
+            self.block(walk.tail, level + 3)?;
+            let _ = writeln!(
+                self.out,
+                "{pad}      a{v}_{r} = {};\n{pad}      if (a{v}_{r}) {{",
+                self.expr(walk.cond)
+            );
+            self.step_entry((walk, rows), (&count, &offsets), row_names, v, level + 4)?;
+            let _ = writeln!(self.out, "{pad}      }}\n{pad}    }}");
+        }
+        let _ = writeln!(self.out, "{pad}  }}");
+        // Each row alone: the rest of its inner loop, its tail and the rest of its walk.
+        for (r, row_names) in names.iter().enumerate() {
+            self.row = r;
+            let _ = writeln!(
+                self.out,
+                "{pad}  if (a{v}_{r}) {{\n{pad}    for (int64_t k_ = 0; k_ < n{v}_{r}; k_++) {{"
+            );
+            self.based = vec![Vec::new(); r];
+            self.based.push(row_names.clone());
+            self.counter = Some((j, "k_"));
+            self.block(inner, level + 3)?;
+            self.based.clear();
+            self.counter = None;
+            let _ = writeln!(self.out, "{pad}    }}");
+            self.block(walk.tail, level + 2)?;
+            self.stmt(walk.looped, level + 2)?;
+            let _ = writeln!(self.out, "{pad}  }}");
+        }
+        for r in 0..ROWS {
+            self.row = r;
+            self.block(rows.suffix, level + 1)?;
+        }
+        self.row = 0;
+        let _ = writeln!(self.out, "{pad}}}");
+        Ok(())
+    }
+
+    /// A row's next step, in its walk's joint loop: the step's head, then its inner
+    /// loop's first value, count (`n{v}_{row}`, at least 0) and pointers (`names`, at
+    /// their buffers' start where the count is 0: the offsets may lie anywhere then).
+    fn step_entry(
+        &mut self,
+        (walk, rows): (&super::jam::Walk, &super::jam::Rows),
+        (count, offsets): (&KExpr, &[KExpr]),
+        names: &[(BufId, KExpr, String)],
+        v: u32,
+        level: usize,
+    ) -> Result<()> {
+        let pad = "  ".repeat(level);
+        let r = self.row;
+        let (j, jlo, _, _) = rows.inner;
+        self.block(walk.head, level)?;
+        let _ = writeln!(
+            self.out,
+            "{pad}{} = {};\n{pad}n{v}_{r} = {};\n{pad}if (n{v}_{r} < 0) n{v}_{r} = 0;",
+            self.local(j),
+            self.expr(jlo),
+            self.expr(count)
+        );
+        for ((b, _, name), off) in names.iter().zip(offsets) {
+            let _ = writeln!(
+                self.out,
+                "{pad}{name} = {} + (n{v}_{r} > 0 ? {} : 0);",
+                self.ptr(*b),
+                self.expr(off)
+            );
+        }
+        Ok(())
+    }
+
     /// The rows of the row loop over `v{v}` (from `lo_{v}` to `hi_{v}`) [`ROWS`] at a time
     /// (see [`Self::rows`]), `strips` with prefetch in the joint loop or not, then the last
     /// rows one at a time.
@@ -933,7 +1226,7 @@ impl<'k> Emitter<'k> {
     ) -> Result<()> {
         use super::prefetch::STRIP;
         let pad = "  ".repeat(level);
-        let (j, jlo, jhi, inner) = rows.inner;
+        let (j, _, jhi, inner) = rows.inner;
         let streams = if strips {
             super::prefetch::streams(self.k, j, None, inner, false).unwrap_or_default()
         } else {
@@ -948,19 +1241,7 @@ impl<'k> Emitter<'k> {
         // that the C compiler sees each row's base as the few loads it is (a band row's
         // values start at its `ofs`, not at `last - 1 - ofs_end + (last - len + 1)`).
         let based = super::jam::based_loads(self.k, j, inner);
-        let (count, offsets) = {
-            let defs = super::jam::setup_definitions(self.k, rows.prefix);
-            let is_i64 = |e: &KExpr| self.ty(e) == ScalarType::I64;
-            let simplified = |e: &KExpr| {
-                super::jam::affine(e, &defs, &is_i64).map_or_else(|| e.clone(), |f| f.to_expr())
-            };
-            let count = simplified(&KExpr::Op(Op::Sub, vec![jhi.clone(), jlo.clone()]));
-            let offsets: Vec<KExpr> = based
-                .iter()
-                .map(|(_, i)| simplified(&super::jam::substitute(i, j, jlo)))
-                .collect();
-            (count, offsets)
-        };
+        let (count, offsets) = self.count_and_offsets(rows, &based, rows.prefix);
         let mut names: Vec<Vec<(BufId, KExpr, String)>> = Vec::new();
         for r in 0..ROWS {
             self.row = r;
@@ -1006,7 +1287,7 @@ impl<'k> Emitter<'k> {
             let _ = writeln!(self.out, "{pad}  while (m_ - k_ >= {}) {{", 2 * STRIP);
             for r in 0..ROWS {
                 self.row = r;
-                self.prefetches(&streams, &format!("{pad}    "), ROWS);
+                self.prefetches(&streams, &format!("{pad}    "), ROWS, "k_");
             }
             self.row = 0;
             let _ = writeln!(
@@ -1098,7 +1379,7 @@ impl<'k> Emitter<'k> {
         let pad = "  ".repeat(level);
         let v = self.local(var);
         let _ = writeln!(self.out, "{pad}while ({end} - {v} >= {strip}) {{");
-        self.prefetches(streams, &format!("{pad}  "), 1);
+        self.prefetches(streams, &format!("{pad}  "), 1, "k_");
         let walk = body
             .iter()
             .any(|s| matches!(s, KStmt::Assign(l, _) if *l == var));
@@ -1117,14 +1398,15 @@ impl<'k> Emitter<'k> {
     }
 
     /// One prefetch per stream, `rows` times [`super::prefetch::PREFETCH_BYTES`] past its
-    /// position now (`rows`: the rows that move through the storage together, see `jam`).
-    fn prefetches(&mut self, streams: &[(BufId, KExpr)], pad: &str, rows: usize) {
+    /// position now (`rows`: the rows that move through the storage together, see `jam`;
+    /// `at`: the position in C of a stream read through a row's own pointer).
+    fn prefetches(&mut self, streams: &[(BufId, KExpr)], pad: &str, rows: usize, at: &str) {
         use super::prefetch::{elem_bytes, PREFETCH_AHEAD, PREFETCH_BYTES};
         for (b, index) in streams {
             // In the joint loop of rows, a stream the row reads through its own pointer
             // is prefetched through it (the row's offsets need not stay in registers).
             let (p, i) = match self.based_pointer(*b, index) {
-                Some(name) => (name.to_string(), "k_".to_string()),
+                Some(name) => (name.to_string(), at.to_string()),
                 None => (self.ptr(*b), self.expr(index)),
             };
             let ahead = rows
@@ -1233,7 +1515,10 @@ impl<'k> Emitter<'k> {
                     return Ok(());
                 }
                 if let Some(rows) = self.joint_rows(*var, lo, hi, body) {
-                    return self.rows(s, &rows, level);
+                    return match &rows.walk {
+                        Some(walk) => self.walk_rows(s, &rows, walk, level),
+                        None => self.rows(s, &rows, level),
+                    };
                 }
                 let held = self.hold_sums(&[lo, hi], body, &pad);
                 let (l, h) = (self.expr(lo), self.expr(hi));
@@ -1247,13 +1532,15 @@ impl<'k> Emitter<'k> {
                 let in_for = self.loops.last() == Some(&true);
                 let streams = self.prefetched(*var, None, body);
                 self.loops.push(true);
-                let mut start = format!("v{v} = lo_{v}");
+                // A row's own copy where rows run together (see `jam`).
+                let name = self.local(*var);
+                let mut start = format!("{name} = lo_{v}");
                 if let Some(streams) = streams {
-                    let _ = writeln!(self.out, "{pad}v{v} = lo_{v};");
+                    let _ = writeln!(self.out, "{pad}{name} = lo_{v};");
                     self.strips(&format!("hi_{v}"), *var, &streams, body, level)?;
                     start.clear();
                 }
-                let _ = writeln!(self.out, "{pad}for ({start}; v{v} < hi_{v}; v{v}++) {{");
+                let _ = writeln!(self.out, "{pad}for ({start}; {name} < hi_{v}; {name}++) {{");
                 if start.is_empty() && in_for {
                     let _ = writeln!(self.out, "{pad}  {}", super::prefetch::SCALAR_REST);
                 }
