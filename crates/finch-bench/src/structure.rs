@@ -448,18 +448,21 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          holds less than one row of 96 entries, so block rows run at the speed of their \
          chains much as CSR rows do: the synthetic rows 1.0-1.3x, qc324 0.95-1.01x, bcsstk16 \
          0.7-1.1x (twenty runs, one row at a time). Block rows whose blocks hold 8 entries or \
-         more on average (16 rows probed), of at most 524288 entries in all, now run four at \
-         a time stretch by stretch, the four rows' blocks along one counter up to the nearest \
-         end of one, each row moving on to its next block there: over six runs on 2026-11-27, \
-         qc324 gains 1.70-1.97x (0.010-0.012 ms against CSR's 0.017-0.023) and bcsstk16 \
-         0.79-0.98x. The end of each stretch is a branch the predictor misses, and with long \
-         chains gone the loads wait on memory: with the rows' data in cache the joint loop \
-         wins (generated, run after run: the synthetic rows 0.66 -> 0.47 ms, qc324 0.017 -> \
-         0.009, bcsstk16 0.27 -> 0.19-0.25), but in this bench's turns, which evict one \
-         variant's data with the others', the synthetic rows ran 0.71-0.94x of CSR that way \
-         (1.2-1.4 ms on a turn's first run), and 20000 or 40000 such rows lose run after run \
-         (1.40 -> 1.54 ms, 3.1 -> 4.5 ms), so larger rows run one at a time: the synthetic \
-         rows 1.11-1.41x over three runs. Rows whose one inner loop holds 8 entries or more (a band's, \
+         more on average (16 rows probed) now run four at a time stretch by stretch, the \
+         rows' blocks along one counter up to the nearest end of one, each row moving on to \
+         its next block there; over 524288 entries in all, two at a time, each stretch in \
+         strips that prefetch each row's values. Over four runs on 2026-11-27 (final \
+         build), qc324 gains 1.71-1.75x (0.010 ms against CSR's 0.017; 1.70-1.97x over six \
+         runs with four rows), the synthetic rows (two at a time) 1.32-1.41x, bcsstk16 \
+         0.60-0.95x. The end of each stretch is a branch the predictor misses, and with the \
+         long chains gone the loads wait on memory: generated, run after run, against the \
+         plain loop, four rows take qc324 from 0.017 to 0.009 ms and the synthetic rows from \
+         0.66 to 0.45 ms, but in this bench's turns, which evict one variant's data with the \
+         others', the synthetic rows ran 0.71-1.04x of CSR with four rows (1.2-1.4 ms on a \
+         turn's first run), and from memory four rows lose even with prefetching strips \
+         (20000 such rows 1.40 -> 1.54-1.69 ms, 40000 rows 3.1 -> 4.2-4.5 ms); two rows in \
+         prefetching strips take 10000 rows to 0.49 ms, 20000 to 1.15-1.17 ms and 40000 to \
+         2.9-3.0 ms (without the prefetches, hand-written: 2.5 and 5.3 ms). Rows whose one inner loop holds 8 entries or more (a band's, \
          a triangle's, a dense matrix's) run four at a time, four chains interleaved along \
          one position counter, each row reading through pointers of its own (rows of 16 or \
          more in strips, each row prefetching four times as far ahead as one row would: the \

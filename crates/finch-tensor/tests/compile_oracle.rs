@@ -2017,7 +2017,6 @@ fn block_rows_run_four_at_a_time_along_their_walks() {
         assert!(c.contains("4 rows at a time, along their walks"), "{c}");
     }
     let mut value = order_sensitive_values();
-    let n = 160;
     // Each row's blocks (lengths), placed left to right with gaps of 1 to 3 columns: rows
     // without blocks, of one block, of many, of blocks of one entry, a full row, blocks
     // ending at the last column; in groups of four rows that end their walks together
@@ -2036,8 +2035,14 @@ fn block_rows_run_four_at_a_time_along_their_walks() {
         &[20, 20],
     ];
     let short: &[&[usize]] = &[&[1, 2, 1], &[3], &[], &[2, 2, 2, 2, 2], &[1]];
-    for (blocks, what) in [(long, "long blocks"), (short, "short blocks")] {
-        for m in [41usize, 42, 43, 44] {
+    // Over 524288 entries in all (estimated from 16 rows): two rows at a time, in strips.
+    let far: &[&[usize]] = &[&[50, 50, 50, 50], &[45, 48, 47, 50], &[50, 1, 50, 49, 40]];
+    for (blocks, what, n, counts) in [
+        (long, "long blocks", 160, &[41usize, 42, 43, 44][..]),
+        (short, "short blocks", 160, &[41, 42, 43, 44]),
+        (far, "long blocks, many rows", 240, &[3301, 3302]),
+    ] {
+        for &m in counts {
             let mut data = vec![0.0; n * m];
             for r in 0..m {
                 let mut j = r % 5;

@@ -314,15 +314,21 @@ const STRIPS_MIN: usize = 16;
 const WALK_MIN: usize = 8;
 
 /// The most inner-loop iterations, estimated from the probed rows, over which a row loop
-/// runs along its walks [`ROWS`] rows at a time (see [`WALK_MIN`]): with the rows' data
-/// in cache it gains (strict SpMV on Zen 3, generated, against the plain loop: qc324,
-/// 26730 entries, 0.017 -> 0.009 ms; bcsstk16, 290378, 0.27 -> 0.19-0.25 ms), but from
-/// further away the plain loop's long chains of additions hide the loads' latency and the
-/// ends of stretches, each a mispredicted branch, cut the loads in flight (rows of three
-/// blocks of 32 entries on average: 10000 rows 0.66 -> 0.47 ms run after run, but slower
-/// when the other variants of `finch-bench structure` ran in between; 20000 rows 1.40 ->
-/// 1.54 ms, 40000 rows 3.1 -> 4.5 ms).
+/// runs along its walks [`ROWS`] rows at a time (see [`WALK_MIN`]); over more, it runs
+/// [`WALK_FAR_ROWS`] at a time with prefetching strips. With the rows' data in cache four
+/// rows gain most (strict SpMV on Zen 3, generated, against the plain loop: qc324, 26730
+/// entries, 0.017 -> 0.009 ms, two rows 0.015; bcsstk16, 290378, 0.27 -> 0.19-0.25 ms),
+/// but from further away four rows' streams outrun their prefetches (rows of three blocks
+/// of 32 entries on average: 10000 rows 0.66 -> 0.45 ms run after run, but slower when the
+/// other variants of `finch-bench structure` ran in between; 20000 rows 1.40 -> 1.54 ms,
+/// 40000 rows 3.1 -> 4.2-4.5 ms, with prefetching strips too).
 const WALK_MAX: usize = 1 << 19;
+
+/// The rows a row loop runs at a time along its walks over more than [`WALK_MAX`]
+/// iterations, in strips that prefetch each row's streams once a cache line (hand-written,
+/// against the plain loop, Zen 3: 20000 rows of three blocks of 32 entries 1.40 -> 1.19-1.32
+/// ms, 40000 rows 3.1 -> 2.9 ms; without the prefetches 2.5 and 5.3 ms).
+const WALK_FAR_ROWS: usize = 2;
 
 /// The rows, evenly spaced, whose walks decide whether a row loop runs along its walks
 /// [`ROWS`] rows at a time (see [`WALK_MIN`]).
@@ -1037,20 +1043,36 @@ impl<'k> Emitter<'k> {
         let _ = writeln!(self.out, "{pad}  }}\n{pad}}}");
         let _ = writeln!(
             self.out,
-            "{pad}if (runs_ == 0 || ent_ < {WALK_MIN} * runs_ || (double)ent_ / (double)probed_ * ((double)hi_{v} - (double)lo_{v}) > {WALK_MAX}.0) {{"
+            "{pad}if (runs_ == 0 || ent_ < {WALK_MIN} * runs_) {{"
         );
         self.plain_copy(row_loop, level + 1)?;
+        let _ = writeln!(
+            self.out,
+            "{pad}}} else if ((double)ent_ / (double)probed_ * ((double)hi_{v} - (double)lo_{v}) <= {WALK_MAX}.0) {{"
+        );
+        self.joint_walks_loop(rows, walk, (v, ROWS), false, level + 1)?;
+        self.last_rows(v, body, level + 1)?;
         let _ = writeln!(self.out, "{pad}}} else {{");
-        self.joint_walks_loop(rows, walk, v, level + 1)?;
-        let _ = writeln!(self.out, "{pad}  for (; v{v} < hi_{v}; v{v}++) {{");
-        self.block(body, level + 2)?;
-        let _ = writeln!(self.out, "{pad}  }}\n{pad}}} }}");
+        self.joint_walks_loop(rows, walk, (v, WALK_FAR_ROWS), true, level + 1)?;
+        self.last_rows(v, body, level + 1)?;
+        let _ = writeln!(self.out, "{pad}}} }}");
         self.row_own.clear();
         Ok(())
     }
 
-    /// The rows of the row loop over `v{v}` (from `lo_{v}` to `hi_{v}`) [`ROWS`] at a time
-    /// along their walks: each row's setup and first step; then, while every row is in a
+    /// The rows a joint loop over `v{v}` left (fewer than it runs at a time), one at a
+    /// time.
+    fn last_rows(&mut self, v: u32, body: &[KStmt], level: usize) -> Result<()> {
+        let pad = "  ".repeat(level);
+        let _ = writeln!(self.out, "{pad}for (; v{v} < hi_{v}; v{v}++) {{");
+        self.block(body, level + 1)?;
+        let _ = writeln!(self.out, "{pad}}}");
+        Ok(())
+    }
+
+    /// The rows of the row loop over `v{v}` (from `lo_{v}` to `hi_{v}`) `group` at a time
+    /// along their walks (each stretch in prefetching strips where `strips`): each row's
+    /// setup and first step; then, while every row is in a
     /// step, the rows' inner loops together up to the nearest end of one (a stretch), after
     /// which each row whose inner loop ended takes its step's tail and its next step's head
     /// (or leaves the walk); then each row alone: the rest of its inner loop, its tail, the
@@ -1060,9 +1082,11 @@ impl<'k> Emitter<'k> {
         &mut self,
         rows: &super::jam::Rows,
         walk: &super::jam::Walk,
-        v: u32,
+        (v, group): (u32, usize),
+        strips: bool,
         level: usize,
     ) -> Result<()> {
+        use super::prefetch::STRIP;
         let pad = "  ".repeat(level);
         let (j, _, _, inner) = rows.inner;
         let based = super::jam::based_loads(self.k, j, inner);
@@ -1070,10 +1094,10 @@ impl<'k> Emitter<'k> {
         let streams = super::prefetch::streams(self.k, j, None, inner, false).unwrap_or_default();
         let _ = writeln!(
             self.out,
-            "{pad}for (v{v} = lo_{v}; hi_{v} - v{v} >= {ROWS}; v{v} += {ROWS}) {{"
+            "{pad}for (v{v} = lo_{v}; hi_{v} - v{v} >= {group}; v{v} += {group}) {{"
         );
         let mut names: Vec<Vec<(BufId, KExpr, String)>> = Vec::new();
-        for r in 0..ROWS {
+        for r in 0..group {
             self.row = r;
             if r > 0 {
                 let _ = writeln!(self.out, "{pad}  {} = v{v} + {r};", self.local(rows.var));
@@ -1107,29 +1131,39 @@ impl<'k> Emitter<'k> {
             }
         }
         self.row = 0;
-        let all: Vec<String> = (0..ROWS).map(|r| format!("a{v}_{r}")).collect();
+        let all: Vec<String> = (0..group).map(|r| format!("a{v}_{r}")).collect();
         let _ = writeln!(
             self.out,
             "{pad}  while ({}) {{\n{pad}    int64_t m_ = n{v}_0;",
             all.join(" && ")
         );
-        for r in 1..ROWS {
+        for r in 1..group {
             let _ = writeln!(self.out, "{pad}    if (n{v}_{r} < m_) m_ = n{v}_{r};");
         }
-        // Each row's streams that move on, once a stretch (a stretch of the blocks of 32
-        // entries on average reads about a cache line of each), as far ahead as in strips
-        // of rows run together: without, the joint loop runs from memory slower than one
-        // row at a time (strict SpMV, 40000 rows of such blocks on Zen 3: 5.3 ms against
-        // 3.1).
+        // A stretch: in strips with a prefetch per row and stream that moves on (once a
+        // cache line of `f64`), then the rest.
         self.based = names.clone();
-        for r in 0..ROWS {
-            self.row = r;
-            self.prefetches(&streams, &format!("{pad}    "), ROWS, "0");
+        let _ = writeln!(self.out, "{pad}    int64_t k_ = 0;");
+        if strips && !streams.is_empty() {
+            let _ = writeln!(self.out, "{pad}    while (m_ - k_ >= {STRIP}) {{");
+            for r in 0..group {
+                self.row = r;
+                self.prefetches(&streams, &format!("{pad}      "), group, "k_");
+            }
+            let _ = writeln!(
+                self.out,
+                "{pad}      _Pragma(\"GCC unroll 1\")\n{pad}      for (int s_ = 0; s_ < {STRIP}; s_++) {{"
+            );
+            self.counter = Some((j, "k_ + s_"));
+            self.rows_in_turn(inner, group, level + 4)?;
+            let _ = writeln!(
+                self.out,
+                "{pad}      }}\n{pad}      k_ += {STRIP};\n{pad}    }}"
+            );
         }
-        self.row = 0;
-        let _ = writeln!(self.out, "{pad}    for (int64_t k_ = 0; k_ < m_; k_++) {{");
+        let _ = writeln!(self.out, "{pad}    for (; k_ < m_; k_++) {{");
         self.counter = Some((j, "k_"));
-        self.all_rows(inner, level + 3)?;
+        self.rows_in_turn(inner, group, level + 3)?;
         self.based.clear();
         self.counter = None;
         let _ = writeln!(self.out, "{pad}    }}");
@@ -1172,7 +1206,7 @@ impl<'k> Emitter<'k> {
             self.stmt(walk.looped, level + 2)?;
             let _ = writeln!(self.out, "{pad}  }}");
         }
-        for r in 0..ROWS {
+        for r in 0..group {
             self.row = r;
             self.block(rows.suffix, level + 1)?;
         }
@@ -1339,7 +1373,12 @@ impl<'k> Emitter<'k> {
 
     /// `body` for each of [`ROWS`] rows in turn.
     fn all_rows(&mut self, body: &[KStmt], level: usize) -> Result<()> {
-        for r in 0..ROWS {
+        self.rows_in_turn(body, ROWS, level)
+    }
+
+    /// `body` for each of the first `group` rows in turn.
+    fn rows_in_turn(&mut self, body: &[KStmt], group: usize, level: usize) -> Result<()> {
+        for r in 0..group {
             self.row = r;
             self.block(body, level)?;
         }

@@ -27,12 +27,13 @@
 //! 0.063 (`bench/band_limit.c` has the hand-written limit, 0.036 ms).
 //!
 //! Rows that walk over steps, each step one run of the inner loop (a SparseBlockList row:
-//! a step per block), run together stretch by stretch ([`Walk`]): the four rows' inner
-//! loops along one counter up to the nearest end of one, then each row whose loop ended
-//! takes its next step. Each stretch ends in a branch the predictor misses, so this pays
-//! only for steps of several entries (strict SpMV on Zen 3, generated: blocks of 32
+//! a step per block), run together stretch by stretch ([`Walk`]): the rows' inner loops
+//! along one counter up to the nearest end of one, then each row whose loop ended takes
+//! its next step. Each stretch ends in a branch the predictor misses, so this pays only
+//! for steps of several entries (strict SpMV on Zen 3, generated, four rows: blocks of 32
 //! entries on average 0.66 -> 0.48 ms, qc324's 33 0.017 -> 0.009 ms, bcsstk16's 7.8 0.214
-//! -> 0.185 ms; bcsstk38's 6.6 0.42 -> 0.53 ms, so they stay plain).
+//! -> 0.185 ms; bcsstk38's 6.6 0.42 -> 0.53 ms, so they stay plain). Rows from beyond the
+//! cache run two at a time with prefetching strips instead (see `Emitter::walk_rows`).
 //!
 //! An outer loop over `i` qualifies when its body is assignments (and `if`s of them), then
 //! one inner `for` loop or one walk `while c { head; for ...; tail }` (head and tail
