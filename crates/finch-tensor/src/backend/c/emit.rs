@@ -305,11 +305,11 @@ const JAM_MIN: usize = 8;
 const STRIPS_MIN: usize = 16;
 
 /// The fewest iterations the probed rows' inner loops must have on average for a row loop
-/// whose rows walk over steps (a SparseBlockList row's blocks) to run [`ROWS`] rows at a
+/// whose rows walk over steps (a SparseBlockList row's blocks) to run several rows at a
 /// time (see `Emitter::walk_rows`): each stretch the rows run together ends in a branch
 /// the predictor misses, so short steps lose more than the interleaved chains gain.
-/// Zen 3, strict SpMV, generated, against the plain loop in one process: blocks of 32 on
-/// average (synthetic) 0.66 -> 0.48 ms, qc324 (33) 0.017 -> 0.009 ms, bcsstk16 (7.8) 0.214
+/// Zen 3, strict SpMV, generated, four rows against the plain loop in one process: blocks
+/// of 32 on average (synthetic) 0.66 -> 0.48 ms, qc324 (33) 0.017 -> 0.009 ms, bcsstk16 (7.8) 0.214
 /// -> 0.185 ms, bcsstk38 (6.6) 0.42 -> 0.53 ms (slower), mbeacxc (3.5) 0.080 -> 0.083 ms.
 const WALK_MIN: usize = 8;
 
@@ -330,8 +330,8 @@ const WALK_MAX: usize = 1 << 19;
 /// ms, 40000 rows 3.1 -> 2.9 ms; without the prefetches 2.5 and 5.3 ms).
 const WALK_FAR_ROWS: usize = 2;
 
-/// The rows, evenly spaced, whose walks decide whether a row loop runs along its walks
-/// [`ROWS`] rows at a time (see [`WALK_MIN`]).
+/// The rows, evenly spaced, whose walks decide whether and how many at a time a row loop
+/// runs along its walks (see [`WALK_MIN`] and [`WALK_MAX`]).
 const WALK_PROBES: usize = 16;
 
 /// The rows a row loop runs at a time (see `jam`): four chains of additions in order
@@ -1003,10 +1003,10 @@ impl<'k> Emitter<'k> {
         (count, offsets)
     }
 
-    /// The loop `row_loop` [`ROWS`] rows at a time along their walks (see `jam::Walk`)
+    /// The loop `row_loop` several rows at a time along their walks (see `jam::Walk`)
     /// where the inner loops of [`WALK_PROBES`] rows evenly spaced have [`WALK_MIN`]
-    /// iterations or more on average and all rows, so estimated, at most [`WALK_MAX`],
-    /// else plain.
+    /// iterations or more on average, else plain: [`ROWS`] at a time where all rows, so
+    /// estimated, have at most [`WALK_MAX`], else [`WALK_FAR_ROWS`] in prefetching strips.
     fn walk_rows(
         &mut self,
         row_loop: &KStmt,
@@ -1015,7 +1015,8 @@ impl<'k> Emitter<'k> {
         level: usize,
     ) -> Result<()> {
         let pad = "  ".repeat(level);
-        let (v, body) = self.open_rows(row_loop, rows, ", along their walks", &pad)?;
+        let how = format!(", along their walks ({WALK_FAR_ROWS} over {WALK_MAX} iterations)");
+        let (v, body) = self.open_rows(row_loop, rows, &how, &pad)?;
         let (count, _) = self.count_and_offsets(rows, &[], walk.head);
         let count = self.expr(&count);
         // Up to [`WALK_PROBES`] rows, evenly spaced, walked once more (assignments only,
