@@ -309,8 +309,9 @@ const STRIPS_MIN: usize = 16;
 /// time (see `Emitter::walk_rows`): each stretch the rows run together ends in a branch
 /// the predictor misses, so short steps lose more than the interleaved chains gain.
 /// Zen 3, strict SpMV, generated, four rows against the plain loop in one process: blocks
-/// of 32 on average (synthetic) 0.66 -> 0.48 ms, qc324 (33) 0.017 -> 0.009 ms, bcsstk16 (7.8) 0.214
-/// -> 0.185 ms, bcsstk38 (6.6) 0.42 -> 0.53 ms (slower), mbeacxc (3.5) 0.080 -> 0.083 ms.
+/// of 32 on average (synthetic) 0.66 -> 0.48 ms, qc324 (33) 0.017 -> 0.009 ms, bcsstk16
+/// (7.8) 0.214 -> 0.185 ms, bcsstk38 (6.6) 0.42 -> 0.53 ms (slower), mbeacxc (3.5) 0.080
+/// -> 0.083 ms.
 const WALK_MIN: usize = 8;
 
 /// The most inner-loop iterations, estimated from the probed rows, over which a row loop
@@ -1133,41 +1134,16 @@ impl<'k> Emitter<'k> {
         }
         self.row = 0;
         let all: Vec<String> = (0..group).map(|r| format!("a{v}_{r}")).collect();
-        let _ = writeln!(
-            self.out,
-            "{pad}  while ({}) {{\n{pad}    int64_t m_ = n{v}_0;",
-            all.join(" && ")
-        );
-        for r in 1..group {
-            let _ = writeln!(self.out, "{pad}    if (n{v}_{r} < m_) m_ = n{v}_{r};");
-        }
-        // A stretch: in strips with a prefetch per row and stream that moves on (once a
-        // cache line of `f64`), then the rest.
+        let _ = writeln!(self.out, "{pad}  while ({}) {{", all.join(" && "));
+        self.least_count(v, group, &format!("{pad}    "));
+        // A stretch: where `strips`, in strips with a prefetch per row and stream that
+        // moves on (once a cache line of `f64`), then the rest.
         self.based = names.clone();
         let _ = writeln!(self.out, "{pad}    int64_t k_ = 0;");
-        if strips && !streams.is_empty() {
-            let _ = writeln!(self.out, "{pad}    while (m_ - k_ >= {STRIP}) {{");
-            for r in 0..group {
-                self.row = r;
-                self.prefetches(&streams, &format!("{pad}      "), group, "k_");
-            }
-            let _ = writeln!(
-                self.out,
-                "{pad}      _Pragma(\"GCC unroll 1\")\n{pad}      for (int s_ = 0; s_ < {STRIP}; s_++) {{"
-            );
-            self.counter = Some((j, "k_ + s_"));
-            self.rows_in_turn(inner, group, level + 4)?;
-            let _ = writeln!(
-                self.out,
-                "{pad}      }}\n{pad}      k_ += {STRIP};\n{pad}    }}"
-            );
-        }
-        let _ = writeln!(self.out, "{pad}    for (; k_ < m_; k_++) {{");
-        self.counter = Some((j, "k_"));
-        self.rows_in_turn(inner, group, level + 3)?;
+        let strip_streams = if strips { streams.as_slice() } else { &[] };
+        self.together((j, inner), strip_streams, (group, STRIP), level + 2)?;
         self.based.clear();
         self.counter = None;
-        let _ = writeln!(self.out, "{pad}    }}");
         for (r, row_names) in names.iter().enumerate() {
             self.row = r;
             let jn = self.local(j);
@@ -1300,45 +1276,15 @@ impl<'k> Emitter<'k> {
             names.push(row_names);
         }
         self.row = 0;
-        let _ = writeln!(self.out, "{pad}  int64_t m_ = n{v}_0;");
-        for r in 1..ROWS {
-            let _ = writeln!(self.out, "{pad}  if (n{v}_{r} < m_) m_ = n{v}_{r};");
-        }
+        self.least_count(v, ROWS, &format!("{pad}  "));
         let _ = writeln!(
             self.out,
             "{pad}  if (m_ < 0) m_ = 0;\n{pad}  int64_t k_ = 0;"
         );
         // The inner variable of each row reads as its first value plus `k_`, the loads of
-        // `based` as `base[k_]`.
+        // `based` as `base[k_]`; strips while all rows have two left.
         self.based = names;
-        self.counter = Some((j, "k_"));
-        if !streams.is_empty() {
-            // Strips: one prefetch per stream and row, then the strip's iterations, kept a
-            // loop (cc's full unrolling slows it: hand-written, SpMV over a band of 61 per
-            // row on Zen 3, 0.19 ms as a loop, 0.22 unrolled). The rows move through
-            // storage together, a band's or a dense matrix's one after another, so each
-            // prefetches [`ROWS`] times as far ahead as one row would: past the rows that
-            // follow (hand-written, a band of 201 per row on Zen 3, 1.1 ms -> 0.65 ms).
-            let _ = writeln!(self.out, "{pad}  while (m_ - k_ >= {}) {{", 2 * STRIP);
-            for r in 0..ROWS {
-                self.row = r;
-                self.prefetches(&streams, &format!("{pad}    "), ROWS, "k_");
-            }
-            self.row = 0;
-            let _ = writeln!(
-                self.out,
-                "{pad}    _Pragma(\"GCC unroll 1\")\n{pad}    for (int s_ = 0; s_ < {STRIP}; s_++) {{"
-            );
-            self.counter = Some((j, "k_ + s_"));
-            self.all_rows(inner, level + 3)?;
-            self.counter = Some((j, "k_"));
-            let _ = writeln!(self.out, "{pad}    }}\n{pad}    k_ += {STRIP};\n{pad}  }}");
-        }
-        // The rest the rows share, a loop cc may run with vectors of products (each row's
-        // additions stay in order).
-        let _ = writeln!(self.out, "{pad}  for (; k_ < m_; k_++) {{");
-        self.all_rows(inner, level + 2)?;
-        let _ = writeln!(self.out, "{pad}  }}");
+        self.together((j, inner), &streams, (ROWS, 2 * STRIP), level + 1)?;
         // Each row's own rest (a few iterations in a band or triangle), then its stores.
         for r in 0..ROWS {
             self.row = r;
@@ -1372,9 +1318,54 @@ impl<'k> Emitter<'k> {
         Ok(())
     }
 
-    /// `body` for each of [`ROWS`] rows in turn.
-    fn all_rows(&mut self, body: &[KStmt], level: usize) -> Result<()> {
-        self.rows_in_turn(body, ROWS, level)
+    /// `m_`, the least of the first `group` rows' counts `n{v}_{row}`, in C.
+    fn least_count(&mut self, v: u32, group: usize, pad: &str) {
+        let _ = writeln!(self.out, "{pad}int64_t m_ = n{v}_0;");
+        for r in 1..group {
+            let _ = writeln!(self.out, "{pad}if (n{v}_{r} < m_) m_ = n{v}_{r};");
+        }
+    }
+
+    /// The first `group` rows' inner loops `(j, inner)` together from `k_` to `m_` (C
+    /// locals), each row reading through its pointers in `self.based`: while `strip_min`
+    /// iterations are left and there are `streams` to prefetch, in strips, one prefetch
+    /// per stream and row, then the strip's iterations, kept a loop (cc's full unrolling
+    /// slows it: hand-written, SpMV over a band of 61 per row on Zen 3, 0.19 ms as a loop,
+    /// 0.22 unrolled); the rows move through storage together, a band's or a dense
+    /// matrix's one after another, so each prefetches `group` times as far ahead as one
+    /// row would: past the rows that follow (hand-written, a band of 201 per row on Zen 3,
+    /// 1.1 ms -> 0.65 ms). Then the rest, a loop cc may run with vectors of products (each
+    /// row's additions stay in order). The inner variable reads as the row's first value
+    /// plus `k_` after it.
+    fn together(
+        &mut self,
+        (j, inner): (LocalId, &[KStmt]),
+        streams: &[(BufId, KExpr)],
+        (group, strip_min): (usize, usize),
+        level: usize,
+    ) -> Result<()> {
+        use super::prefetch::STRIP;
+        let pad = "  ".repeat(level);
+        if !streams.is_empty() {
+            let _ = writeln!(self.out, "{pad}while (m_ - k_ >= {strip_min}) {{");
+            for r in 0..group {
+                self.row = r;
+                self.prefetches(streams, &format!("{pad}  "), group, "k_");
+            }
+            self.row = 0;
+            let _ = writeln!(
+                self.out,
+                "{pad}  _Pragma(\"GCC unroll 1\")\n{pad}  for (int s_ = 0; s_ < {STRIP}; s_++) {{"
+            );
+            self.counter = Some((j, "k_ + s_"));
+            self.rows_in_turn(inner, group, level + 2)?;
+            let _ = writeln!(self.out, "{pad}  }}\n{pad}  k_ += {STRIP};\n{pad}}}");
+        }
+        let _ = writeln!(self.out, "{pad}for (; k_ < m_; k_++) {{");
+        self.counter = Some((j, "k_"));
+        self.rows_in_turn(inner, group, level + 1)?;
+        let _ = writeln!(self.out, "{pad}}}");
+        Ok(())
     }
 
     /// `body` for each of the first `group` rows in turn.

@@ -404,7 +404,8 @@ fn reduction(
             );
         }
     }
-    // AVX-512 counts from zero: the compiler keeps the loads' bases out of the loop.
+    // The loop's length; AVX-512 counts from zero along it (the compiler keeps the loads'
+    // bases out of the loop), AVX2 runs scalar code below four positions.
     let _ = writeln!(code, "  const int64_t len_ = e_ - q0_;");
     match isa {
         Isa::Avx512 => {
