@@ -402,13 +402,20 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
             repeat,
         )?);
     }
-    let graph = data.join("matrices").join("soc-Slashdot0902.mtx");
-    if graph.exists() && !quick {
+    // Graphs: ca-AstroPh is the paper's (Fig. 20: Pattern 1.17x, Element 1.04x over TACO).
+    for (name, note) in [
+        ("soc-Slashdot0902", "graph, Pattern leaves"),
+        ("ca-AstroPh_cc1", "the paper's graph, Pattern leaves"),
+    ] {
+        let graph = data.join("matrices").join(format!("{name}.mtx"));
+        if !graph.exists() || quick {
+            continue;
+        }
         let (m, n, mut e) = from_mtx(&graph)?;
         // Unit weights, so the Pattern and Element results agree.
         e.iter_mut().for_each(|x| x.2 = 1.0);
         out.push_str(&spmv_row(
-            "soc-Slashdot0902 (graph, Pattern leaves)",
+            &format!("{name} ({note})"),
             m,
             n,
             &e,
@@ -483,7 +490,20 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          0.55-0.95 ms (the stretches between one row's block end and another's get short). \
          Four band rows of 11 in the four lanes of an AVX2 vector (each row's additions \
          still in order, its values and x transposed from four loads), hand-written, run no \
-         faster than one row at a time (0.051 ms, CSR 0.063).\n\n\
+         faster than one row at a time (0.051 ms, CSR 0.063). Run after run with the data \
+         warm (`mhb4`-style harness, 2026-11-27), the strict synthetic block rows take 0.44 ns \
+         an entry from L2 (500 such rows, four at a time) and 0.47-0.51 ns from L3 (10000 \
+         rows, two at a time) against CSR's 0.69-0.73: the stretches' ends bound them, not \
+         memory (four rows from L3 with each row's values prefetched at each stretch: \
+         0.46-0.48 ns; each stretch as one loop without strips: 0.55-0.60 ns).\n\
+         * Pattern leaves gain 1.13-1.31x on soc-Slashdot0902 and 1.18-1.24x on ca-AstroPh \
+         (the paper's graph, where it reports Pattern 1.17x and Element 1.04x over TACO, \
+         1.125x between them), strict or reassociated. Both formats pay each row's mispredicted \
+         loop exit (11.5 and 22 entries a row) and a gather of `x[j]` per entry; what Pattern \
+         drops, the value stream, is not where the time goes: with 32-bit indices in both \
+         (4 against 12 bytes an entry) Pattern still gains 1.17x (1.18 against 1.39 ms on \
+         soc-Slashdot0902), prefetching `x[idx[k + 16..64]]` slows both (Pattern 1.24 -> \
+         1.45-1.48 ms), and four partial sums per row gain nothing (1.25 -> 1.21 ms).\n\n\
          On the Intel Xeon (AVX-512), earlier sessions: every matrix here takes \
          at most 32 MB, which that VM reads from cache (one thread reads 21-22 GB/s up to 32 \
          MB and 8.5-11 GB/s from 128 MB; lscpu reports a 480 MB L3), so these kernels are \

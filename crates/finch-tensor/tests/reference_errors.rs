@@ -131,3 +131,29 @@ fn access_arity_is_checked_at_parse_time() {
         "{e}"
     );
 }
+
+#[test]
+fn sparse_scalar_is_declared_only_with_its_fill_as_the_compiler_requires() {
+    let text = |init: &str| {
+        format!(
+            "input x :: Dense(Element(0.0))\noutput p :: SparseScalar(0.0)\np .= {init}\nfor i = _\n  p[] += x[i]\nend\n"
+        )
+    };
+    let e = run_err(&text("1"), vec![("x", f(&[1.0, 2.0]))]);
+    assert!(
+        e.contains("`p .= 1`") && e.contains("SparseScalar is declared with its fill value (0.0)"),
+        "{e}"
+    );
+    // The compiler refuses the same program in the same words.
+    let compiled = Program::parse(&text("1"))
+        .unwrap()
+        .compile_with(finch::engine::Engine::Interp, &Default::default())
+        .err()
+        .map(|e| e.to_string());
+    assert_eq!(compiled.as_deref(), Some(e.as_str()));
+    // Declared with its fill, it runs.
+    let mut b = Bindings::new();
+    b.insert("x", f(&[1.0, 2.0]));
+    let p = Program::parse(&text("0")).unwrap();
+    assert!(p.run_reference(&mut b, &RunOptions::default()).is_ok());
+}

@@ -341,6 +341,15 @@ impl Interp<'_> {
         let init = v
             .convert_exact(ty)
             .ok_or_else(|| Error::Eval(format!("cannot initialize `{tensor}` ({ty}) with {v}")))?;
+        // A SparseScalar not yet written reads as its fill, so it can only be declared
+        // with it (the compiler refuses the program with the same words).
+        if let Format::Scalar(ScalarKind::SparseScalar, fill) = &slot.format {
+            if !init.same(fill) {
+                return Err(Error::Program(format!(
+                    "`{tensor} .= {v}`: a SparseScalar is declared with its fill value ({fill}); until it is written it reads as the fill"
+                )));
+            }
+        }
         let mut a = DenseArray::filled(ty, &shape, slot.format.fill_value())?;
         a.data.iter_mut().for_each(|x| *x = init);
         slot.array = Some(a);
