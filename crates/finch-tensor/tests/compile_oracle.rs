@@ -851,6 +851,46 @@ fn kernels_past_the_lowering_budget_are_refused() {
     }
 }
 
+/// A loop whose statements share no written tensor, too large lowered together, is lowered
+/// as one loop per statement: a sum and a difference of two galloped operands (a block
+/// list with fill 1 and a list) took 13 767 statements in one loop, past what the C
+/// compiler is given, and take about 1 500 apart.
+#[test]
+fn independent_statements_too_large_together_run_in_loops_of_their_own() {
+    let k = Kernel {
+        name: "sum_and_difference_galloping",
+        text: "input x :: SparseBlockList(Element(1.0))\ninput z :: SparseList(Element(0.0))\noutput s :: Scalar(0.0)\noutput w :: SparseCOO{1}(Element(0.0))\ns .= 0\nw .= 0.0\nfor i = _\n  s[] += x[gallop(i)] * z[gallop(i)]\n  w[i] = x[gallop(i)] - z[gallop(i)]\nend\n",
+        inputs: &[("x", false, 0, 0), ("z", false, 0, 0)],
+    };
+    let program = Program::parse(k.text).unwrap();
+    let kernel = program
+        .compile(Engine::Interp)
+        .unwrap()
+        .kernel()
+        .to_string();
+    assert!(
+        kernel.lines().count() < 3000,
+        "{} lines",
+        kernel.lines().count()
+    );
+    for (seed, n) in [0, 1, 2, 9, 40].into_iter().enumerate() {
+        for structure in [0, 2] {
+            check_program(
+                &k,
+                k.text,
+                [n, 1, 1],
+                0.4,
+                seed as u64,
+                structure,
+                &[Engine::Interp, Engine::C],
+                false,
+                false,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
 /// The read-only structured levels of issue #4.
 const STRUCTURED: [&str; 8] = [
     "SparsePoint",

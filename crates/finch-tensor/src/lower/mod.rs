@@ -10,6 +10,7 @@
 
 mod bounds;
 mod convert;
+mod fission;
 mod hash;
 mod print;
 mod unfurl;
@@ -53,9 +54,11 @@ const COMPACT_PAST: usize = 12_000;
 const PAST_THE_BUDGET: &str = "a kernel this large: lowering passed";
 
 /// Lowers a checked program to a kernel: with every loop specialized for the operands'
-/// structure, or, if asked or where that code grows too large (past [`COMPACT_PAST`]
-/// expression nodes or the lowering budget), compactly: every term of a sum in a loop
-/// shared with the others.
+/// structure, or, if asked, compactly: every term of a sum in a loop shared with the
+/// others. Where the specialized code grows too large (past [`COMPACT_PAST`] expression
+/// nodes or the lowering budget), the smallest of it, of the compact lowering and of the
+/// specialized lowering with independent statements in loops of their own
+/// ([`fission`]) is kept.
 pub fn lower_program(program: &crate::Program, compact: bool) -> Result<Lowered> {
     lower_program_any_order(program, compact, &HashSet::new())
 }
@@ -72,21 +75,30 @@ pub fn lower_program_any_order(
     if compact {
         return lower_with(program, true, any_order);
     }
+    let size = |l: &Lowered| crate::kernel::expr_nodes(&l.kernel.body);
     let specialized = match lower_with(program, false, any_order) {
-        Ok(l) => l,
-        Err(Error::Unsupported(m)) if m.starts_with(PAST_THE_BUDGET) => {
-            return lower_with(program, true, any_order)
-        }
+        Ok(l) if size(&l) <= COMPACT_PAST => return Ok(l),
+        Ok(l) => Some(l),
+        Err(Error::Unsupported(m)) if m.starts_with(PAST_THE_BUDGET) => None,
         Err(e) => return Err(e),
     };
-    let size = crate::kernel::expr_nodes(&specialized.kernel.body);
-    if size <= COMPACT_PAST {
-        return Ok(specialized);
+    // Too large: also with independent statements in loops of their own, and compactly;
+    // the smallest is kept (the compact lowering's error if nothing else lowered).
+    let split = lower_split(program, any_order).ok().flatten();
+    let compacted = lower_with(program, true, any_order);
+    let mut best = None;
+    for l in [specialized, split] {
+        best = match (best, l) {
+            (Some(b), Some(l)) if size(&l) < size(&b) => Some(l),
+            (None, l) => l,
+            (b, _) => b,
+        };
     }
-    Ok(match lower_with(program, true, any_order) {
-        Ok(c) if crate::kernel::expr_nodes(&c.kernel.body) < size => c,
-        _ => specialized,
-    })
+    match (best, compacted) {
+        (Some(b), Ok(c)) if size(&c) < size(&b) => Ok(c),
+        (Some(b), _) => Ok(b),
+        (None, c) => c,
+    }
 }
 
 /// Lowers a checked program to a kernel, compactly or not (see `Lowerer::compact`).
@@ -95,7 +107,21 @@ fn lower_with(
     compact: bool,
     any_order: &HashSet<String>,
 ) -> Result<Lowered> {
-    let c = convert::convert(program, any_order)?;
+    lower_converted(convert::convert(program, any_order)?, compact)
+}
+
+/// Lowers a checked program with its loop nests split into independent statements' nests
+/// (see [`fission`]); `None` when no nest splits.
+fn lower_split(program: &crate::Program, any_order: &HashSet<String>) -> Result<Option<Lowered>> {
+    let mut c = convert::convert(program, any_order)?;
+    let Some(body) = fission::split_independent(&c.body) else {
+        return Ok(None);
+    };
+    c.body = body;
+    lower_converted(c, false).map(Some)
+}
+
+fn lower_converted(c: Converted, compact: bool) -> Result<Lowered> {
     let mut l = Lowerer {
         kernel: c.kernel,
         tensors: c.tensors,
