@@ -480,8 +480,10 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          instructions a cycle, so each instruction a row's setup adds shows: four rows each \
          advancing its own column, with offsets as the level writes them, took 0.052 ms, no \
          faster than one row at a time; one counter, with each row's offsets simplified \
-         through its setup's definitions (a band row's values start at its `ofs`), takes \
-         0.042 ms. `bench/band_limit.c` has the hand-written limit: four rows along one \
+         through its setup's definitions (a band row's values start at its `ofs`), took \
+         0.042 ms, and 0.039 ms since the four rows' rests (empty where the rows are equally \
+         long) sit behind one test: over four runs on 2026-11-27 (later), the band of 11 \
+         gains 1.59-1.70x strict (0.039 ms against CSR's 0.063). `bench/band_limit.c` has the hand-written limit: four rows along one \
          counter 0.036 ms against hand-written CSR's 0.057 (1.6x), and the same loop with \
          x's base computed from the row's length rather than its end (the same address) \
          0.041 ms. \
@@ -496,7 +498,7 @@ pub fn run(repeat: usize, data: &Path, quick: bool) -> Result<String> {
          rows, two at a time) against CSR's 0.69-0.73: the stretches' ends bound them, not \
          memory (four rows from L3 with each row's values prefetched at each stretch: \
          0.46-0.48 ns; each stretch as one loop without strips: 0.55-0.60 ns).\n\
-         * Pattern leaves gain 1.13-1.31x on soc-Slashdot0902 and 1.18-1.24x on ca-AstroPh \
+         * Pattern leaves gain 1.12-1.31x on soc-Slashdot0902 and 1.04-1.26x on ca-AstroPh \
          (the paper's graph, where it reports Pattern 1.17x and Element 1.04x over TACO, \
          1.125x between them), strict or reassociated. Both formats pay each row's mispredicted \
          loop exit (11.5 and 22 entries a row) and a gather of `x[j]` per entry; what Pattern \

@@ -1286,12 +1286,18 @@ impl<'k> Emitter<'k> {
         self.based = names;
         self.together((j, inner), &streams, (ROWS, 2 * STRIP), level + 1)?;
         // Each row's own rest (a few iterations in a band or triangle), then its stores.
+        // The rests sit behind one test that some row has any (rows of equal length have
+        // none): four empty loops, each tested, cost the band of 11 per row 8% (strict
+        // SpMV on Zen 3: 0.042 -> 0.039 ms with the test).
+        let differ: Vec<String> = (0..ROWS).map(|r| format!("(n{v}_{r} - m_)")).collect();
+        let _ = writeln!(self.out, "{pad}  if (({}) != 0) {{", differ.join(" | "));
         for r in 0..ROWS {
             self.row = r;
             let _ = writeln!(self.out, "{pad}  for (k_ = m_; k_ < n{v}_{r}; k_++) {{");
             self.block(inner, level + 2)?;
             let _ = writeln!(self.out, "{pad}  }}");
         }
+        let _ = writeln!(self.out, "{pad}  }}");
         self.based.clear();
         self.counter = None;
         for r in 0..ROWS {
