@@ -58,7 +58,7 @@ const PAST_THE_BUDGET: &str = "a kernel this large: lowering passed";
 /// others. Where the specialized code grows too large (past [`COMPACT_PAST`] expression
 /// nodes or the lowering budget), the smallest of it, of the compact lowering and of the
 /// specialized lowering with independent statements in loops of their own
-/// ([`fission`]) is kept.
+/// (`lower/fission.rs`) is kept.
 pub fn lower_program(program: &crate::Program, compact: bool) -> Result<Lowered> {
     lower_program_any_order(program, compact, &HashSet::new())
 }
@@ -121,6 +121,7 @@ fn lower_split(program: &crate::Program, any_order: &HashSet<String>) -> Result<
     lower_converted(c, false).map(Some)
 }
 
+/// Lowers a converted program (its body in lowering IR) to a verified kernel.
 fn lower_converted(c: Converted, compact: bool) -> Result<Lowered> {
     let mut l = Lowerer {
         kernel: c.kernel,
