@@ -49,8 +49,13 @@ fn split_nest(s: &Stmt) -> Option<Stmt> {
     let mut at = s;
     loop {
         match at {
-            Stmt::Loop { body, .. } => {
-                headers.push(at);
+            Stmt::Loop {
+                index,
+                lo,
+                hi,
+                body,
+            } => {
+                headers.push((index, lo, hi));
                 at = body;
             }
             Stmt::Block(v) if v.len() == 1 => at = &v[0],
@@ -107,15 +112,15 @@ fn split_nest(s: &Stmt) -> Option<Stmt> {
             } else {
                 Stmt::Block(group)
             };
-            headers.iter().rev().fold(inner, |body, h| match h {
-                Stmt::Loop { index, lo, hi, .. } => Stmt::Loop {
-                    index: index.clone(),
-                    lo: lo.clone(),
-                    hi: hi.clone(),
+            headers
+                .iter()
+                .rev()
+                .fold(inner, |body, (index, lo, hi)| Stmt::Loop {
+                    index: (*index).clone(),
+                    lo: (*lo).clone(),
+                    hi: (*hi).clone(),
                     body: Box::new(body),
-                },
-                _ => body,
-            })
+                })
         })
         .collect();
     Some(Stmt::Block(nests))

@@ -86,14 +86,8 @@ pub fn lower_program_any_order(
     // the smallest is kept (the compact lowering's error if nothing else lowered).
     let split = lower_split(program, any_order).ok().flatten();
     let compacted = lower_with(program, true, any_order);
-    let mut best = None;
-    for l in [specialized, split] {
-        best = match (best, l) {
-            (Some(b), Some(l)) if size(&l) < size(&b) => Some(l),
-            (None, l) => l,
-            (b, _) => b,
-        };
-    }
+    // On a tie the first (the specialized kernel) is kept.
+    let best = [specialized, split].into_iter().flatten().min_by_key(size);
     match (best, compacted) {
         (Some(b), Ok(c)) if size(&c) < size(&b) => Ok(c),
         (Some(b), _) => Ok(b),

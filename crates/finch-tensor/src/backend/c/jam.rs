@@ -320,13 +320,8 @@ fn reads_apart(e: &KExpr, written: &HashMap<BufId, &KExpr>) -> bool {
 /// counter shared by the rows, which keeps each iteration to the loads and arithmetic of
 /// the terms (see [`Rows`]).
 pub(super) fn based_loads(k: &Kernel, j: LocalId, inner: &[KStmt]) -> Vec<(BufId, KExpr)> {
-    let assigned: HashSet<LocalId> = inner
-        .iter()
-        .filter_map(|s| match s {
-            KStmt::Assign(l, _) => Some(*l),
-            _ => None,
-        })
-        .collect();
+    let mut assigned = HashSet::new();
+    assigned_locals(inner, &mut assigned);
     super::prefetch::contiguous_loads(k, j, inner, &assigned)
 }
 
