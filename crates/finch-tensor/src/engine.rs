@@ -30,8 +30,8 @@ use crate::tensor::{checked_len, fmt_shape, Buffer, IndexVec, Tensor, TensorStor
 /// Which backend runs a compiled program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Engine {
-    /// Generated C (falls back to `Interp` when no C compiler is found, see
-    /// [`CompiledProgram::engine`]).
+    /// Generated C (falls back to `Interp` when no C compiler is found, or when the kernel
+    /// is too large for one, with a warning; see [`CompiledProgram::engine`]).
     C,
     /// The kernel-IR interpreter.
     Interp,
@@ -125,10 +125,19 @@ impl crate::Program {
             // whose indices are not bare loop indices are rejected by `lower`. The
             // interpreter, which always checks bounds, runs the same kernels in the oracle
             // tests, so a lowering bug shows up there as an error.
-            Engine::C if c::available() => (
-                Engine::C,
-                Some(c::compile_with(&lowered.kernel, c::CheckMode::Trusted)?),
-            ),
+            Engine::C if c::available() => match c::too_large(&lowered.kernel) {
+                // Minutes of `cc` (or a refusal) help no one: the interpreter runs it.
+                Some(why) => {
+                    lowered.warnings.push(format!(
+                        "{why}: it runs in the kernel interpreter instead (slower; splitting the statement keeps the code small)"
+                    ));
+                    (Engine::Interp, None)
+                }
+                None => (
+                    Engine::C,
+                    Some(c::compile_with(&lowered.kernel, c::CheckMode::Trusted)?),
+                ),
+            },
             _ => (Engine::Interp, None),
         };
         Ok(CompiledProgram {

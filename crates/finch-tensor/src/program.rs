@@ -69,6 +69,7 @@ impl Program {
             .collect();
         check_arity_stmt(&ast.body, &ndims)?;
         check_outputs_made(&ast.body, &decls)?;
+        check_read_or_updated(&ast.body, &decls)?;
         Ok(Program { ast, decls })
     }
 
@@ -98,6 +99,52 @@ impl std::fmt::Display for Program {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&notation::print_program(&self.ast))
     }
+}
+
+/// Lifecycles (Finch paper §5.5): within one statement a tensor declared outside it is
+/// either read (frozen) or updated (thawed), never both; one declared (`.=`) inside is
+/// private to it, and scalars are exempt. Checked statement by statement, from the top
+/// level into every loop's, `let`'s and branch's body, so that every engine refuses the
+/// same programs.
+fn check_read_or_updated(body: &Stmt, decls: &[TensorDecl]) -> Result<()> {
+    let stmts: Vec<&Stmt> = match body {
+        Stmt::Block(v) => v.iter().collect(),
+        s => vec![s],
+    };
+    for s in stmts {
+        let (mut reads, mut writes, mut declared) = Default::default();
+        notation::ast::collect_uses(s, &mut reads, &mut writes, &mut declared);
+        let mut both: Vec<&String> = reads
+            .intersection(&writes)
+            .filter(|n| !declared.contains(*n))
+            .filter(|n| {
+                decls
+                    .iter()
+                    .any(|d| &d.name == *n && !matches!(d.format, Format::Scalar(..)))
+            })
+            .collect();
+        both.sort();
+        if let Some(name) = both.first() {
+            return Err(Error::Program(format!(
+                "`{name}` is read and written in the same loop nest; a tensor declared outside a scope is either read or updated within it (split the loops)"
+            )));
+        }
+        match s {
+            Stmt::Loop { body, .. } | Stmt::Define { body, .. } => {
+                check_read_or_updated(body, decls)?
+            }
+            Stmt::Sieve {
+                then, otherwise, ..
+            } => {
+                check_read_or_updated(then, decls)?;
+                if let Some(o) = otherwise {
+                    check_read_or_updated(o, decls)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Every output is declared (`X .= v`) or written by a statement that runs before the

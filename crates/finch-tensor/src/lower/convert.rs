@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::formats::{Format, LevelFormat, LevelKind, ScalarKind};
 use crate::kernel::{BufId, KExpr, Kernel, LocalId};
 use crate::looplets::{Expr, Fiber, Stmt, Tensor};
+use crate::notation::ast::collect_uses;
 use crate::notation::{self, AssignOp, DeclKind, Extent};
 
 /// The kernel parameters of one level of a tensor.
@@ -2340,10 +2341,11 @@ impl Converter<'_> {
     }
 }
 
-/// Lifecycles (Finch paper §5.5): within one top-level statement a tensor is either read
-/// (frozen) or updated (thawed), so a non-scalar tensor both read and written there is an
-/// error; a sparse output, once written, cannot be read (that needs freeze/thaw of sparse
-/// levels, issue #3).
+/// Lifecycles of sparse outputs: one, once written, is read back only where its format
+/// allows (a SparseList right above the leaf; otherwise the tensor is assembled in any
+/// order and read after). The language's own rule, that within one statement a tensor is
+/// either read or updated, is checked for every engine when the program is made
+/// (`Program::from_ast`).
 fn check_lifecycles(
     c: &Converter<'_>,
     body: &notation::Stmt,
@@ -2354,8 +2356,7 @@ fn check_lifecycles(
 }
 
 /// Checks each statement of a scope (a block, or a loop's or branch's body), then the
-/// scopes nested in it: a non-scalar tensor declared outside a statement may not be both
-/// read and written inside it; one declared (`.=`) inside is private to it.
+/// scopes nested in it.
 fn check_scope(
     c: &Converter<'_>,
     body: &notation::Stmt,
@@ -2371,21 +2372,6 @@ fn check_scope(
         let mut writes = std::collections::HashSet::new();
         let mut declared = std::collections::HashSet::new();
         collect_uses(s, &mut reads, &mut writes, &mut declared);
-        let mut both: Vec<&String> = reads
-            .intersection(&writes)
-            .filter(|n| !declared.contains(*n))
-            .collect();
-        both.sort();
-        for name in both {
-            let Some(&t) = c.by_name.get(name) else {
-                continue;
-            };
-            if c.tensors[t].scalar.is_none() {
-                return Err(Error::Program(format!(
-                    "`{name}` is read and written in the same loop nest; a tensor declared outside a scope is either read or updated within it (split the loops)"
-                )));
-            }
-        }
         if let Some(name) = reads.iter().find(|n| {
             written_sparse.contains(n)
                 && !c.by_name.get(*n).is_some_and(|&t| {
@@ -2436,61 +2422,6 @@ fn check_scope(
         }
     }
     Ok(())
-}
-
-/// Names of the tensors a statement reads and writes.
-fn collect_uses(
-    s: &notation::Stmt,
-    reads: &mut std::collections::HashSet<String>,
-    writes: &mut std::collections::HashSet<String>,
-    declared: &mut std::collections::HashSet<String>,
-) {
-    fn in_expr(e: &notation::Expr, reads: &mut std::collections::HashSet<String>) {
-        match e {
-            notation::Expr::Access(a) => {
-                reads.insert(a.tensor.clone());
-                a.indices.iter().for_each(|x| in_expr(x, reads));
-            }
-            notation::Expr::Call { args, .. } => args.iter().for_each(|x| in_expr(x, reads)),
-            notation::Expr::Permissive(x) | notation::Expr::Protocol(_, x) => in_expr(x, reads),
-            notation::Expr::Window { lo, hi, index } => {
-                [lo, hi, index].into_iter().for_each(|x| in_expr(x, reads))
-            }
-            _ => {}
-        }
-    }
-    match s {
-        notation::Stmt::Assign { lhs, rhs, .. } => {
-            writes.insert(lhs.tensor.clone());
-            lhs.indices.iter().for_each(|x| in_expr(x, reads));
-            in_expr(rhs, reads);
-        }
-        notation::Stmt::Declare { tensor, init } => {
-            writes.insert(tensor.clone());
-            declared.insert(tensor.clone());
-            in_expr(init, reads);
-        }
-        notation::Stmt::Loop { body, .. } => collect_uses(body, reads, writes, declared),
-        notation::Stmt::Sieve {
-            cond,
-            then,
-            otherwise,
-        } => {
-            in_expr(cond, reads);
-            collect_uses(then, reads, writes, declared);
-            if let Some(o) = otherwise {
-                collect_uses(o, reads, writes, declared);
-            }
-        }
-        notation::Stmt::Define { value, body, .. } => {
-            in_expr(value, reads);
-            collect_uses(body, reads, writes, declared);
-        }
-        notation::Stmt::Block(v) => v
-            .iter()
-            .for_each(|s| collect_uses(s, reads, writes, declared)),
-        _ => {}
-    }
 }
 
 /// Does an expression mention the index?

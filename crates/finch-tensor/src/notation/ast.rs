@@ -10,6 +10,8 @@
 //! `Stmt::Block` always has zero or at least two statements, unless it was written as an
 //! explicit `begin ... end` around one statement.
 
+use std::collections::HashSet;
+
 use crate::algebra::{Op, Value};
 
 /// A position in source text (1-based line and column).
@@ -201,6 +203,62 @@ impl Stmt {
             Stmt::Block(v) => v.iter().any(Stmt::returns),
             _ => false,
         }
+    }
+}
+
+/// Collects the names of the tensors a statement reads, writes and declares (`X .= v`),
+/// anywhere inside it.
+pub(crate) fn collect_uses(
+    s: &Stmt,
+    reads: &mut HashSet<String>,
+    writes: &mut HashSet<String>,
+    declared: &mut HashSet<String>,
+) {
+    fn in_expr(e: &Expr, reads: &mut HashSet<String>) {
+        match e {
+            Expr::Access(a) => {
+                reads.insert(a.tensor.clone());
+                a.indices.iter().for_each(|x| in_expr(x, reads));
+            }
+            Expr::Call { args, .. } => args.iter().for_each(|x| in_expr(x, reads)),
+            Expr::Permissive(x) | Expr::Protocol(_, x) => in_expr(x, reads),
+            Expr::Window { lo, hi, index } => {
+                [lo, hi, index].into_iter().for_each(|x| in_expr(x, reads))
+            }
+            _ => {}
+        }
+    }
+    match s {
+        Stmt::Assign { lhs, rhs, .. } => {
+            writes.insert(lhs.tensor.clone());
+            lhs.indices.iter().for_each(|x| in_expr(x, reads));
+            in_expr(rhs, reads);
+        }
+        Stmt::Declare { tensor, init } => {
+            writes.insert(tensor.clone());
+            declared.insert(tensor.clone());
+            in_expr(init, reads);
+        }
+        Stmt::Loop { body, .. } => collect_uses(body, reads, writes, declared),
+        Stmt::Sieve {
+            cond,
+            then,
+            otherwise,
+        } => {
+            in_expr(cond, reads);
+            collect_uses(then, reads, writes, declared);
+            if let Some(o) = otherwise {
+                collect_uses(o, reads, writes, declared);
+            }
+        }
+        Stmt::Define { value, body, .. } => {
+            in_expr(value, reads);
+            collect_uses(body, reads, writes, declared);
+        }
+        Stmt::Block(v) => v
+            .iter()
+            .for_each(|s| collect_uses(s, reads, writes, declared)),
+        _ => {}
     }
 }
 

@@ -108,14 +108,23 @@ pub fn compile(k: &Kernel) -> Result<CKernel> {
 /// 5200-7300 took 6-20 s, and of 9400-11100, 43-207 s.
 const KERNEL_BUDGET: usize = 8000;
 
+/// Why a kernel is too large to hand to the C compiler (past [`KERNEL_BUDGET`]), if it is.
+pub(crate) fn too_large(k: &Kernel) -> Option<String> {
+    let size = crate::kernel::expr_count(&k.body);
+    (size > KERNEL_BUDGET).then(|| {
+        format!(
+            "a kernel this large in C: {size} statements (over {KERNEL_BUDGET}; megabytes of C, minutes of `cc`)"
+        )
+    })
+}
+
 /// Compiles with a check mode. `Trusted` is only for kernels whose every access the
 /// compiler derived from validated tensors.
 pub(crate) fn compile_with(k: &Kernel, mode: CheckMode) -> Result<CKernel> {
     let start = Instant::now();
-    let size = crate::kernel::expr_count(&k.body);
-    if size > KERNEL_BUDGET {
+    if let Some(why) = too_large(k) {
         return Err(Error::Unsupported(format!(
-            "a kernel this large in C: {size} statements (over {KERNEL_BUDGET}; megabytes of C, minutes of `cc`); `--engine interp` runs it, or split the statement (coiterating many sparse operands in one loop multiplies the code)"
+            "{why}; `--engine interp` runs it, or split the statement (coiterating many sparse operands in one loop multiplies the code)"
         )));
     }
     let cc = compiler().ok_or_else(|| {
