@@ -2,11 +2,12 @@
 //! tensor becomes one nest per group of dependent statements, each lowered on its own.
 //!
 //! Lowering coiterates every operand of a loop's body at once, so two statements over
-//! different sparse operands (or the same ones read through different protocols) multiply
-//! each other's code: `s[] += x[gallop(i)] * z[gallop(i)]` beside `w[i] = x[gallop(i)] -
-//! z[gallop(i)]` lowers to 13 767 statements together and to about 1 500 apart. The
-//! lowerer falls back to this form only where the fused kernel is too large (see
-//! `lower_program_any_order`): apart, the nests read their inputs once each.
+//! different sparse operands multiply each other's code: `s[] += x[gallop(i)] *
+//! z[gallop(i)]` beside `w[i] = u[gallop(i)] - v[gallop(i)]` lowers to 17 267 lines of
+//! kernel IR together and to about 1 500 apart. (Reads the statements share are bound once
+//! around them when converted, so they add no operands; a nest split off keeps the `let`s
+//! its statements use.) The lowerer falls back to this form only where the fused kernel is
+//! too large (see `lower_program_any_order`).
 //!
 //! Statements are independent when none reads or writes a tensor another writes: their
 //! order across iterations then cannot matter. A short-circuiting scalar may stop its own
@@ -17,6 +18,7 @@
 
 use std::collections::BTreeSet;
 
+use super::{expr_mentions, mentions};
 use crate::looplets::{Expr, Stmt, Tensor};
 
 /// `body` with each top-level loop nest whose innermost statements fall into two or more
@@ -44,8 +46,10 @@ pub(super) fn split_independent(body: &Stmt) -> Option<Stmt> {
 
 /// One loop nest split by its innermost statements' groups.
 fn split_nest(s: &Stmt) -> Option<Stmt> {
-    // The headers of a perfect nest (each body one loop), outermost first.
+    // The headers of a perfect nest (each body one loop), outermost first, then the
+    // `let`s around its innermost statements (reads several of them share, bound once).
     let mut headers = Vec::new();
+    let mut lets: Vec<(&String, &Expr)> = Vec::new();
     let mut at = s;
     loop {
         match at {
@@ -54,8 +58,12 @@ fn split_nest(s: &Stmt) -> Option<Stmt> {
                 lo,
                 hi,
                 body,
-            } => {
+            } if lets.is_empty() => {
                 headers.push((index, lo, hi));
+                at = body;
+            }
+            Stmt::Define { var, value, body } => {
+                lets.push((var, value));
                 at = body;
             }
             Stmt::Block(v) if v.len() == 1 => at = &v[0],
@@ -68,12 +76,22 @@ fn split_nest(s: &Stmt) -> Option<Stmt> {
     if headers.is_empty() || stmts.len() < 2 {
         return None;
     }
+    // Each statement's effects include those of the `let`s it uses (its group evaluates
+    // them in its own nest).
+    let mut uses = Vec::with_capacity(stmts.len());
     let mut effects = Vec::with_capacity(stmts.len());
     for st in stmts {
+        let mut used = vec![false; lets.len()];
+        for k in (0..lets.len()).rev() {
+            let var = lets[k].0;
+            used[k] = mentions(st, var)
+                || (k + 1..lets.len()).any(|l| used[l] && expr_mentions(lets[l].1, var));
+        }
         let mut e = Effects::default();
-        if !e.stmt(st) {
+        if !e.stmt(st) || !(0..lets.len()).all(|k| !used[k] || e.expr(lets[k].1)) {
             return None;
         }
+        uses.push(used);
         effects.push(e);
     }
     // Groups of statements tied by a written tensor (union-find over statement indices).
@@ -93,12 +111,16 @@ fn split_nest(s: &Stmt) -> Option<Stmt> {
             }
         }
     }
-    let mut groups: Vec<(usize, Vec<Stmt>)> = Vec::new();
+    // Each group: its statements and the `let`s they use.
+    let mut groups: Vec<(usize, Vec<Stmt>, Vec<bool>)> = Vec::new();
     for (k, st) in stmts.iter().enumerate() {
         let r = root(&mut parent, k);
-        match groups.iter_mut().find(|(g, _)| *g == r) {
-            Some((_, v)) => v.push(st.clone()),
-            None => groups.push((r, vec![st.clone()])),
+        match groups.iter_mut().find(|(g, ..)| *g == r) {
+            Some((_, v, used)) => {
+                v.push(st.clone());
+                used.iter_mut().zip(&uses[k]).for_each(|(u, n)| *u |= n);
+            }
+            None => groups.push((r, vec![st.clone()], uses[k].clone())),
         }
     }
     if groups.len() < 2 {
@@ -106,12 +128,20 @@ fn split_nest(s: &Stmt) -> Option<Stmt> {
     }
     let nests = groups
         .into_iter()
-        .map(|(_, group)| {
+        .map(|(_, group, used)| {
             let inner = if group.len() == 1 {
                 group.into_iter().next().unwrap_or(Stmt::Block(Vec::new()))
             } else {
                 Stmt::Block(group)
             };
+            let inner = lets.iter().zip(&used).rev().filter(|(_, u)| **u).fold(
+                inner,
+                |body, ((var, value), _)| Stmt::Define {
+                    var: (*var).clone(),
+                    value: (*value).clone(),
+                    body: Box::new(body),
+                },
+            );
             headers
                 .iter()
                 .rev()
@@ -220,7 +250,8 @@ mod tests {
             .body
     }
 
-    /// For each loop nest reachable through blocks: its depth and its innermost statements.
+    /// For each loop nest reachable through blocks: its depth and its innermost statements
+    /// (inside the `let`s of reads they share).
     fn nests(s: &Stmt) -> Vec<(usize, usize)> {
         match s {
             Stmt::Block(v) => v.iter().flat_map(nests).collect(),
@@ -233,6 +264,7 @@ mod tests {
                             at = body;
                         }
                         Stmt::Block(v) if v.len() == 1 => at = &v[0],
+                        Stmt::Define { body, .. } => at = body,
                         _ => break,
                     }
                 }
@@ -266,6 +298,56 @@ mod tests {
         );
         let split = split_independent(&b).expect("splits");
         assert_eq!(nests(&split), vec![(2, 2), (2, 1)]);
+    }
+
+    /// For each loop nest reachable through blocks: the `let` variables around its
+    /// innermost statements.
+    fn lets(s: &Stmt) -> Vec<Vec<String>> {
+        match s {
+            Stmt::Block(v) => v.iter().flat_map(lets).collect(),
+            Stmt::Loop { .. } => {
+                let (mut vars, mut at) = (Vec::new(), s);
+                loop {
+                    match at {
+                        Stmt::Loop { body, .. } => at = body,
+                        Stmt::Define { var, body, .. } => {
+                            vars.push(var.clone());
+                            at = body;
+                        }
+                        _ => break vec![vars],
+                    }
+                }
+            }
+            _ => vec![],
+        }
+    }
+
+    #[test]
+    fn each_nest_keeps_the_shared_reads_it_uses() {
+        let three = "output s :: Scalar(0.0)\noutput t :: Scalar(0.0)\noutput w :: Dense(Element(0.0))\ns .= 0\nt .= 0\nw .= 0\n";
+        // `x[i]` is shared by the first two statements, `z[i]` by the first and third:
+        // both are read once, around all three.
+        let b = body(
+            three,
+            "for i = _",
+            "  s[] += x[i] * z[i]\n  w[i] = x[i] + 1.0\n  t[] += z[i]",
+        );
+        assert_eq!(nests(&b), vec![(1, 3)]);
+        let split = split_independent(&b).expect("splits");
+        assert_eq!(nests(&split), vec![(1, 1), (1, 1), (1, 1)]);
+        let vars = lets(&split);
+        assert_eq!(vars[0].len(), 2, "{vars:?}");
+        assert_eq!(vars[1].len(), 1, "{vars:?}");
+        assert_eq!(vars[2].len(), 1, "{vars:?}");
+        assert_ne!(vars[1], vars[2], "{vars:?}");
+        // A `let` that reads what one statement writes ties the statements that use it
+        // to that one (`a` is `s` before this iteration's update).
+        let b = body(
+            TWO,
+            "for i = _",
+            "  let a = s[]\n    s[] += x[i]\n    w[i] = a * z[i]\n  end",
+        );
+        assert!(split_independent(&b).is_none());
     }
 
     #[test]

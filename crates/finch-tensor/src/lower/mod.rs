@@ -873,25 +873,28 @@ fn bound_reads(e: &Expr) -> usize {
     }
 }
 
+/// Does the expression mention the index (or `let` variable) anywhere?
+fn expr_mentions(e: &Expr, index: &str) -> bool {
+    match e {
+        Expr::Index(i) => i == index,
+        Expr::Wrapped { index: i, by, .. } => {
+            i == index || by.as_ref().is_some_and(|b| expr_mentions(b, index))
+        }
+        Expr::Permissive(x, guard) => {
+            expr_mentions(x, index) || guard.as_ref().is_some_and(|g| expr_mentions(g, index))
+        }
+        Expr::Call(_, a) => a.iter().any(|x| expr_mentions(x, index)),
+        Expr::Access(t, idx) => {
+            idx.iter().any(|x| expr_mentions(x, index))
+                || matches!(&**t, Tensor::Value(v) if expr_mentions(v, index))
+        }
+        _ => false,
+    }
+}
+
 /// Does the statement mention the index anywhere?
 fn mentions(s: &Stmt, index: &str) -> bool {
-    fn in_expr(e: &Expr, index: &str) -> bool {
-        match e {
-            Expr::Index(i) => i == index,
-            Expr::Wrapped { index: i, by, .. } => {
-                i == index || by.as_ref().is_some_and(|b| in_expr(b, index))
-            }
-            Expr::Permissive(x, guard) => {
-                in_expr(x, index) || guard.as_ref().is_some_and(|g| in_expr(g, index))
-            }
-            Expr::Call(_, a) => a.iter().any(|x| in_expr(x, index)),
-            Expr::Access(t, idx) => {
-                idx.iter().any(|x| in_expr(x, index))
-                    || matches!(&**t, Tensor::Value(v) if in_expr(v, index))
-            }
-            _ => false,
-        }
-    }
+    let in_expr = expr_mentions;
     match s {
         Stmt::Loop { body, .. } => mentions(body, index),
         Stmt::Assign { lhs, rhs, .. } => {
