@@ -1339,6 +1339,21 @@ fn written_fill_values_take_no_single_entry_place() {
     );
 }
 
+/// A user's `let` named like the compiler's own bindings of repeated reads (`read0`) is a
+/// different variable: the reads bound around the statement are not replaced by it.
+#[test]
+fn a_let_named_like_a_bound_read_stays_apart() {
+    let text = "input x :: SparseList(Element(0.0))\ninput z :: SparseList(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  let read0 = z[i] + 100.0\n    s[] += x[i] * x[i] + read0\n  end\n  let read1 = x[i]\n    s[] += read1 * z[i]\n  end\nend\n";
+    let x = DenseArray::from_f64(&[5], &[0.0, 3.0, -4.0, 0.0, 2.0]).unwrap();
+    let z = DenseArray::from_f64(&[5], &[2.0, 0.0, 5.0, 0.0, -1.0]).unwrap();
+    engines_match_reference(
+        &Program::parse(text).unwrap(),
+        &[("x", &x), ("z", &z)],
+        &[],
+        text,
+    );
+}
+
 /// Lifecycles: a tensor is read or updated within one loop nest, not both. The program
 /// is refused when it is made, so no engine (the reference included) runs it.
 #[test]

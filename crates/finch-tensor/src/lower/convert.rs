@@ -458,12 +458,14 @@ fn replace_read(e: Expr, key: &str, var: &str) -> Expr {
     }
 }
 
-/// `body` inside one `let` per read, each bound to a fresh variable `let:read{n}`.
+/// `body` inside one `let` per read, each bound to a fresh variable `let:read#{n}` (`#`
+/// cannot be in a program's names, so a user's `let read0 = ...` inside is not confused
+/// with it).
 fn bind_reads(body: Stmt, reads: Vec<(String, Expr)>, count: &mut usize) -> Stmt {
     let mut body = body;
     let mut lets = Vec::new();
     for (key, e) in reads {
-        let var = format!("let:read{count}");
+        let var = format!("let:read#{count}");
         *count += 1;
         body = replace_in_stmt(body, &key, &var);
         lets.push((var, e));
@@ -1213,7 +1215,7 @@ struct Converter<'a> {
     loop_offsets: Vec<i64>,
     /// `let` variables in scope.
     lets: Vec<String>,
-    /// Reads bound to a `let` by [`common_reads`] so far (names `let:read{n}`).
+    /// Reads bound to a `let` by [`common_reads`] so far (names `let:read#{n}`).
     cse_count: usize,
     constraints: Vec<(Size, Size, String)>,
     output_shapes: HashMap<usize, Vec<Option<Size>>>,
