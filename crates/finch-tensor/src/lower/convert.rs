@@ -423,7 +423,7 @@ impl TensorInfo {
     }
 }
 
-/// Reads of `e` that [`common_reads`] and [`common_block_reads`] may bind to a `let`: of a
+/// Reads of `e` that [`common_reads`] and [`common_scope_reads`] may bind to a `let`: of a
 /// tensor not in `written`, at plain loop indices (not at computed, shifted or permissive
 /// ones, which may be out of range where a branch would not evaluate them), keyed by their
 /// text.
@@ -480,7 +480,7 @@ fn bind_reads(body: Stmt, reads: Vec<(String, Expr)>, count: &mut usize) -> Stmt
     body
 }
 
-/// The statements [`common_block_reads`] looks into: assignments, `let`s, branches and
+/// The statements [`common_scope_reads`] looks into: assignments, `let`s, branches and
 /// blocks of them (not loops, whose indices are not bound where the block starts).
 fn each_read(s: &Stmt, written: &HashSet<usize>, out: &mut Vec<(String, Expr)>) {
     match s {
@@ -560,36 +560,25 @@ fn common_reads(s: Stmt, written: Option<usize>, count: &mut usize) -> Stmt {
     bind_reads(Stmt::Assign { lhs, op, rhs }, repeated, count)
 }
 
-/// The same across the statements of a block inside a loop: a read that two or more of
-/// them make, of a tensor no statement of the block writes, is read once into a `let`
-/// around the block. `s[] += x[i] * z[i]; w[i] = x[i] - z[i] + s[]` then walks `x` and `z`
-/// once, as two operands rather than four (whose combinations multiply the code: a tenth
-/// of the size with two galloped operands).
-fn common_block_reads(stmts: Vec<Stmt>, count: &mut usize) -> Stmt {
+/// The same across a block's statements, and a branch's or a `let`'s parts, inside a
+/// loop: a read made twice or more there (in different statements, or in a condition and
+/// its branch), of a tensor the scope does not write, is read once into a `let` around
+/// it. `s[] += x[i] * z[i]; w[i] = x[i] - z[i] + s[]` then walks `x` and `z` once, as two
+/// operands rather than four (whose combinations multiply the code: a tenth of the size
+/// with two galloped operands), and `if x[i] > 0.5; w[i] = x[i]; end` walks `x` once.
+fn common_scope_reads(s: Stmt, count: &mut usize) -> Stmt {
     let mut written = HashSet::new();
-    stmts.iter().for_each(|s| written_tensors(s, &mut written));
-    let mut seen: Vec<(String, Expr)> = Vec::new();
+    written_tensors(&s, &mut written);
+    let mut found = Vec::new();
+    each_read(&s, &written, &mut found);
     let mut shared: Vec<(String, Expr)> = Vec::new();
-    for s in &stmts {
-        let mut found = Vec::new();
-        each_read(s, &written, &mut found);
-        let mut here: Vec<&(String, Expr)> = Vec::new();
-        for r in &found {
-            if !here.iter().any(|(k, _)| *k == r.0) {
-                here.push(r);
-            }
-        }
-        for (key, e) in here {
-            if seen.iter().any(|(k, _)| k == key) {
-                if !shared.iter().any(|(k, _)| k == key) {
-                    shared.push((key.clone(), e.clone()));
-                }
-            } else {
-                seen.push((key.clone(), e.clone()));
-            }
+    for (k, (key, e)) in found.iter().enumerate() {
+        let again = found[k + 1..].iter().any(|(other, _)| other == key);
+        if again && !shared.iter().any(|(r, _)| r == key) {
+            shared.push((key.clone(), e.clone()));
         }
     }
-    bind_reads(Stmt::Block(stmts), shared, count)
+    bind_reads(s, shared, count)
 }
 
 /// Every tensor `s` writes, declares or resets, anywhere inside it.
@@ -1601,7 +1590,7 @@ impl Converter<'_> {
                 if top {
                     Stmt::Block(out)
                 } else {
-                    common_block_reads(out, &mut self.cse_count)
+                    common_scope_reads(Stmt::Block(out), &mut self.cse_count)
                 }
             }
             notation::Stmt::Declare { tensor, init } => {
@@ -1978,24 +1967,30 @@ impl Converter<'_> {
                 cond,
                 then,
                 otherwise,
-            } => Stmt::Sieve {
-                cond: self.expr(cond)?,
-                then: Box::new(self.stmt(then)?),
-                otherwise: Box::new(match otherwise {
-                    Some(o) => self.stmt(o)?,
-                    None => Stmt::Block(vec![]),
-                }),
-            },
+            } => common_scope_reads(
+                Stmt::Sieve {
+                    cond: self.expr(cond)?,
+                    then: Box::new(self.stmt(then)?),
+                    otherwise: Box::new(match otherwise {
+                        Some(o) => self.stmt(o)?,
+                        None => Stmt::Block(vec![]),
+                    }),
+                },
+                &mut self.cse_count,
+            ),
             notation::Stmt::Define { var, value, body } => {
                 let value = self.expr(value)?;
                 self.lets.push(var.clone());
                 let body = self.stmt(body);
                 self.lets.pop();
-                Stmt::Define {
-                    var: format!("let:{var}"),
-                    value,
-                    body: Box::new(body?),
-                }
+                common_scope_reads(
+                    Stmt::Define {
+                        var: format!("let:{var}"),
+                        value,
+                        body: Box::new(body?),
+                    },
+                    &mut self.cse_count,
+                )
             }
             notation::Stmt::Freeze(_) | notation::Stmt::Thaw(_) => Stmt::Block(vec![]),
             notation::Stmt::Return(_) => {
