@@ -184,6 +184,15 @@ fn single_entry_and_single_run_levels_refuse_data_that_does_not_fit() {
         e.to_string().contains("fiber 0 has 2 runs (1:2, 3:3)"),
         "{e}"
     );
+    // A long fiber is named by its first few entries, not all of them.
+    let long: Vec<f64> = (0..1000).map(|k| (k % 2 + 1) as f64).collect();
+    for f in ["SparsePoint(Element(0.0))", "SparseInterval(Element(0.0))"] {
+        let e = Tensor::from_dense(&fmt(f), &v(&long))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fiber 0 has 1000"), "{e}");
+        assert!(e.contains(", ... (994 more)") && e.len() < 200, "{e}");
+    }
     // Empty fibers are fine for both.
     let sparse = by_rows(&[&[0.0, 4.0], &[0.0, 0.0]]);
     let (_, l, _) = build("Dense(SparsePoint(Element(0.0)))", &sparse);

@@ -440,10 +440,11 @@ fn build_level(
                                     "SparseInterval stores one run of equal values per fiber, but \
                                      fiber {p} has {} runs ({})",
                                     more.len(),
-                                    more.iter()
-                                        .map(|(a, b, _)| format!("{}:{}", a + 1, b + 1))
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
+                                    first_few(more.iter().map(|(a, b, _)| format!(
+                                        "{}:{}",
+                                        a + 1,
+                                        b + 1
+                                    )))
                                 )))
                             }
                         }
@@ -628,11 +629,19 @@ fn index_groups(e: &Entries, m: usize, lo: usize, hi: usize) -> Vec<(usize, (usi
 }
 
 fn list_indices(found: &[(usize, (usize, usize))]) -> String {
-    found
-        .iter()
-        .map(|(i, _)| (i + 1).to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
+    first_few(found.iter().map(|(i, _)| (i + 1).to_string()))
+}
+
+/// The first few items, comma-separated, then how many more: an error about one fiber of
+/// a large tensor stays one line.
+fn first_few(items: impl ExactSizeIterator<Item = String>) -> String {
+    const SHOWN: usize = 6;
+    let more = items.len().saturating_sub(SHOWN);
+    let mut out = items.take(SHOWN).collect::<Vec<_>>().join(", ");
+    if more > 0 {
+        out.push_str(&format!(", ... ({more} more)"));
+    }
+    out
 }
 
 /// The entries of a group below key position `m` that are not the fill: the subfiber's
