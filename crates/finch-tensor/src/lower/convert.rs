@@ -427,19 +427,26 @@ impl TensorInfo {
 /// tensor not in `written`, at plain loop indices (not at computed, shifted or permissive
 /// ones, which may be out of range where a branch would not evaluate them), keyed by their
 /// text.
-fn plain_reads(e: &Expr, written: &HashSet<usize>, out: &mut Vec<(String, Expr)>) {
+fn plain_reads(
+    e: &Expr,
+    written: &HashSet<usize>,
+    inner: &[String],
+    out: &mut Vec<(String, Expr)>,
+) {
     match e {
         Expr::Access(t, idx) => {
             if let Tensor::Fiber(f) = &**t {
-                let plain = idx
-                    .iter()
-                    .all(|x| matches!(x, Expr::Index(n) if !n.starts_with("let:")));
+                let plain = idx.iter().all(
+                    |x| matches!(x, Expr::Index(n) if !n.starts_with("let:") && !inner.contains(n)),
+                );
                 if plain && !written.contains(&f.tensor) && !idx.is_empty() {
                     out.push((format!("{e:?}"), e.clone()));
                 }
             }
         }
-        Expr::Call(_, args) => args.iter().for_each(|a| plain_reads(a, written, out)),
+        Expr::Call(_, args) => args
+            .iter()
+            .for_each(|a| plain_reads(a, written, inner, out)),
         _ => {}
     }
 }
@@ -467,7 +474,7 @@ fn bind_reads(body: Stmt, reads: Vec<(String, Expr)>, count: &mut usize) -> Stmt
     for (key, e) in reads {
         let var = format!("let:read#{count}");
         *count += 1;
-        body = replace_in_stmt(body, &key, &var);
+        body = replace_in_stmt(body, &key, &var, &e);
         lets.push((var, e));
     }
     for (var, value) in lets.into_iter().rev() {
@@ -480,32 +487,44 @@ fn bind_reads(body: Stmt, reads: Vec<(String, Expr)>, count: &mut usize) -> Stmt
     body
 }
 
-/// The statements [`common_scope_reads`] looks into: assignments, `let`s, branches and
-/// blocks of them (not loops, whose indices are not bound where the block starts).
-fn each_read(s: &Stmt, written: &HashSet<usize>, out: &mut Vec<(String, Expr)>) {
+/// The reads [`common_scope_reads`] may bind in `s`: in assignments, `let`s, branches and
+/// blocks, and in loops inside them where the read does not use a loop's index (`inner`:
+/// the indices of the loops entered so far).
+fn each_read(
+    s: &Stmt,
+    written: &HashSet<usize>,
+    inner: &mut Vec<String>,
+    out: &mut Vec<(String, Expr)>,
+) {
     match s {
-        Stmt::Assign { rhs, .. } => plain_reads(rhs, written, out),
+        Stmt::Assign { rhs, .. } => plain_reads(rhs, written, inner, out),
         Stmt::Define { value, body, .. } => {
-            plain_reads(value, written, out);
-            each_read(body, written, out);
+            plain_reads(value, written, inner, out);
+            each_read(body, written, inner, out);
         }
         Stmt::Sieve {
             cond,
             then,
             otherwise,
         } => {
-            plain_reads(cond, written, out);
-            each_read(then, written, out);
-            each_read(otherwise, written, out);
+            plain_reads(cond, written, inner, out);
+            each_read(then, written, inner, out);
+            each_read(otherwise, written, inner, out);
         }
-        Stmt::Block(v) => v.iter().for_each(|s| each_read(s, written, out)),
+        Stmt::Loop { index, body, .. } => {
+            inner.push(index.clone());
+            each_read(body, written, inner, out);
+            inner.pop();
+        }
+        Stmt::Block(v) => v.iter().for_each(|s| each_read(s, written, inner, out)),
         _ => {}
     }
 }
 
-/// `s` with the read keyed `key` replaced by `var` where [`each_read`] finds reads.
-fn replace_in_stmt(s: Stmt, key: &str, var: &str) -> Stmt {
-    let sub = |s: Box<Stmt>| Box::new(replace_in_stmt(*s, key, var));
+/// `s` with the read keyed `key` replaced by `var` where [`each_read`] finds reads (not
+/// inside a loop over one of the read's own indices, which would be another read).
+fn replace_in_stmt(s: Stmt, key: &str, var: &str, read: &Expr) -> Stmt {
+    let sub = |s: Box<Stmt>| Box::new(replace_in_stmt(*s, key, var, read));
     match s {
         Stmt::Assign { lhs, op, rhs } => Stmt::Assign {
             lhs,
@@ -530,9 +549,24 @@ fn replace_in_stmt(s: Stmt, key: &str, var: &str) -> Stmt {
             then: sub(then),
             otherwise: sub(otherwise),
         },
+        Stmt::Loop {
+            index,
+            lo,
+            hi,
+            body,
+        } => {
+            let rebinds = matches!(read, Expr::Access(_, idx)
+                if idx.iter().any(|x| matches!(x, Expr::Index(n) if *n == index)));
+            Stmt::Loop {
+                body: if rebinds { body } else { sub(body) },
+                index,
+                lo,
+                hi,
+            }
+        }
         Stmt::Block(v) => Stmt::Block(
             v.into_iter()
-                .map(|s| replace_in_stmt(s, key, var))
+                .map(|s| replace_in_stmt(s, key, var, read))
                 .collect(),
         ),
         other => other,
@@ -549,7 +583,7 @@ fn common_reads(s: Stmt, written: Option<usize>, count: &mut usize) -> Stmt {
         return s;
     };
     let mut found = Vec::new();
-    plain_reads(&rhs, &written.into_iter().collect(), &mut found);
+    plain_reads(&rhs, &written.into_iter().collect(), &[], &mut found);
     let mut repeated: Vec<(String, Expr)> = Vec::new();
     for (k, (key, e)) in found.iter().enumerate() {
         let again = found[k + 1..].iter().any(|(other, _)| other == key);
@@ -570,7 +604,7 @@ fn common_scope_reads(s: Stmt, count: &mut usize) -> Stmt {
     let mut written = HashSet::new();
     written_tensors(&s, &mut written);
     let mut found = Vec::new();
-    each_read(&s, &written, &mut found);
+    each_read(&s, &written, &mut Vec::new(), &mut found);
     let mut shared: Vec<(String, Expr)> = Vec::new();
     for (k, (key, e)) in found.iter().enumerate() {
         let again = found[k + 1..].iter().any(|(other, _)| other == key);

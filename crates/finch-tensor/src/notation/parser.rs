@@ -254,6 +254,18 @@ impl<'a> Parser<'a> {
                 ),
             ));
         }
+        // A loop over an index already bound by an enclosing loop would make one name
+        // mean two indices in the loop body (Finch's lowering names each loop's index).
+        if is_index && self.scopes.iter().any(|(n, ix)| *ix && n == name) {
+            return Err(error_at(
+                self.text,
+                line,
+                col,
+                format!(
+                    "the loop index `{name}` is already the index of an enclosing `for`; give the inner loop another name"
+                ),
+            ));
+        }
         self.scopes.push((name.to_string(), is_index));
         Ok(())
     }
