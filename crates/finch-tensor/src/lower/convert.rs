@@ -599,7 +599,9 @@ fn common_reads(s: Stmt, written: Option<usize>, count: &mut usize) -> Stmt {
 /// its branch), of a tensor the scope does not write, is read once into a `let` around
 /// it. `s[] += x[i] * z[i]; w[i] = x[i] - z[i] + s[]` then walks `x` and `z` once, as two
 /// operands rather than four (whose combinations multiply the code: a tenth of the size
-/// with two galloped operands), and `if x[i] > 0.5; w[i] = x[i]; end` walks `x` once.
+/// with two galloped operands), `if x[i] > 0.5; w[i] = x[i]; end` walks `x` once, and so
+/// does `if x[j] != 0; for i = _; y[i] += A[i, j] * x[j]; end; end` (a loop under the scope
+/// counts where the read does not use its index).
 fn common_scope_reads(s: Stmt, count: &mut usize) -> Stmt {
     let mut written = HashSet::new();
     written_tensors(&s, &mut written);
