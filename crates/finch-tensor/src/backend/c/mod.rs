@@ -113,7 +113,7 @@ pub(crate) fn too_large(k: &Kernel) -> Option<String> {
     let size = crate::kernel::expr_count(&k.body);
     (size > KERNEL_BUDGET).then(|| {
         format!(
-            "a kernel this large in C: {size} statements (over {KERNEL_BUDGET}; megabytes of C, minutes of `cc`)"
+            "a kernel this large in C: {size} expressions (over {KERNEL_BUDGET}; megabytes of C, minutes of `cc`)"
         )
     })
 }
