@@ -107,16 +107,11 @@ impl std::fmt::Display for Program {
 /// level into every loop's, `let`'s and branch's body, so that every engine refuses the
 /// same programs.
 fn check_read_or_updated(body: &Stmt, decls: &[TensorDecl]) -> Result<()> {
-    let stmts: Vec<&Stmt> = match body {
-        Stmt::Block(v) => v.iter().collect(),
-        s => vec![s],
-    };
-    for s in stmts {
-        let (mut reads, mut writes, mut declared) = Default::default();
-        notation::ast::collect_uses(s, &mut reads, &mut writes, &mut declared);
-        let mut both: Vec<&String> = reads
-            .intersection(&writes)
-            .filter(|n| !declared.contains(*n))
+    notation::ast::each_scoped_statement(body, &mut |_, uses| {
+        let mut both: Vec<&String> = uses
+            .reads
+            .intersection(&uses.writes)
+            .filter(|n| !uses.declared.contains(*n))
             .filter(|n| {
                 decls
                     .iter()
@@ -124,27 +119,13 @@ fn check_read_or_updated(body: &Stmt, decls: &[TensorDecl]) -> Result<()> {
             })
             .collect();
         both.sort();
-        if let Some(name) = both.first() {
-            return Err(Error::Program(format!(
+        match both.first() {
+            Some(name) => Err(Error::Program(format!(
                 "`{name}` is read and written in the same loop nest; a tensor declared outside a scope is either read or updated within it (split the loops)"
-            )));
+            ))),
+            None => Ok(()),
         }
-        match s {
-            Stmt::Loop { body, .. } | Stmt::Define { body, .. } => {
-                check_read_or_updated(body, decls)?
-            }
-            Stmt::Sieve {
-                then, otherwise, ..
-            } => {
-                check_read_or_updated(then, decls)?;
-                if let Some(o) = otherwise {
-                    check_read_or_updated(o, decls)?;
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(())
+    })
 }
 
 /// Every output is declared (`X .= v`) or written by a statement that runs before the

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::formats::{Format, LevelFormat, LevelKind, ScalarKind};
 use crate::kernel::{BufId, KExpr, Kernel, LocalId};
 use crate::looplets::{Expr, Fiber, Stmt, Tensor};
-use crate::notation::ast::collect_uses;
+use crate::notation::ast::{collect_uses, each_scoped_statement};
 use crate::notation::{self, AssignOp, DeclKind, Extent};
 
 /// The kernel parameters of one level of a tensor.
@@ -2517,27 +2517,8 @@ fn check_lifecycles(
     any_order: &mut std::collections::HashSet<String>,
 ) -> Result<()> {
     let mut written_sparse: Vec<String> = Vec::new();
-    check_scope(c, body, &mut written_sparse, any_order)
-}
-
-/// Checks each statement of a scope (a block, or a loop's or branch's body), then the
-/// scopes nested in it.
-fn check_scope(
-    c: &Converter<'_>,
-    body: &notation::Stmt,
-    written_sparse: &mut Vec<String>,
-    any_order: &mut std::collections::HashSet<String>,
-) -> Result<()> {
-    let stmts: Vec<&notation::Stmt> = match body {
-        notation::Stmt::Block(v) => v.iter().collect(),
-        s => vec![s],
-    };
-    for s in stmts {
-        let mut reads = std::collections::HashSet::new();
-        let mut writes = std::collections::HashSet::new();
-        let mut declared = std::collections::HashSet::new();
-        collect_uses(s, &mut reads, &mut writes, &mut declared);
-        if let Some(name) = reads.iter().find(|n| {
+    each_scoped_statement(body, &mut |_, uses| {
+        if let Some(name) = uses.reads.iter().find(|n| {
             written_sparse.contains(n)
                 && !c.by_name.get(*n).is_some_and(|&t| {
                     matches!(
@@ -2555,7 +2536,7 @@ fn check_scope(
                 None => return unsupported(why),
             }
         }
-        for name in &writes {
+        for name in &uses.writes {
             // Levels not read back in the kernel that writes them: in-order ones (but a
             // SparseList over the leaf and run-length levels), and SparseByteMap levels
             // below the root.
@@ -2571,22 +2552,8 @@ fn check_scope(
                 written_sparse.push(name.clone());
             }
         }
-        match s {
-            notation::Stmt::Loop { body, .. } | notation::Stmt::Define { body, .. } => {
-                check_scope(c, body, written_sparse, any_order)?
-            }
-            notation::Stmt::Sieve {
-                then, otherwise, ..
-            } => {
-                check_scope(c, then, written_sparse, any_order)?;
-                if let Some(o) = otherwise {
-                    check_scope(c, o, written_sparse, any_order)?;
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Does an expression mention the index?

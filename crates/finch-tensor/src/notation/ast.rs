@@ -206,6 +206,46 @@ impl Stmt {
     }
 }
 
+/// The names of the tensors a statement reads, writes and declares (`X .= v`), anywhere
+/// inside it.
+#[derive(Default)]
+pub(crate) struct Uses {
+    pub(crate) reads: HashSet<String>,
+    pub(crate) writes: HashSet<String>,
+    pub(crate) declared: HashSet<String>,
+}
+
+/// Calls `f` on each statement of the scope `body` (a block's statements in order, or
+/// `body` itself) with its [`Uses`], each followed by the scopes nested in it (loop and
+/// `let` bodies, branches): the order in which the lifecycle checks visit a program.
+pub(crate) fn each_scoped_statement<E>(
+    body: &Stmt,
+    f: &mut dyn FnMut(&Stmt, &Uses) -> Result<(), E>,
+) -> Result<(), E> {
+    let stmts: Vec<&Stmt> = match body {
+        Stmt::Block(v) => v.iter().collect(),
+        s => vec![s],
+    };
+    for s in stmts {
+        let mut uses = Uses::default();
+        collect_uses(s, &mut uses.reads, &mut uses.writes, &mut uses.declared);
+        f(s, &uses)?;
+        match s {
+            Stmt::Loop { body, .. } | Stmt::Define { body, .. } => each_scoped_statement(body, f)?,
+            Stmt::Sieve {
+                then, otherwise, ..
+            } => {
+                each_scoped_statement(then, f)?;
+                if let Some(o) = otherwise {
+                    each_scoped_statement(o, f)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Collects the names of the tensors a statement reads, writes and declares (`X .= v`),
 /// anywhere inside it.
 pub(crate) fn collect_uses(
