@@ -474,7 +474,7 @@ fn bind_reads(body: Stmt, reads: Vec<(String, Expr)>, count: &mut usize) -> Stmt
     for (key, e) in reads {
         let var = format!("let:read#{count}");
         *count += 1;
-        body = replace_in_stmt(body, &key, &var, &e);
+        body = replace_in_stmt(body, &key, &var);
         lets.push((var, e));
     }
     for (var, value) in lets.into_iter().rev() {
@@ -521,10 +521,11 @@ fn each_read(
     }
 }
 
-/// `s` with the read keyed `key` replaced by `var` where [`each_read`] finds reads (not
-/// inside a loop over one of the read's own indices, which would be another read).
-fn replace_in_stmt(s: Stmt, key: &str, var: &str, read: &Expr) -> Stmt {
-    let sub = |s: Box<Stmt>| Box::new(replace_in_stmt(*s, key, var, read));
+/// `s` with the read keyed `key` replaced by `var` exactly where [`each_read`] finds reads
+/// (loops included: no loop inside rebinds one of the read's indices, which the parser
+/// refuses).
+fn replace_in_stmt(s: Stmt, key: &str, var: &str) -> Stmt {
+    let sub = |s: Box<Stmt>| Box::new(replace_in_stmt(*s, key, var));
     match s {
         Stmt::Assign { lhs, op, rhs } => Stmt::Assign {
             lhs,
@@ -554,19 +555,15 @@ fn replace_in_stmt(s: Stmt, key: &str, var: &str, read: &Expr) -> Stmt {
             lo,
             hi,
             body,
-        } => {
-            let rebinds = matches!(read, Expr::Access(_, idx)
-                if idx.iter().any(|x| matches!(x, Expr::Index(n) if *n == index)));
-            Stmt::Loop {
-                body: if rebinds { body } else { sub(body) },
-                index,
-                lo,
-                hi,
-            }
-        }
+        } => Stmt::Loop {
+            index,
+            lo,
+            hi,
+            body: sub(body),
+        },
         Stmt::Block(v) => Stmt::Block(
             v.into_iter()
-                .map(|s| replace_in_stmt(s, key, var, read))
+                .map(|s| replace_in_stmt(s, key, var))
                 .collect(),
         ),
         other => other,

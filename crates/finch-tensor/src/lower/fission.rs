@@ -250,13 +250,13 @@ mod tests {
             .body
     }
 
-    /// For each loop nest reachable through blocks: its depth and its innermost statements
-    /// (inside the `let`s of reads they share).
-    fn nests(s: &Stmt) -> Vec<(usize, usize)> {
+    /// Each loop nest reachable through blocks: its depth, the `let` variables around its
+    /// innermost statements (reads they share), and the number of those statements.
+    fn peeled(s: &Stmt) -> Vec<(usize, Vec<String>, usize)> {
         match s {
-            Stmt::Block(v) => v.iter().flat_map(nests).collect(),
+            Stmt::Block(v) => v.iter().flat_map(peeled).collect(),
             Stmt::Loop { .. } => {
-                let (mut depth, mut at) = (0, s);
+                let (mut depth, mut vars, mut at) = (0, Vec::new(), s);
                 loop {
                     match at {
                         Stmt::Loop { body, .. } => {
@@ -264,7 +264,10 @@ mod tests {
                             at = body;
                         }
                         Stmt::Block(v) if v.len() == 1 => at = &v[0],
-                        Stmt::Define { body, .. } => at = body,
+                        Stmt::Define { var, body, .. } => {
+                            vars.push(var.clone());
+                            at = body;
+                        }
                         _ => break,
                     }
                 }
@@ -272,10 +275,15 @@ mod tests {
                     Stmt::Block(v) => v.len(),
                     _ => 1,
                 };
-                vec![(depth, count)]
+                vec![(depth, vars, count)]
             }
             _ => vec![],
         }
+    }
+
+    /// For each loop nest: its depth and its number of innermost statements.
+    fn nests(s: &Stmt) -> Vec<(usize, usize)> {
+        peeled(s).into_iter().map(|(d, _, n)| (d, n)).collect()
     }
 
     const TWO: &str = "output s :: Scalar(0.0)\noutput w :: Dense(Element(0.0))\ns .= 0\nw .= 0\n";
@@ -300,26 +308,9 @@ mod tests {
         assert_eq!(nests(&split), vec![(2, 2), (2, 1)]);
     }
 
-    /// For each loop nest reachable through blocks: the `let` variables around its
-    /// innermost statements.
+    /// For each loop nest: the `let` variables around its innermost statements.
     fn lets(s: &Stmt) -> Vec<Vec<String>> {
-        match s {
-            Stmt::Block(v) => v.iter().flat_map(lets).collect(),
-            Stmt::Loop { .. } => {
-                let (mut vars, mut at) = (Vec::new(), s);
-                loop {
-                    match at {
-                        Stmt::Loop { body, .. } => at = body,
-                        Stmt::Define { var, body, .. } => {
-                            vars.push(var.clone());
-                            at = body;
-                        }
-                        _ => break vec![vars],
-                    }
-                }
-            }
-            _ => vec![],
-        }
+        peeled(s).into_iter().map(|(_, v, _)| v).collect()
     }
 
     #[test]

@@ -894,20 +894,19 @@ fn expr_mentions(e: &Expr, index: &str) -> bool {
 
 /// Does the statement mention the index anywhere?
 fn mentions(s: &Stmt, index: &str) -> bool {
-    let in_expr = expr_mentions;
     match s {
         Stmt::Loop { body, .. } => mentions(body, index),
         Stmt::Assign { lhs, rhs, .. } => {
-            lhs.1.iter().any(|x| in_expr(x, index)) || in_expr(rhs, index)
+            lhs.1.iter().any(|x| expr_mentions(x, index)) || expr_mentions(rhs, index)
         }
         Stmt::Sieve {
             cond,
             then,
             otherwise,
-        } => in_expr(cond, index) || mentions(then, index) || mentions(otherwise, index),
-        Stmt::Define { value, body, .. } => in_expr(value, index) || mentions(body, index),
+        } => expr_mentions(cond, index) || mentions(then, index) || mentions(otherwise, index),
+        Stmt::Define { value, body, .. } => expr_mentions(value, index) || mentions(body, index),
         Stmt::Block(v) => v.iter().any(|s| mentions(s, index)),
-        Stmt::SetScalar(_, e) | Stmt::SetLocal(_, e) | Stmt::Check(e, _) => in_expr(e, index),
+        Stmt::SetScalar(_, e) | Stmt::SetLocal(_, e) | Stmt::Check(e, _) => expr_mentions(e, index),
         Stmt::Reset(..) | Stmt::Freeze(_) => false,
     }
 }
