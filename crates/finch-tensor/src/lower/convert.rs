@@ -423,7 +423,7 @@ impl TensorInfo {
     }
 }
 
-/// Reads of `e` that [`common_reads`] and [`common_scope_reads`] may bind to a `let`: of a
+/// Reads of `e` that [`common_scope_reads`] may bind to a `let`: of a
 /// tensor not in `written`, at plain loop indices (not at computed, shifted or permissive
 /// ones, which may be out of range where a branch would not evaluate them), keyed by their
 /// text.
@@ -570,35 +570,17 @@ fn replace_in_stmt(s: Stmt, key: &str, var: &str) -> Stmt {
     }
 }
 
-/// Repeated identical reads (Finch's common subexpressions): a read that occurs more than
-/// once in a statement's value, at plain loop indices, is read once into a `let` around
-/// the statement (`y[i] = A[i] * A[i]` walks `A` once, not twice in lockstep). Reads of the
-/// written tensor, and reads at computed, shifted or permissive indices (which may be out
-/// of range where a branch would not evaluate them), are left alone.
-fn common_reads(s: Stmt, written: Option<usize>, count: &mut usize) -> Stmt {
-    let Stmt::Assign { lhs, op, rhs } = s else {
-        return s;
-    };
-    let mut found = Vec::new();
-    plain_reads(&rhs, &written.into_iter().collect(), &[], &mut found);
-    let mut repeated: Vec<(String, Expr)> = Vec::new();
-    for (k, (key, e)) in found.iter().enumerate() {
-        let again = found[k + 1..].iter().any(|(other, _)| other == key);
-        if again && !repeated.iter().any(|(r, _)| r == key) {
-            repeated.push((key.clone(), e.clone()));
-        }
-    }
-    bind_reads(Stmt::Assign { lhs, op, rhs }, repeated, count)
-}
-
-/// The same across a block's statements, and a branch's or a `let`'s parts, inside a
-/// loop: a read made twice or more there (in different statements, or in a condition and
-/// its branch), of a tensor the scope does not write, is read once into a `let` around
-/// it. `s[] += x[i] * z[i]; w[i] = x[i] - z[i] + s[]` then walks `x` and `z` once, as two
-/// operands rather than four (whose combinations multiply the code: a tenth of the size
-/// with two galloped operands), `if x[i] > 0.5; w[i] = x[i]; end` walks `x` once, and so
-/// does `if x[j] != 0; for i = _; y[i] += A[i, j] * x[j]; end; end` (a loop under the scope
-/// counts where the read does not use its index).
+/// Repeated identical reads (Finch's common subexpressions): a read made twice or more in
+/// a statement's value, or across a block's statements or a branch's or `let`'s parts
+/// inside a loop, at plain loop indices, of a tensor that scope does not write, is read
+/// once into a `let` around it (`y[i] = A[i] * A[i]` walks `A` once, not twice in
+/// lockstep). Reads at computed, shifted or permissive indices (which may be out of range
+/// where a branch would not evaluate them) are left alone. `s[] += x[i] * z[i]; w[i] =
+/// x[i] - z[i] + s[]` then walks `x` and `z` once, as two operands rather than four (whose
+/// combinations multiply the code: a tenth of the size with two galloped operands), `if
+/// x[i] > 0.5; w[i] = x[i]; end` walks `x` once, and so does `if x[j] != 0; for i = _;
+/// y[i] += A[i, j] * x[j]; end; end` (a loop under the scope counts where the read does
+/// not use its index).
 fn common_scope_reads(s: Stmt, count: &mut usize) -> Stmt {
     let mut written = HashSet::new();
     written_tensors(&s, &mut written);
@@ -1237,7 +1219,7 @@ struct Converter<'a> {
     loop_offsets: Vec<i64>,
     /// `let` variables in scope.
     lets: Vec<String>,
-    /// Reads bound to a `let` by [`common_reads`] so far (names `let:read#{n}`).
+    /// Reads bound to a `let` by [`common_scope_reads`] so far (names `let:read#{n}`).
     cse_count: usize,
     constraints: Vec<(Size, Size, String)>,
     output_shapes: HashMap<usize, Vec<Option<Size>>>,
@@ -1739,17 +1721,12 @@ impl Converter<'_> {
                     AssignOp::Reduce(op) => Some(*op),
                 };
                 let rhs = self.expr(rhs)?;
-                let written = match &tensor {
-                    Tensor::Fiber(f) => Some(f.tensor),
-                    _ => None,
-                };
-                common_reads(
+                common_scope_reads(
                     Stmt::Assign {
                         lhs: (tensor, idx),
                         op,
                         rhs,
                     },
-                    written,
                     &mut self.cse_count,
                 )
             }
