@@ -407,7 +407,7 @@ fn build_level(
                                     "SparsePoint stores at most one index per fiber, but fiber {p} \
                                      has {} (indices {})",
                                     more.len(),
-                                    list_indices(more)
+                                    first_few(more.iter().map(|(i, _)| (i + 1).to_string()))
                                 )))
                             }
                         }
@@ -626,10 +626,6 @@ fn index_groups(e: &Entries, m: usize, lo: usize, hi: usize) -> Vec<(usize, (usi
         out.push((i, (start, k)));
     }
     out
-}
-
-fn list_indices(found: &[(usize, (usize, usize))]) -> String {
-    first_few(found.iter().map(|(i, _)| (i + 1).to_string()))
 }
 
 /// The first few items, comma-separated, then how many more: an error about one fiber of
