@@ -907,23 +907,13 @@ fn reads_shared_by_statements_of_a_loop_are_walked_once() {
 /// (89 and 95 lines of kernel IR before, 37 and 77 now).
 #[test]
 fn a_read_in_a_condition_and_under_it_is_walked_once() {
-    let lines = |text: &str| {
-        Program::parse(text)
-            .unwrap()
-            .compile(Engine::Interp)
-            .unwrap()
-            .kernel()
-            .to_string()
-            .lines()
-            .count()
-    };
     let x = DenseArray::from_f64(&[6], &[0.0, 3.0, 0.25, 0.0, 1.0, -2.0]).unwrap();
     let head =
         "input x :: SparseList(Element(0.0))\noutput w :: Dense(Element(0.0))\nw .= 0\nfor i = _\n";
     let implicit = format!("{head}  if x[i] > 0.5\n    w[i] = x[i]\n  end\nend\n");
     let explicit =
         format!("{head}  let a = x[i]\n    if a > 0.5\n      w[i] = a\n    end\n  end\nend\n");
-    assert_eq!(lines(&implicit), lines(&explicit));
+    assert_eq!(kernel_lines(&implicit), kernel_lines(&explicit));
     engines_match_reference(
         &Program::parse(&implicit).unwrap(),
         &[("x", &x)],
@@ -937,7 +927,7 @@ fn a_read_in_a_condition_and_under_it_is_walked_once() {
     let explicit = format!(
         "{head}  let a = x[j]\n    if a != 0.0\n      for i = _\n        y[i] += A[i, j] * a\n      end\n    end\n  end\nend\n"
     );
-    assert_eq!(lines(&implicit), lines(&explicit));
+    assert_eq!(kernel_lines(&implicit), kernel_lines(&explicit));
     let a = DenseArray::from_f64(
         &[4, 6],
         &(0..24)
@@ -959,21 +949,24 @@ fn a_read_in_a_condition_and_under_it_is_walked_once() {
     );
 }
 
+/// Lines of the kernel IR of a program.
+fn kernel_lines(text: &str) -> usize {
+    Program::parse(text)
+        .unwrap()
+        .compile(Engine::Interp)
+        .unwrap()
+        .kernel()
+        .to_string()
+        .lines()
+        .count()
+}
+
 /// The kernel of `k` is under `lines` lines of kernel IR, and (in the interpreter and in
 /// C, strict and reassociated, C running it) matches the reference on sizes 0, 1, 2, 9 and
 /// 40 and two kinds of data.
 fn small_kernel_matches_reference(k: &Kernel, lines: usize) {
-    let program = Program::parse(k.text).unwrap();
-    let kernel = program
-        .compile(Engine::Interp)
-        .unwrap()
-        .kernel()
-        .to_string();
-    assert!(
-        kernel.lines().count() < lines,
-        "{} lines",
-        kernel.lines().count()
-    );
+    let n = kernel_lines(k.text);
+    assert!(n < lines, "{n} lines");
     for (seed, n) in [0, 1, 2, 9, 40].into_iter().enumerate() {
         for structure in [0, 2] {
             check_program(
