@@ -127,6 +127,9 @@ pub enum ScalarKind {
     SparseScalar,
     /// `ShortCircuitScalar(fill)`: a reduction into it stops once it reaches an annihilator.
     ShortCircuitScalar,
+    /// `SparseShortCircuitScalar(fill)`: both: remembers whether it was written, and a
+    /// reduction into it stops once it reaches an annihilator.
+    SparseShortCircuitScalar,
 }
 
 impl ScalarKind {
@@ -136,7 +139,24 @@ impl ScalarKind {
             ScalarKind::Scalar => "Scalar",
             ScalarKind::SparseScalar => "SparseScalar",
             ScalarKind::ShortCircuitScalar => "ShortCircuitScalar",
+            ScalarKind::SparseShortCircuitScalar => "SparseShortCircuitScalar",
         }
+    }
+
+    /// Whether it remembers being written since declared (and reads as its fill until then).
+    pub fn tracks_writes(self) -> bool {
+        matches!(
+            self,
+            ScalarKind::SparseScalar | ScalarKind::SparseShortCircuitScalar
+        )
+    }
+
+    /// Whether a reduction into it stops once it holds an annihilator of the reduction.
+    pub fn short_circuits(self) -> bool {
+        matches!(
+            self,
+            ScalarKind::ShortCircuitScalar | ScalarKind::SparseShortCircuitScalar
+        )
     }
 }
 

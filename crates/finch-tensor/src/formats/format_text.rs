@@ -1,7 +1,8 @@
 //! Format strings: `Format::parse` and `Display` (canonical: no spaces, so
 //! `Format::parse(&f.to_string()) == f`).
 //!
-//! Grammar: `Scalar(v)`, `SparseScalar(v)`, `ShortCircuitScalar(v)`, or a level tree
+//! Grammar: `Scalar(v)`, `SparseScalar(v)`, `ShortCircuitScalar(v)`,
+//! `SparseShortCircuitScalar(v)`, or a level tree
 //! `Name(child)` with `Name` one of the level kinds (`SparseCOO{N}(child)` for COO), down
 //! to `Element(v)` or `Pattern()`. `v` is a literal in `Value` text form (`0.0`, `0`,
 //! `false`, `0u8`, `0.0f32`, `NaN`).
@@ -12,10 +13,11 @@ use super::format::{Format, IndexWidth, LevelFormat, LevelKind, ScalarKind};
 use crate::algebra::Value;
 use crate::error::{Error, Result};
 
-const SCALARS: [ScalarKind; 3] = [
+const SCALARS: [ScalarKind; 4] = [
     ScalarKind::Scalar,
     ScalarKind::SparseScalar,
     ScalarKind::ShortCircuitScalar,
+    ScalarKind::SparseShortCircuitScalar,
 ];
 
 impl Format {
@@ -296,6 +298,7 @@ mod tests {
             "Scalar(0.0)",
             "ShortCircuitScalar(0)",
             "SparseScalar(0.0f32)",
+            "SparseShortCircuitScalar(false)",
             "SparseByteMap(Element(false))",
             "Dense(Dense(Dense(Element(0u8))))",
             "Dense(SparseList{UInt32}(Element(0.0)))",

@@ -35,7 +35,7 @@ impl ScalarStorage {
                 detail: format!("fill {} but val {}", self.fill, self.val),
             });
         }
-        if self.kind == ScalarKind::SparseScalar && !self.dirty && !self.val.same(&self.fill) {
+        if self.kind.tracks_writes() && !self.dirty && !self.val.same(&self.fill) {
             return Err(Error::Invalid {
                 depth: 1,
                 level: self.kind.name(),

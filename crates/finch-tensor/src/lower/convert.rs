@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::algebra::{Op, ScalarType, Value};
 use crate::error::{Error, Result};
-use crate::formats::{Format, LevelFormat, LevelKind, ScalarKind};
+use crate::formats::{Format, LevelFormat, LevelKind};
 use crate::kernel::{BufId, KExpr, Kernel, LocalId};
 use crate::looplets::{Expr, Fiber, Stmt, Tensor};
 use crate::notation::ast::{collect_uses, each_scoped_statement};
@@ -729,7 +729,7 @@ fn tensor_table(
                 kernel.inputs.push(l);
                 kernel.outputs.push(l);
                 info.scalar = Some(l);
-                if *kind == ScalarKind::SparseScalar {
+                if kind.tracks_writes() {
                     let dirty = kernel.local(format!("{}_dirty", d.name), ScalarType::Bool);
                     kernel.inputs.push(dirty);
                     kernel.outputs.push(dirty);
@@ -1624,10 +1624,15 @@ impl Converter<'_> {
                         .scalar_type()
                         .and_then(|ty| init.convert_exact(ty))
                         .is_some_and(|v| v.same(&fill));
-                    if self.tensors[t].dirty.is_some() && !is_fill {
-                        return Err(Error::Program(format!(
-                            "`{tensor} .= {init}`: a SparseScalar is declared with its fill value ({fill}); until it is written it reads as the fill"
-                        )));
+                    if let (Some(_), Format::Scalar(kind, _)) =
+                        (self.tensors[t].dirty, &self.tensors[t].format)
+                    {
+                        if !is_fill {
+                            return Err(Error::Program(format!(
+                                "`{tensor} .= {init}`: a {} is declared with its fill value ({fill}); until it is written it reads as the fill",
+                                kind.name()
+                            )));
+                        }
                     }
                     return Ok(Stmt::SetScalar(t, Expr::Lit(init)));
                 }

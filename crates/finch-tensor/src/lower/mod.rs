@@ -2878,10 +2878,7 @@ impl Lowerer {
         let mut conds = Vec::new();
         for (t, op) in found {
             let info = &self.tensors[t];
-            if !matches!(
-                info.format,
-                crate::formats::Format::Scalar(crate::formats::ScalarKind::ShortCircuitScalar, _)
-            ) {
+            if !matches!(info.format, crate::formats::Format::Scalar(k, _) if k.short_circuits()) {
                 return None;
             }
             let local = KExpr::Local(info.scalar?);

@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::algebra::{Op, ScalarType, Side, Value};
 use crate::error::{Error, Result};
-use crate::formats::{Format, ScalarKind};
+use crate::formats::Format;
 use crate::notation::{Access, AssignOp, DeclKind, Expr, Extent, Program, Stmt};
 use crate::tensor::{fmt_shape, DenseArray};
 
@@ -205,9 +205,9 @@ fn short_circuit_targets(
             op: AssignOp::Reduce(op),
             ..
         } => {
-            let is_sc = tensors.get(&lhs.tensor).is_some_and(|t| {
-                matches!(t.format, Format::Scalar(ScalarKind::ShortCircuitScalar, _))
-            });
+            let is_sc = tensors
+                .get(&lhs.tensor)
+                .is_some_and(|t| matches!(t.format, Format::Scalar(k, _) if k.short_circuits()));
             if is_sc {
                 out.push((lhs.tensor.clone(), *op));
             }
@@ -343,10 +343,11 @@ impl Interp<'_> {
             .ok_or_else(|| Error::Eval(format!("cannot initialize `{tensor}` ({ty}) with {v}")))?;
         // A SparseScalar not yet written reads as its fill, so it can only be declared
         // with it (the compiler refuses the program with the same words).
-        if let Format::Scalar(ScalarKind::SparseScalar, fill) = &slot.format {
-            if !init.same(fill) {
+        if let Format::Scalar(kind, fill) = &slot.format {
+            if kind.tracks_writes() && !init.same(fill) {
                 return Err(Error::Program(format!(
-                    "`{tensor} .= {v}`: a SparseScalar is declared with its fill value ({fill}); until it is written it reads as the fill"
+                    "`{tensor} .= {v}`: a {} is declared with its fill value ({fill}); until it is written it reads as the fill",
+                    kind.name()
                 )));
             }
         }

@@ -280,7 +280,7 @@ fn build(format: &Format, shape: &[usize], e: Entries) -> Result<Tensor> {
                 fill: *fill,
                 val,
                 // A SparseScalar holding a value other than its fill was written.
-                dirty: *kind == crate::formats::ScalarKind::SparseScalar && !val.same(fill),
+                dirty: kind.tracks_writes() && !val.same(fill),
             })
         }
         Format::Levels(lf) => {

@@ -27,7 +27,7 @@ impl fmt::Display for Tensor {
         writeln!(f, "{} Tensor {}", fmt_shape(&self.shape), self.format)?;
         match &self.storage {
             TensorStorage::Scalar(s) => {
-                if s.kind == crate::formats::ScalarKind::SparseScalar {
+                if s.kind.tracks_writes() {
                     writeln!(f, "└─ {} (dirty: {})", s.val, s.dirty)
                 } else {
                     writeln!(f, "└─ {}", s.val)
