@@ -828,11 +828,16 @@ impl CompiledProgram {
                         // Drop the scratch value slot.
                         let n = bufs.idx.len();
                         bufs.val.truncate(n);
-                    } else if let Some(dense) = info.levels.iter().find_map(|l| match l {
-                        LevelParams::RunsOut { dense, .. } => Some(*dense),
-                        _ => None,
-                    }) {
-                        freeze_runs(&mut bufs, dense, &info.format.fill_value())?;
+                    } else if let Some((dense, size)) = info
+                        .levels
+                        .iter()
+                        .zip(shape_of[&k].iter().rev())
+                        .find_map(|(l, &size)| match l {
+                            LevelParams::RunsOut { dense, .. } => Some((*dense, size)),
+                            _ => None,
+                        })
+                    {
+                        freeze_runs(&mut bufs, dense, size, &info.format.fill_value())?;
                     } else if info
                         .levels
                         .iter()
@@ -1061,7 +1066,7 @@ fn prefix_sum(counts: &mut [usize]) {
 /// Freezes a written RunList (`dense`) or SparseRunList: run counts become offsets, the
 /// arrays are trimmed, touching runs of equal values are merged (Finch's `merge`), and a
 /// SparseRunList drops runs that hold the fill, so the result is canonical.
-fn freeze_runs(bufs: &mut OutBufs, dense: bool, fill: &Value) -> Result<()> {
+fn freeze_runs(bufs: &mut OutBufs, dense: bool, size: usize, fill: &Value) -> Result<()> {
     let parents = bufs.ptr.len().saturating_sub(1);
     let mut q = 0;
     let (mut ptr, mut left, mut right) = (vec![0], Vec::new(), Vec::new());
@@ -1092,6 +1097,13 @@ fn freeze_runs(bufs: &mut OutBufs, dense: bool, fill: &Value) -> Result<()> {
                 vals.push(v)?;
             }
             q += 1;
+        }
+        // A RunList fiber the kernel never reached (its output declared but not written
+        // there) is one run of fill.
+        if dense && right.len() == first && size > 0 {
+            left.push(0);
+            right.push(size - 1);
+            vals.push(*fill)?;
         }
         ptr.push(right.len());
     }

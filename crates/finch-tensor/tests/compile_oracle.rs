@@ -1561,7 +1561,8 @@ fn compiled_paper_examples() {
 }
 
 /// Fig. 7: a product into a ShortCircuitScalar stops once it is 0: with a zero at
-/// position k, at most k + 1 steps run however long the vector is.
+/// position k, at most k + 1 steps run however long the vector is. So does one into a
+/// SparseShortCircuitScalar (declared with its fill, 1).
 #[test]
 fn short_circuit_product_stops_early() {
     let text = std::fs::read_to_string(concat!(
@@ -1569,17 +1570,94 @@ fn short_circuit_product_stops_early() {
         "/../../examples/fig07_product_early_exit.fin"
     ))
     .unwrap();
-    for format in [
-        "SparseList(Element(0))",
-        "Dense(Element(0))",
-        "RunList(Element(0))",
-        "SparseRunList(Element(0))",
-        "SparseBand(Element(0))",
-        "SparseBlockList(Element(0))",
-        "SparseByteMap(Element(0))",
-        "SparseHash(Element(0))",
-    ] {
-        short_circuit_in(&text.replace("SparseList(Element(0))", format), format);
+    for scalar in ["ShortCircuitScalar(0)", "SparseShortCircuitScalar(1)"] {
+        for format in [
+            "SparseList(Element(0))",
+            "Dense(Element(0))",
+            "RunList(Element(0))",
+            "SparseRunList(Element(0))",
+            "SparseBand(Element(0))",
+            "SparseBlockList(Element(0))",
+            "SparseByteMap(Element(0))",
+            "SparseHash(Element(0))",
+        ] {
+            let text = text
+                .replace("SparseList(Element(0))", format)
+                .replace("ShortCircuitScalar(0)", scalar);
+            short_circuit_in(&text, format);
+        }
+    }
+}
+
+/// A SparseShortCircuitScalar both stops a reduction at an annihilator and remembers
+/// whether it was written: Finch.jl's BFS step (a column's search stops at its first
+/// frontier parent) against the reference, and its written flag after an empty loop and
+/// a loop that writes it.
+#[test]
+fn sparse_short_circuit_scalar_stops_and_tracks_writes() {
+    let bfs = "input A :: Dense(SparseList(Pattern()))\ninput y :: Dense(Element(false))\noutput x :: Dense(Element(false))\ntemp t :: SparseShortCircuitScalar(false)\nx .= false\nfor j = _\n  t .= false\n  for i = _\n    t[] |= A[i, j] && y[i]\n  end\n  x[j] = t[]\nend\n";
+    let program = Program::parse(bfs).unwrap();
+    let n = 300;
+    // Column j holds rows j..j + 40 (mod n); the frontier y is every third vertex, so
+    // every column's search stops within three entries.
+    let mut a = vec![false; n * n];
+    for j in 0..n {
+        for k in 0..40 {
+            a[j * n + (j + k) % n] = true;
+        }
+    }
+    let y: Vec<bool> = (0..n).map(|i| i % 3 == 0).collect();
+    let bools = |shape: &[usize], v: &[bool]| {
+        let data = v.iter().map(|&b| Value::Bool(b)).collect();
+        DenseArray::from_data(ScalarType::Bool, shape, data, Value::Bool(false)).unwrap()
+    };
+    let (a, y) = (bools(&[n, n], &a), bools(&[n], &y));
+    let mut reference = Bindings::new();
+    reference.insert("A", a.clone());
+    reference.insert("y", y.clone());
+    program
+        .run_reference(&mut reference, &RunOptions::default())
+        .unwrap();
+    let want = reference.get("x").unwrap().clone();
+    for engine in [Engine::Interp, Engine::C] {
+        let mut t = HashMap::from([
+            (
+                "A".to_string(),
+                Tensor::from_dense(&program.decl("A").unwrap().format, &a).unwrap(),
+            ),
+            (
+                "y".to_string(),
+                Tensor::from_dense(&program.decl("y").unwrap().format, &y).unwrap(),
+            ),
+        ]);
+        let r = program
+            .compile(engine)
+            .unwrap()
+            .run(&mut t, &HashMap::new())
+            .unwrap();
+        assert_eq!(t["x"].to_dense().unwrap(), want, "{engine:?}");
+        if let Some(stats) = r.stats {
+            // Without the early exit the columns take 40 steps each.
+            assert!(stats.iterations <= 5 * n as u64, "{stats:?}");
+        }
+    }
+    let product = "input A :: SparseList(Element(0))\noutput p :: SparseShortCircuitScalar(1)\np .= 1\nfor j = _\n  p[] *= A[j]\nend\n";
+    let program = Program::parse(product).unwrap();
+    let f = program.decl("A").unwrap().format.clone();
+    for engine in [Engine::Interp, Engine::C] {
+        let k = program.compile(engine).unwrap();
+        for (a, want, written) in [(vec![], 1, false), (vec![2, 3], 6, true)] {
+            let mut t = HashMap::from([(
+                "A".to_string(),
+                Tensor::from_dense(&f, &ints(&a, 0)).unwrap(),
+            )]);
+            k.run(&mut t, &HashMap::new()).unwrap();
+            assert_eq!(t["p"].get(&[]).unwrap(), finch::Value::I64(want));
+            let finch::tensor::TensorStorage::Scalar(s) = t["p"].storage() else {
+                panic!("p is a scalar")
+            };
+            assert_eq!(s.dirty, written, "{engine:?} on {a:?}");
+        }
     }
 }
 
@@ -1971,6 +2049,19 @@ fn engines_match_reference(
                 "{engine:?}: {what}"
             );
         }
+    }
+}
+
+/// A RunList output's runs tile every fiber, also a fiber the kernel never reaches (its
+/// loop under a condition that does not hold there): such a fiber is one run of fill.
+#[test]
+fn run_list_fibers_the_kernel_never_reaches_are_one_fill_run() {
+    let text = "input x :: Dense(Element(0.0))\ninput y :: Dense(Element(0.0))\noutput w :: Dense(RunList(Element(0.0)))\nw .= 0\nfor j = _\n  if y[j] > 0.0\n    for i = _\n      w[i, j] = x[i]\n    end\n  end\nend\n";
+    let p = Program::parse(text).unwrap();
+    let x = DenseArray::from_f64(&[3], &[1.0, 1.0, 2.0]).unwrap();
+    for y in [[0.0, 1.0, 1.0, 0.0], [0.0; 4]] {
+        let y = DenseArray::from_f64(&[4], &y).unwrap();
+        engines_match_reference(&p, &[("x", &x), ("y", &y)], &[], "RunList fibers");
     }
 }
 
