@@ -810,6 +810,23 @@ impl CompiledProgram {
                         );
                         let n = n.unwrap_or(1).max(1);
                         bufs.idx.truncate(count);
+                        // A set position whose value ended up the fill is not kept (as
+                        // the reference stores its result).
+                        let fill = info.format.fill_value();
+                        let OutBufs {
+                            idx, val, flags, ..
+                        } = &mut bufs;
+                        let mut cleared = Vec::new();
+                        idx.retain(|&q| {
+                            let kept = !val.get(q).is_some_and(|v| v.same(&fill));
+                            if !kept {
+                                cleared.push(q);
+                            }
+                            kept
+                        });
+                        for q in cleared {
+                            flags.set(q, Value::Bool(false))?;
+                        }
                         bufs.idx.sort_unstable();
                         bufs.ptr.iter_mut().for_each(|c| *c = 0);
                         for q in bufs.idx.iter_mut() {
@@ -851,6 +868,7 @@ impl CompiledProgram {
                         bufs.aux.truncate(blocks + 1);
                         let n = bufs.aux.get(blocks).copied().unwrap_or(0);
                         bufs.val.truncate(n);
+                        drop_block_fills(&mut bufs, &info.format.fill_value())?;
                     } else if info
                         .levels
                         .iter()
@@ -860,6 +878,7 @@ impl CompiledProgram {
                         prefix_sum(&mut bufs.ptr);
                         let n = bufs.ptr.last().copied().unwrap_or(0);
                         bufs.val.truncate(n);
+                        drop_band_fills(&mut bufs, &info.format.fill_value())?;
                     } else if !bufs.ptr.is_empty() {
                         // Freeze a SparseList output: counts become offsets, buffers are
                         // trimmed.
@@ -1056,6 +1075,77 @@ fn store_result(info: &TensorInfo, coo: &crate::tensor::Coo) -> Result<Tensor> {
     })
 }
 
+/// Drops the fill values at the ends of each band of a frozen SparseBand output (`ptr`
+/// the value offsets, `idx` each band's last index), so that, as the reference stores its
+/// result, each band runs from its first value other than the fill to its last.
+fn drop_band_fills(bufs: &mut OutBufs, fill: &Value) -> Result<()> {
+    let is_fill = |q: usize| bufs.val.get(q).is_some_and(|v| v.same(fill));
+    let mut ptr = vec![0];
+    let mut idx = Vec::with_capacity(bufs.idx.len());
+    let mut val = Buffer::new(bufs.val.scalar_type());
+    for (p, &last) in bufs.idx.iter().enumerate() {
+        let (lo, hi) = (bufs.ptr[p], bufs.ptr[p + 1]);
+        let first = (lo..hi).find(|&q| !is_fill(q));
+        let end = (lo..hi).rev().find(|&q| !is_fill(q));
+        match (first, end) {
+            (Some(a), Some(b)) => {
+                for q in a..=b {
+                    let v = bufs
+                        .val
+                        .get(q)
+                        .ok_or_else(|| Error::Program("internal: band values".into()))?;
+                    // Inside the band, a value the same as the fill is the fill itself.
+                    val.push(if v.same(fill) { *fill } else { v })?;
+                }
+                // Position `hi - 1` holds index `last`.
+                idx.push(last - (hi - 1 - b));
+            }
+            _ => idx.push(0),
+        }
+        ptr.push(val.len());
+    }
+    (bufs.ptr, bufs.idx, bufs.val) = (ptr, idx, val);
+    Ok(())
+}
+
+/// Rebuilds the blocks of a frozen SparseBlockList output (`ptr` block offsets, `idx`
+/// block ends, `aux` value offsets) from its values other than the fill, in maximal runs
+/// of consecutive indices, as the reference stores its result.
+fn drop_block_fills(bufs: &mut OutBufs, fill: &Value) -> Result<()> {
+    let mut ptr = vec![0];
+    let (mut ends, mut ofs) = (Vec::new(), vec![0]);
+    let mut val = Buffer::new(bufs.val.scalar_type());
+    for p in 0..bufs.ptr.len().saturating_sub(1) {
+        let mut prev: Option<usize> = None;
+        for b in bufs.ptr[p]..bufs.ptr[p + 1] {
+            let (lo, hi, last) = (bufs.aux[b], bufs.aux[b + 1], bufs.idx[b]);
+            for q in lo..hi {
+                let v = bufs
+                    .val
+                    .get(q)
+                    .ok_or_else(|| Error::Program("internal: block values".into()))?;
+                if v.same(fill) {
+                    continue;
+                }
+                let i = last - (hi - 1 - q);
+                val.push(v)?;
+                match (prev, ends.last_mut(), ofs.last_mut()) {
+                    // The value extends the current block.
+                    (Some(j), Some(end), Some(o)) if j + 1 == i => (*end, *o) = (i, val.len()),
+                    _ => {
+                        ends.push(i);
+                        ofs.push(val.len());
+                    }
+                }
+                prev = Some(i);
+            }
+        }
+        ptr.push(ends.len());
+    }
+    (bufs.ptr, bufs.idx, bufs.aux, bufs.val) = (ptr, ends, ofs, val);
+    Ok(())
+}
+
 /// Per-fiber counts to offsets, in place.
 fn prefix_sum(counts: &mut [usize]) {
     for p in 1..counts.len() {
@@ -1084,6 +1174,9 @@ fn freeze_runs(bufs: &mut OutBufs, dense: bool, size: usize, fill: &Value) -> Re
                 q += 1;
                 continue;
             }
+            // A run of values the same as the fill holds the fill itself (`0.0`, not
+            // `-0.0`), as the reference's does.
+            let v = if v.same(fill) { *fill } else { v };
             let touches = right.len() > first
                 && (dense || right.last().is_some_and(|&prev: &usize| prev + 1 == l))
                 && vals.get(vals.len() - 1).is_some_and(|u| u.same(&v));

@@ -2052,6 +2052,73 @@ fn engines_match_reference(
     }
 }
 
+/// A value a kernel writes that ends up the fill (here `0.0` and `-0.0` copied from a
+/// dense input) is not stored, in every output level, as the reference stores its
+/// result: the stored entries equal the reference's, bit for bit. Copying a RunList
+/// vector of one entry into a SparseList stores one entry, not one per position.
+#[test]
+fn computed_fills_are_not_stored() {
+    let x = [0.0, 1.5, 2.0, 0.0, -1.0, -0.0, 0.0, 4.0, 0.0];
+    let x = DenseArray::from_f64(&[x.len()], &x).unwrap();
+    let stored = |t: &Tensor| {
+        let coo = t.to_coo();
+        let bits: Vec<_> = coo
+            .vals
+            .iter()
+            .map(|v| v.as_f64().map(f64::to_bits))
+            .collect();
+        (coo.coords, bits)
+    };
+    for out in [
+        "SparseList",
+        "SparseCOO{1}",
+        "SparseBand",
+        "SparseBlockList",
+        "SparseByteMap",
+        "SparseHash",
+        "RunList",
+        "SparseRunList",
+    ] {
+        let text = format!("input x :: Dense(Element(0.0))\noutput w :: {out}(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i]\nend\n");
+        let p = Program::parse(&text).unwrap();
+        let mut reference = Bindings::new();
+        reference.insert("x", x.clone());
+        p.run_reference(&mut reference, &RunOptions::default())
+            .unwrap();
+        let format = p.decl("w").unwrap().format.clone();
+        let want = Tensor::from_dense(&format, reference.get("w").unwrap()).unwrap();
+        for engine in [Engine::Interp, Engine::C] {
+            // (From coordinates, so that the dense input keeps its `-0.0`.)
+            let mut coo = finch::tensor::Coo::new(ScalarType::F64, &[x.data.len()]);
+            for (i, v) in x.data.iter().enumerate() {
+                coo.push(&[i], *v).unwrap();
+            }
+            let f = p.decl("x").unwrap().format.clone();
+            let mut t = HashMap::from([("x".to_string(), Tensor::from_coo(&f, &coo).unwrap())]);
+            p.compile(engine)
+                .unwrap()
+                .run(&mut t, &HashMap::new())
+                .unwrap();
+            assert_eq!(stored(&t["w"]), stored(&want), "{out} {engine:?}");
+        }
+    }
+    let n = 100_000;
+    let mut one = vec![0.0; n];
+    one[1] = 1.0;
+    let one = DenseArray::from_f64(&[n], &one).unwrap();
+    let text = "input x :: RunList(Element(0.0))\noutput w :: SparseList(Element(0.0))\nw .= 0\nfor i = _\n  w[i] = x[i]\nend\n";
+    let p = Program::parse(text).unwrap();
+    let f = p.decl("x").unwrap().format.clone();
+    for engine in [Engine::Interp, Engine::C] {
+        let mut t = HashMap::from([("x".to_string(), Tensor::from_dense(&f, &one).unwrap())]);
+        p.compile(engine)
+            .unwrap()
+            .run(&mut t, &HashMap::new())
+            .unwrap();
+        assert_eq!(t["w"].countstored(), 1, "{engine:?}");
+    }
+}
+
 /// A RunList output's runs tile every fiber, also a fiber the kernel never reaches (its
 /// loop under a condition that does not hold there): such a fiber is one run of fill.
 #[test]

@@ -384,6 +384,7 @@ impl Lowerer {
         let l = KExpr::Local;
         let (mode, modes) = coo.unwrap_or((0, 1));
         let linear = linear_position(pos.clone(), shape);
+        let fill = self.fill_of(t);
         let inner = if mode + 1 < modes {
             dense_lookup(f, shape)
         } else {
@@ -427,23 +428,34 @@ impl Lowerer {
             claim.push(KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))));
             let hollow = crate::looplets::Hollow::claiming(dirty, claim);
             let is_coo = coo.is_some();
+            // A written value that ends up the fill is not kept (as the reference stores
+            // its result): its slot is claimed again by the next write.
+            let kept = leaf.map(|(val, _)| not_fill(KExpr::Load(val, Box::new(l(qos))), fill));
             let record = move |i: KExpr| {
                 let index = if is_coo {
                     linear(i)
                 } else {
                     KExpr::bin(Op::Sub, i, KExpr::int(1))
                 };
+                let mut keep = vec![
+                    KStmt::Store {
+                        buf: idx,
+                        index: l(qos),
+                        value: index,
+                    },
+                    KStmt::Assign(qos, KExpr::bin(Op::Add, l(qos), KExpr::int(1))),
+                ];
+                if let Some(kept) = &kept {
+                    keep = vec![KStmt::If {
+                        cond: kept.clone(),
+                        then: keep,
+                        otherwise: vec![],
+                    }];
+                }
+                keep.push(KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))));
                 vec![KStmt::If {
                     cond: l(dirty),
-                    then: vec![
-                        KStmt::Store {
-                            buf: idx,
-                            index: l(qos),
-                            value: index,
-                        },
-                        KStmt::Assign(qos, KExpr::bin(Op::Add, l(qos), KExpr::int(1))),
-                        KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
-                    ],
+                    then: keep,
                     otherwise: vec![],
                 }]
             };
@@ -2107,5 +2119,15 @@ pub(super) fn grow_to(buf: crate::kernel::BufId, need: KExpr, fill: Value) -> KS
             fill,
         }],
         otherwise: vec![],
+    }
+}
+
+/// Whether `value` is not the fill `fill`, as the reference decides what to store
+/// ([`Value::same`]: `-0.0` is the fill `0.0`, and `NaN` the fill `NaN`).
+fn not_fill(value: KExpr, fill: Value) -> KExpr {
+    if fill.as_f64().is_some_and(f64::is_nan) {
+        KExpr::bin(Op::Eq, value.clone(), value)
+    } else {
+        KExpr::bin(Op::Ne, value, KExpr::Lit(fill))
     }
 }
