@@ -2119,6 +2119,35 @@ fn computed_fills_are_not_stored() {
     }
 }
 
+/// A sum over every position beside a sparse output's write: where the operand holds its
+/// fill the write stores nothing, so the fill between entries is one addition of its
+/// length, not a loop (the interpreter counts iterations), and the results equal the
+/// reference's.
+#[test]
+fn a_write_of_the_fill_does_not_keep_a_loop_over_the_fill() {
+    let text = "input x :: SparseList(Element(0.0))\noutput s :: Scalar(0.0)\noutput w :: SparseList(Element(0.0))\ns .= 0\nw .= 0\nfor i = _\n  s[] += x[i] + 1.0\n  w[i] = x[i] * 3.0\nend\n";
+    let p = Program::parse(text).unwrap();
+    let n = 1_000_000;
+    let mut x = vec![0.0; n];
+    x[1] = 2.0;
+    x[n / 2] = -1.0;
+    let x = DenseArray::from_f64(&[n], &x).unwrap();
+    let f = p.decl("x").unwrap().format.clone();
+    let mut t = HashMap::from([("x".to_string(), Tensor::from_dense(&f, &x).unwrap())]);
+    let stats = p
+        .compile(Engine::Interp)
+        .unwrap()
+        .run(&mut t, &HashMap::new())
+        .unwrap()
+        .stats
+        .unwrap();
+    assert!(stats.iterations < 100, "{stats:?}");
+    assert_eq!(t["s"].get(&[]).unwrap(), Value::F64(n as f64 + 1.0));
+    assert_eq!(t["w"].countstored(), 2);
+    let small = DenseArray::from_f64(&[7], &[0.0, 2.0, 0.0, 0.0, -1.0, 0.0, 0.0]).unwrap();
+    engines_match_reference(&p, &[("x", &small)], &[], "sum beside a fill write");
+}
+
 /// A RunList output's runs tile every fiber, also a fiber the kernel never reaches (its
 /// loop under a condition that does not hold there): such a fiber is one run of fill.
 #[test]

@@ -911,6 +911,34 @@ fn mentions(s: &Stmt, index: &str) -> bool {
     }
 }
 
+/// Whether the writes an index's statements make lowered to nothing: the statements
+/// `inner` store into no buffer, and the index's epilogue `code` cannot fire after them
+/// (it is one `if flag` on a write's claimed flag, which every epilogue clears and
+/// `inner` never sets). A write of the fill over a Pattern leaf that may clear an entry
+/// stores, so it is not nothing.
+fn never_fires(code: &[KStmt], inner: &[KStmt]) -> bool {
+    /// Whether `stmts` store into a buffer or assign `flag`.
+    fn effects(stmts: &[KStmt], flag: crate::kernel::LocalId) -> bool {
+        stmts.iter().any(|s| match s {
+            KStmt::Assign(l, _) => *l == flag,
+            KStmt::Store { .. } | KStmt::Resize { .. } | KStmt::Sort { .. } => true,
+            KStmt::For { body, .. } | KStmt::While { body, .. } => effects(body, flag),
+            KStmt::If {
+                then, otherwise, ..
+            } => effects(then, flag) || effects(otherwise, flag),
+            KStmt::Break | KStmt::Fail(_) => false,
+        })
+    }
+    match code {
+        [KStmt::If {
+            cond: KExpr::Local(flag),
+            otherwise,
+            ..
+        }] => otherwise.is_empty() && !effects(inner, *flag),
+        _ => false,
+    }
+}
+
 /// Replaces the index (or `let` variable) `name` by a kernel value.
 fn bind(s: Stmt, name: &str, value: &KExpr) -> Stmt {
     crate::looplets::substitute(s, name, &Expr::Code(value.clone()))
@@ -3181,6 +3209,7 @@ impl Lowerer {
         // Short-circuit (Finch paper §3.3.3), as in steppers: leave once every target holds
         // an annihilator.
         let guard = self.short_circuit_guard(&body);
+        let original = body.clone();
         let body = self.rewrite(body, index, &mut |_, l| match l {
             Looplet::Lookup(f) => Repl::Consume(f(KExpr::Local(var))),
             Looplet::LookupWrite { body, epilogue } => {
@@ -3197,6 +3226,24 @@ impl Lowerer {
         let mut inner = self.lower(bind(body, index, &KExpr::Local(var)))?;
         if inner.is_empty() {
             return Ok(vec![]);
+        }
+        // Writes that lower to nothing at every index of the range (the fill written where
+        // nothing was claimed) leave epilogues that never fire; without those writes the
+        // body may not use the index at all and be integrated (a sum over a run of fill
+        // beside a sparse output's write of the fill: one addition of n terms, not a loop).
+        if !epilogues.is_empty()
+            && epilogues
+                .iter()
+                .all(|e| never_fires(&e(KExpr::Local(var)), &inner))
+        {
+            let quiet = self.rewrite(original, index, &mut |_, l| match l {
+                Looplet::LookupWrite { .. } | Looplet::AcceptRun { .. } => {
+                    Repl::Consume(Tensor::Null)
+                }
+                _ => Repl::Keep,
+            })?;
+            let quiet = simplify_stmt(quiet, self);
+            return self.rule_lookup(index, lo, hi, quiet);
         }
         for e in &epilogues {
             inner.extend(e(KExpr::Local(var)));
