@@ -7,7 +7,8 @@
 //!   error names both.
 //! * A declared tensor's shape: `RunOptions::shapes`, else the shape it already has, else
 //!   inferred from its writes anywhere in the program: mode `m` takes the extent of the
-//!   loop whose bare index writes that mode, which in turn may come from other tensors
+//!   loop whose index writes that mode (`y[i]`, or `y[i - 1]` over `i = 2:n+1`: the
+//!   extent shifted, which must start at 1), which in turn may come from other tensors
 //!   (transitively, e.g. a workspace sized by the matrix that fills it).
 
 use std::collections::HashSet;
@@ -316,11 +317,21 @@ impl Interp<'_> {
                 if shape[m].is_some() {
                     continue;
                 }
-                let Some(i) = bare_index(e) else { continue };
-                if let Some((_, lo, hi)) = self.loops.iter().rev().find(|(n, _, _)| n == i) {
-                    if *lo == 1 && *hi >= 0 {
-                        shape[m] = Some(*hi as usize);
+                // `y[i]` or `y[i + c]`: the mode runs over the loop's extent shifted by
+                // `c`, which must start at 1 (as the compiled engines size it).
+                let Some((i, c)) = offset_index(e) else {
+                    continue;
+                };
+                let size = |lo: i64, hi: i64| {
+                    let (lo, hi) = (lo.checked_add(c)?, hi.checked_add(c)?);
+                    if lo == 1 {
+                        usize::try_from(hi).ok()
+                    } else {
+                        None
                     }
+                };
+                if let Some((_, lo, hi)) = self.loops.iter().rev().find(|(n, _, _)| n == i) {
+                    shape[m] = size(*lo, *hi);
                     continue;
                 }
                 let Some(&(_, extent, body)) = loops.iter().rev().find(|(n, _, _)| *n == i) else {
@@ -330,20 +341,13 @@ impl Interp<'_> {
                     // Bounds known before the loop runs (literals, scalars, enclosing
                     // indices).
                     Extent::Range(lo, hi) => match (self.known_int(lo), self.known_int(hi)) {
-                        (Some(1), Some(h)) if h >= 0 => usize::try_from(h).ok(),
+                        (Some(lo), Some(hi)) => size(lo, hi),
                         _ => None,
                     },
-                    Extent::Auto => {
-                        self.index_sizes(i, body, visiting)?
-                            .first()
-                            .and_then(|&(lo, hi, _)| {
-                                if lo == 1 {
-                                    usize::try_from(hi).ok()
-                                } else {
-                                    None
-                                }
-                            })
-                    }
+                    Extent::Auto => self
+                        .index_sizes(i, body, visiting)?
+                        .first()
+                        .and_then(|&(lo, hi, _)| size(lo, hi)),
                 };
             }
         }
