@@ -118,7 +118,15 @@ impl Op {
     /// Evaluates the operator on argument values.
     pub fn eval(&self, args: &[Value]) -> Result<Value> {
         self.check_arity(args.len())?;
-        if *self != Op::Coalesce && args.iter().any(Value::is_missing) {
+        // `missing` propagates through every operator but `coalesce`, which skips it, and
+        // `ifelse`, whose value is the branch its condition chooses (as Julia's): a
+        // `missing` in the other branch does not count.
+        let propagates = match self {
+            Op::Coalesce => false,
+            Op::IfElse => args[0].is_missing(),
+            _ => args.iter().any(Value::is_missing),
+        };
+        if propagates {
             return Ok(Value::Missing);
         }
         match self {
@@ -536,10 +544,12 @@ mod tests {
     }
 
     #[test]
-    fn missing_propagates_except_coalesce() {
+    fn missing_propagates_except_coalesce_and_the_branch_not_taken() {
         assert_eq!(ev(Op::Add, &[Missing, I64(1)]), Missing);
         assert_eq!(ev(Op::Lt, &[Missing, I64(1)]), Missing);
         assert_eq!(ev(Op::IfElse, &[Missing, I64(1), I64(2)]), Missing);
+        assert_eq!(ev(Op::IfElse, &[Bool(true), I64(1), Missing]), I64(1));
+        assert_eq!(ev(Op::IfElse, &[Bool(true), Missing, I64(2)]), Missing);
         assert_eq!(ev(Op::Coalesce, &[Missing, I64(1)]), I64(1));
         assert_eq!(ev(Op::Coalesce, &[Missing, Missing]), Missing);
         assert_eq!(ev(Op::Coalesce, &[Bool(true), Missing]), Bool(true));

@@ -539,21 +539,15 @@ impl Interp<'_> {
                 op: Op::IfElse,
                 args,
             } if args.len() == 3 => {
-                // The branch not taken does not run: its errors (the division by zero an
-                // `ifelse(d != 0, div(n, d), 0)` guards against) do not count, as in the
-                // compiled engines. A `missing` in it still makes the result `missing`.
+                // Only the branch taken runs: the errors of the other (the division by zero
+                // an `ifelse(d != 0, div(n, d), 0)` guards against) and a `missing` it would
+                // read do not count, as in Finch.jl and the compiled engines.
                 let c = self.expr(&args[0])?;
                 let Some(cond) = c.as_bool() else {
-                    let a = self.expr(&args[1])?;
-                    let b = self.expr(&args[2])?;
-                    return Op::IfElse.eval(&[c, a, b]);
+                    // `missing`, or an error naming the condition's type.
+                    return Op::IfElse.eval(&[c, Value::Missing, Value::Missing]);
                 };
-                let (taken, other) = if cond { (1, 2) } else { (2, 1) };
-                let t = self.expr(&args[taken])?;
-                let o = self.expr(&args[other]).unwrap_or(t);
-                let mut vals = [c, t, t];
-                vals[other] = o;
-                Op::IfElse.eval(&vals)
+                self.expr(&args[if cond { 1 } else { 2 }])
             }
             Expr::Call { op, args } => {
                 let vals = args

@@ -6,7 +6,10 @@
 //! * `fold`: an operator on literals is evaluated (unless evaluation fails: the run-time
 //!   error is kept).
 //! * `missing`: any operator but `coalesce` with a `missing` argument is `missing`;
-//!   `coalesce` drops `missing` arguments and stops at the first that cannot be missing.
+//!   `coalesce` drops `missing` arguments and stops at the first that cannot be missing;
+//!   `ifelse` is `missing` by its condition or both branches, not by the branch not taken,
+//!   and `a && missing` is `ifelse(a, missing, false)` (`||` alike).
+//! * `annihilate` applies only where no other argument may be `missing`.
 //! * `annihilate`: an annihilator argument (`0` of `*`, `false` of `&&`/`&`, `true` of
 //!   `||`/`|`, `-Inf`/`+Inf` of `min`/`max`) is the result (converted to the result
 //!   type). As in Finch.jl, `0 * NaN` is taken to be `0`.
@@ -18,7 +21,9 @@
 //!   literal arguments folded, where that is exact (see `canonicalize`).
 //!
 //! Statement rules: `drop-identity-update` (`x op= e` where `e` is a right identity of
-//! `op`, e.g. `+= 0`, is removed), `drop-missing-update`, `drop-null-update` (a write to
+//! `op`, e.g. `+= 0`, is removed), `drop-missing-update`, `lift-missing` (a value that is
+//! `missing` under a condition makes its assignment or `let` a branch on the condition,
+//! whose `missing` side vanishes), `drop-null-update` (a write to
 //! `Null` is removed), `sieve-const`, `flatten-block`, `drop-empty-loop`.
 
 use crate::algebra::{promote, Op, ScalarType, Side, Value};
@@ -94,6 +99,71 @@ fn is_lit(e: &Expr, v: impl Fn(&Value) -> bool) -> bool {
     matches!(e, Expr::Lit(x) if v(x))
 }
 
+/// The rule `missing` for `op(args)` where an argument is the literal `missing`: the
+/// call is `missing`, but for the operators that do not evaluate every argument. An
+/// `ifelse` is `missing` only by its condition or where both branches are (a branch not
+/// taken does not count); `a && missing && b` is `missing` where `a` holds and `false`
+/// elsewhere (`||` likewise with `true`), an `ifelse` on the arguments before it, which
+/// the statement rule `lift-missing` makes a branch.
+fn missing_argument(op: Op, args: &[Expr]) -> Option<Expr> {
+    let missing = |a: &Expr| is_lit(a, Value::is_missing);
+    let k = args.iter().position(missing)?;
+    let gone = Some(Expr::Lit(Value::Missing));
+    match op {
+        Op::IfElse if k == 0 || args.iter().skip(1).all(missing) => gone,
+        Op::IfElse => None,
+        Op::And | Op::Or if k > 0 => {
+            let before = match &args[..k] {
+                [one] => one.clone(),
+                many => Expr::Call(op, many.to_vec()),
+            };
+            let decided = Expr::Lit(Value::Bool(op == Op::Or));
+            let (then, otherwise) = if op == Op::And {
+                (Expr::Lit(Value::Missing), decided)
+            } else {
+                (decided, Expr::Lit(Value::Missing))
+            };
+            Some(Expr::Call(Op::IfElse, vec![before, then, otherwise]))
+        }
+        _ => gone,
+    }
+}
+
+/// The rule `lift-missing`: a value that is `missing` under a condition, an `ifelse`
+/// with a `missing` branch where the value is always evaluated (not inside a branch of
+/// another `ifelse` or past the first argument of `&&`/`||`, whose conditions may guard
+/// it), is `(cond, value with the `then` branch, value with the other)`, so a statement
+/// reading it becomes a branch on `cond` and the side that reads `missing` does nothing,
+/// as assigning `missing` does. (Compiled code has no `missing` value.)
+fn split_on_missing_branch(e: &Expr) -> Option<(Expr, Expr, Expr)> {
+    let Expr::Call(op, args) = e else {
+        return None;
+    };
+    if *op == Op::IfElse && args.len() == 3 && !may_be_missing(&args[0]) {
+        let reads_missing =
+            |b: &Expr| is_lit(b, Value::is_missing) || split_on_missing_branch(b).is_some();
+        if reads_missing(&args[1]) || reads_missing(&args[2]) {
+            return Some((args[0].clone(), args[1].clone(), args[2].clone()));
+        }
+    }
+    let always_evaluated = match op {
+        Op::IfElse | Op::And | Op::Or => 1,
+        _ => args.len(),
+    };
+    args.iter()
+        .enumerate()
+        .take(always_evaluated)
+        .find_map(|(k, a)| {
+            let (cond, then, otherwise) = split_on_missing_branch(a)?;
+            let with = |x: Expr| {
+                let mut v = args.clone();
+                v[k] = x;
+                Expr::Call(*op, v)
+            };
+            Some((cond, with(then), with(otherwise)))
+        })
+}
+
 /// Can the expression evaluate to `missing`? Only `missing` literals and reads that are
 /// permissive (a wrapped index, or a looplet padded with `missing` runs) can.
 pub fn may_be_missing(e: &Expr) -> bool {
@@ -131,6 +201,8 @@ pub fn may_be_missing(e: &Expr) -> bool {
     match e {
         Expr::Lit(v) => v.is_missing(),
         Expr::Code(_) | Expr::Index(_) | Expr::Wrapped { .. } | Expr::Permissive(..) => false,
+        // `coalesce` is `missing` only where every argument is.
+        Expr::Call(Op::Coalesce, args) => args.iter().all(may_be_missing),
         Expr::Call(_, args) => args.iter().any(may_be_missing),
         Expr::Access(t, idx) => {
             idx.iter().any(|x| {
@@ -181,8 +253,8 @@ fn simplify_call(op: Op, mut args: Vec<Expr>, ty: &dyn Typer) -> Expr {
             _ => Expr::Call(Op::Coalesce, args),
         };
     }
-    if args.iter().any(|a| is_lit(a, Value::is_missing)) {
-        return Expr::Lit(Value::Missing);
+    if let Some(e) = missing_argument(op, &args) {
+        return e;
     }
     if args.iter().all(|a| matches!(a, Expr::Lit(_))) {
         let vals: Vec<Value> = args
@@ -217,10 +289,14 @@ fn simplify_call(op: Op, mut args: Vec<Expr>, ty: &dyn Typer) -> Expr {
         Op::Mul | Op::Add | Op::Min | Op::Max | Op::BitAnd | Op::BitOr | Op::And | Op::Or | Op::Xor
     );
     if commutative_binary {
-        if let Some(z) = args.iter().find_map(|a| match a {
+        // An annihilator decides the value without the other arguments, unless one of them
+        // may be `missing`, which propagates (`0.0 * x[~(i - 1)]` is `missing` outside `x`,
+        // as in the reference); once the read is resolved inside, the rule applies.
+        let annihilator = args.iter().find_map(|a| match a {
             Expr::Lit(v) if op.is_annihilator(v, Side::Left) => Some(*v),
             _ => None,
-        }) {
+        });
+        if let Some(z) = annihilator.filter(|_| !args.iter().any(may_be_missing)) {
             return as_result(z);
         }
         let before = args.len();
@@ -339,9 +415,22 @@ pub fn simplify_stmt(s: Stmt, ty: &dyn Typer) -> Stmt {
                 return Stmt::Block(vec![]);
             }
             let rhs = simplify_expr(rhs, ty);
-            let idx = lhs.1.into_iter().map(|x| simplify_expr(x, ty)).collect();
+            let idx: Vec<Expr> = lhs.1.into_iter().map(|x| simplify_expr(x, ty)).collect();
             if is_lit(&rhs, Value::is_missing) {
                 return Stmt::Block(vec![]);
+            }
+            if let Some((cond, then, otherwise)) = split_on_missing_branch(&rhs) {
+                let assign = |rhs| Stmt::Assign {
+                    lhs: (lhs.0.clone(), idx.clone()),
+                    op,
+                    rhs,
+                };
+                let branch = Stmt::Sieve {
+                    cond,
+                    then: Box::new(assign(then)),
+                    otherwise: Box::new(assign(otherwise)),
+                };
+                return simplify_stmt(branch, ty);
             }
             if let (Some(op), Expr::Lit(v)) = (op, &rhs) {
                 if op.is_identity(v, Side::Right) && op != Op::Overwrite {
@@ -382,6 +471,19 @@ pub fn simplify_stmt(s: Stmt, ty: &dyn Typer) -> Stmt {
             // A `let` of a constant (a read in a region of fill values) is the constant.
             if let Expr::Lit(v) = value {
                 return simplify_stmt(crate::looplets::substitute(*body, &var, &Expr::Lit(v)), ty);
+            }
+            if let Some((cond, then, otherwise)) = split_on_missing_branch(&value) {
+                let define = |value| Stmt::Define {
+                    var: var.clone(),
+                    value,
+                    body: body.clone(),
+                };
+                let branch = Stmt::Sieve {
+                    cond,
+                    then: Box::new(define(then)),
+                    otherwise: Box::new(define(otherwise)),
+                };
+                return simplify_stmt(branch, ty);
             }
             let scoped = WithLet {
                 outer: ty,

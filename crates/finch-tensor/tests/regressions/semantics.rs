@@ -10,6 +10,49 @@ fn the_harness_accepts_an_agreeing_program() {
     assert_eq!(out["y"], array(&[4], &[0.0, 2.0, 0.0, 6.0]));
 }
 
+/// Issue #27, 8: `ifelse` is the branch its condition chooses; a `missing` the other
+/// branch would read does not count, with a constant or a data-dependent condition.
+#[test]
+fn ifelse_is_the_branch_taken_even_where_the_other_is_missing() {
+    let x = array(&[4], &[1.0, 2.0, 3.0, 4.0]);
+    for cond in ["true", "x[i] < 1.5", "i == 1"] {
+        let text = format!("input x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] = ifelse({cond}, x[i], x[~(i - 1)])\nend\n");
+        let out = agree(&text, &[("x", x.clone())]);
+        let want = match cond {
+            "true" => [1.0, 2.0, 3.0, 4.0],
+            _ => [1.0, 1.0, 2.0, 3.0],
+        };
+        assert_eq!(out["y"], array(&[4], &want), "{cond}");
+    }
+}
+
+/// Issue #27, 8: `missing` is not annihilated: `4.0 + B[~(i - 1)] * (0.0 * B[i])` is
+/// `missing` (the assignment does nothing) where `B[~(i - 1)]` is outside `B`, and
+/// `4.0` elsewhere, in every engine.
+#[test]
+fn a_zero_factor_does_not_swallow_missing() {
+    let b = array(&[4], &[1.0, 2.0, 3.0, 4.0]);
+    let text = "input B :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] = 4.0 + B[~(i - 1)] * (0.0 * B[i])\nend\n";
+    let out = agree(text, &[("B", b)]);
+    assert_eq!(out["y"], array(&[4], &[0.0, 4.0, 4.0, 4.0]));
+}
+
+/// `missing` under a condition: in `&&` after a condition that fails, in a `let`, and
+/// beside a product with a zero, over a sparse operand (values checked by hand).
+#[test]
+fn conditional_missing_values_are_assigned_where_present() {
+    let x = array(&[6], &[1.0, 2.0, 0.0, 3.0, 0.0, 1.0]);
+    let text = "input x :: SparseList(Element(0.0))\noutput y :: Dense(Element(false))\noutput s :: Scalar(0.0)\noutput t :: Scalar(0.0)\ny .= false\ns .= 0\nt .= 0\nfor i = _\n  y[i] = x[i] > 1.5 && x[~(i - 1)] > 0.5\n  let v = ifelse(i > 2, x[~(i - 2)], x[~(i + 5)])\n    s[] += v * 10.0 + 1.0\n  end\n  t[] += ifelse(x[i] != 0.0, 0.0 * x[~(i + 1)], 7.0)\nend\n";
+    let out = agree(text, &[("x", x)]);
+    let y = out["y"].data.iter().map(|v| v.as_bool() == Some(true));
+    assert_eq!(
+        y.collect::<Vec<_>>(),
+        [false, true, false, false, false, false]
+    );
+    assert_eq!(out["s"].data, [finch::Value::F64(75.0)]);
+    assert_eq!(out["t"].data, [finch::Value::F64(14.0)]);
+}
+
 /// Issue #27, 9: an output written only at shifted indices, `y[i - 1]` over `i = 2:n+1`,
 /// is sized by every engine, the reference included.
 #[test]
