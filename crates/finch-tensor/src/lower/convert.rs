@@ -1648,8 +1648,13 @@ impl Converter<'_> {
                     ]
                 );
                 let runs = readable_runs(&self.tensors[t]);
+                // A SparseHash group, under leading Dense levels or not: one table over
+                // every mode, emptied as a whole.
                 let hash = matches!(
-                    self.tensors[t].levels.first(),
+                    self.tensors[t]
+                        .levels
+                        .iter()
+                        .find(|l| !matches!(l, LevelParams::Dense { .. })),
                     Some(LevelParams::HashOut { .. })
                 );
                 // A sorted vector workspace: written in order, then read, per iteration.
@@ -1662,12 +1667,19 @@ impl Converter<'_> {
                         ]
                     );
                 if !top {
-                    if !(dense || byte_map || runs || hash || list)
-                        || self.tensors[t].kind == DeclKind::Input
-                    {
+                    if self.tensors[t].kind == DeclKind::Input {
                         return unsupported(format!(
-                            "declaring the tensor `{tensor}` inside a loop or branch (dense workspaces, SparseList, SparseByteMap, RunList and SparseRunList vector workspaces, and SparseHash workspaces so far)"
+                            "declaring the input `{tensor}` inside a loop or branch; declare an output or `temp` and copy `{tensor}` into it"
                         ));
+                    }
+                    if !(dense || byte_map || runs || hash || list) {
+                        // Any other format is written as one SparseHash group below its
+                        // leading Dense levels, which a declaration empties, and built in
+                        // its own format when frozen (the conversion is done again).
+                        self.needs_any_order(t, format!(
+                            "declaring `{tensor}` inside a loop or branch: its levels must take writes in any order; declare it with Dense, SparseByteMap or SparseHash levels over an Element or Pattern leaf"
+                        ))?;
+                        return Ok(Stmt::Block(vec![]));
                     }
                     // Allocated once by the run time; reset here on every execution.
                     self.tensors[t].init.get_or_insert(init);
@@ -1687,7 +1699,7 @@ impl Converter<'_> {
                         .is_some_and(|v| v.same(&fill))
                 {
                     return unsupported(format!(
-                        "declaring the sparse output `{tensor}` with {init}, which is not its fill value {fill}"
+                        "declaring the sparse output `{tensor}` with {init}, which is not its fill value {fill} (a sparse level stores only what differs from the fill, as in Finch.jl); write `{tensor} .= {fill}`, or give `{tensor}` the leaf `Element({init})` to start from {init}, or Dense levels"
                     ));
                 }
                 self.tensors[t].init = Some(init);

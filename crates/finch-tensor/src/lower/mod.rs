@@ -1119,7 +1119,13 @@ impl Lowerer {
                     }
                 };
                 let q = self.fresh(&format!("{}_reset", self.tensors[t].name), ScalarType::I64);
-                match (levels.first(), leaf) {
+                // The first level with storage of its own decides (a SparseHash group under
+                // Dense levels is one table over every mode; all-Dense levels reach the
+                // leaf).
+                let first = levels
+                    .iter()
+                    .find(|l| !matches!(l, LevelParams::Dense { .. }));
+                match (first, leaf) {
                     // A run-length workspace starts over: later writes overwrite its runs.
                     (Some(LevelParams::RunsOut { qos, .. }), _) => {
                         Ok(vec![KStmt::Assign(*qos, KExpr::int(0))])

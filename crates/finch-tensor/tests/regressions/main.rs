@@ -13,6 +13,7 @@ use finch::{DenseArray, Program};
 
 mod internal_errors;
 mod output_writes;
+mod refusals;
 mod semantics;
 mod workspaces;
 
