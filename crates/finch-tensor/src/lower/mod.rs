@@ -759,9 +759,17 @@ fn reads_out_of_bounds_apart(
 }
 
 /// Is `i` a shifted index that may fall outside its mode, reading `missing` there
-/// (permissive) or stopping the kernel (unchecked)?
+/// (permissive) or stopping the kernel (unchecked)? A permissive computed index counts:
+/// a shifted index of an enclosing loop becomes one once that loop binds it.
 fn may_fall_outside(i: &Expr) -> bool {
-    matches!(i, Expr::Wrapped { permissive, in_bounds, .. } if *permissive || !*in_bounds)
+    is_permissive(i)
+        || matches!(
+            i,
+            Expr::Wrapped {
+                in_bounds: false,
+                ..
+            }
+        )
 }
 
 fn is_permissive(i: &Expr) -> bool {
@@ -770,7 +778,7 @@ fn is_permissive(i: &Expr) -> bool {
         Expr::Wrapped {
             permissive: true,
             ..
-        }
+        } | Expr::Permissive(..)
     )
 }
 
