@@ -21,6 +21,47 @@ fn matrix_with_an_empty_column() -> DenseArray {
     .expect("a well-formed test matrix")
 }
 
+/// Reproducer 5: a shifted read of the outer loop's index at the inner level of a
+/// column-major matrix (across its storage order) is concordized like `A[i, j]` there;
+/// it was left unlowered ("an access with 1 indices left at a leaf").
+#[test]
+fn a_shifted_read_across_storage_order_is_concordized() {
+    let a = array(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let decls = "input A :: Dense(Dense(Element(0.0)))\noutput s :: Scalar(0.0)\ns .= 0\n";
+    // `i` runs over 2:4, so every entry is read once.
+    let text = format!("{decls}for i = _, j = _\n  s[] += A[i - 1, j]\nend\n");
+    assert_eq!(scalar(&agree(&text, &[("A", a.clone())]), "s"), 21.0);
+    // Permissive: row 0 is `missing`, padded with 10.
+    let text = format!(
+        "{decls}for i = _, j = _\n  s[] += A[i, j] * coalesce(A[~(i - 1), j], 10.0)\nend\n"
+    );
+    let want = (1.0 + 4.0) * 10.0 + (2.0 * 1.0 + 5.0 * 4.0) + (3.0 * 2.0 + 6.0 * 5.0);
+    assert_eq!(scalar(&agree(&text, &[("A", a)]), "s"), want);
+}
+
+/// Reproducer 7: a SparseCOO{1} matrix read at `A[i, j - 1]` and permissively at
+/// `A[~(i + 1), ~(j - 2)]` with `i` outer. The shifted inner index becomes a computed
+/// permissive one; a column the level lacks must still read `missing` outside the
+/// matrix (the padding 1.0), not the fill.
+#[test]
+fn a_permissive_read_across_storage_order_pads_absent_columns() {
+    let a = DenseArray::from_rows_f64(&[&[1.0, 0.0, 4.0], &[2.0, 0.0, 0.0], &[3.0, 0.0, 5.0]])
+        .expect("a well-formed test matrix");
+    for order in ["i = _, j = _", "j = _, i = _"] {
+        let text = format!(
+            "input A :: SparseCOO{{1}}(Dense(Element(0.0)))\noutput s :: Scalar(0.0)\ns .= 0\nfor {order}\n  s[] += A[i, j - 1] * coalesce(A[~(i + 1), ~(j - 2)], 1.0)\nend\n"
+        );
+        // j = 2: column 1 times the padding; j = 4: column 3 times A[i + 1, 2], which is
+        // 0 inside the matrix (row 1) and the padding outside it (row 3).
+        let want = (1.0 + 2.0 + 3.0) + (4.0 * 0.0 + 5.0 * 1.0);
+        assert_eq!(
+            scalar(&agree(&text, &[("A", a.clone())]), "s"),
+            want,
+            "{order}"
+        );
+    }
+}
+
 /// A permissive computed index (`~(I[i])`) into a column a sparse level lacks reads
 /// `missing` outside the matrix (the padding), not the fill: the compiled engines gave
 /// 16 where the reference gives 17.
