@@ -1500,9 +1500,12 @@ impl Lowerer {
             level,
             Some(LevelParams::Dense { .. } | LevelParams::CooOut { .. })
         );
-        // The modes of a SparseCOO level below its first read a run of tuples: none.
+        // The modes of a SparseCOO level, or of a SparseHash group read back, below its
+        // first read a run of entries: none.
         let end = match level {
-            Some(LevelParams::Coo { mode, modes, .. }) if mode + 1 < *modes => Some(KExpr::int(0)),
+            Some(
+                LevelParams::Coo { mode, modes, .. } | LevelParams::HashOut { mode, modes, .. },
+            ) if mode + 1 < *modes => Some(KExpr::int(0)),
             _ => None,
         };
         let read = (f.tensor, format!("{idx:?}"));

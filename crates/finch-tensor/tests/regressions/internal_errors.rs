@@ -80,3 +80,25 @@ fn a_permissive_computed_index_pads_absent_columns() {
     let want = (2.0 + 1.0 + 1.0) + (0.0 + 1.0 + 0.0) + (0.0 + 1.0 + 4.0) + (6.0 + 1.0 + 0.0);
     assert_eq!(scalar(&out, "s"), want);
 }
+
+/// Reproducer 6: an output written, then read back (through a SparseHash group) at a
+/// shifted permissive row in storage order; a column it lacks reached the group's second
+/// mode without its run of entries.
+#[test]
+fn a_written_output_read_back_shifted_lacks_a_column() {
+    for format in [
+        "SparseList(Dense(Element(0.0)))",
+        "RunList(Dense(Element(0.0)))",
+        "SparseRunList(Dense(Element(0.0)))",
+    ] {
+        for write in ["j = _, i = _", "i = _, j = _"] {
+            let text = format!(
+                "input A :: Dense(Dense(Element(0.0)))\noutput z :: {format}\noutput s :: Scalar(0.0)\nz .= 0\nfor {write}\n  z[i, j] = A[i, j]\nend\ns .= 0\nfor j = _, i = _\n  s[] += z[i, j] * coalesce(z[~(i + 2), j], 1.0)\nend\n"
+            );
+            let out = agree(&text, &[("A", matrix_with_an_empty_column())]);
+            // Row 1 times row 3, the other rows times the padding.
+            let want = (1.0 * 3.0 + 2.0 + 3.0) + (4.0 * 5.0 + 0.0 + 5.0) + 6.0;
+            assert_eq!(scalar(&out, "s"), want, "{format}, {write}");
+        }
+    }
+}
