@@ -102,3 +102,31 @@ fn a_written_output_read_back_shifted_lacks_a_column() {
         }
     }
 }
+
+/// A `let` of a permissive read: where it is `missing`, `coalesce` of the variable gives
+/// the padding. The compiled engines dropped those positions (8 where the reference gives
+/// 11), and, walked to the end with a `coalesce` of two shifted reads, failed with "the
+/// fill missing of a f64 leaf".
+#[test]
+fn a_let_of_a_permissive_read_may_be_missing() {
+    let x = array(&[3], &[1.0, 2.0, 3.0]);
+    let text = "input x :: Dense(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  let a = x[~(i + 1)]\n    s[] += x[i] * coalesce(a, 1.0)\n  end\nend\n";
+    assert_eq!(
+        scalar(&agree(text, &[("x", x)]), "s"),
+        1.0 * 2.0 + 2.0 * 3.0 + 3.0
+    );
+    let text = "input A :: Dense(Dense(Element(0.0)))\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  let a = coalesce(A[~(i + 1), j], A[~(i - 1), j])\n    s[] += A[i, j] * coalesce(a, 0.5)\n  end\nend\n";
+    let out = agree(text, &[("A", matrix_with_an_empty_column())]);
+    // Column 1: 1 * 2 + 2 * 3 + 3 * 2 (row 4 is outside: row 2 instead); the others 0.
+    assert_eq!(scalar(&out, "s"), 14.0);
+    // A `let` of a `coalesce` that is never `missing` stays a `let`.
+    let text = "input A :: Dense(Dense(Element(0.0)))\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  let a = coalesce(A[~(i + 1), j], 2.0)\n    s[] += A[i, j] * coalesce(a, 1.0)\n  end\nend\n";
+    let out = agree(text, &[("A", matrix_with_an_empty_column())]);
+    let want = (1.0 * 2.0 + 2.0 * 3.0 + 3.0 * 2.0) + (4.0 * 0.0 + 5.0 * 2.0) + 6.0 * 0.0;
+    assert_eq!(scalar(&out, "s"), want);
+    let compiled = Program::parse(text)
+        .and_then(|p| p.compile_with(Engine::Interp, &CompileOptions::default()))
+        .expect("a compiled program");
+    let kernel = compiled.kernel().to_string();
+    assert!(kernel.contains(": f64 a\n"), "no local `a`:\n{kernel}");
+}
