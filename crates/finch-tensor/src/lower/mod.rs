@@ -2265,7 +2265,7 @@ impl Lowerer {
                 _ => None,
             })
             .ok_or_else(|| Error::Program("internal: no sequence".into()))?;
-        if let Some(merged) = self.walks_to_the_end(index, &body, &hi)? {
+        if let Some(merged) = self.walks_to_the_end(index, &body, &lo, &hi)? {
             return self.dispatch(index, lo, hi, merged);
         }
         let guard = self.short_circuit_guard(&body);
@@ -2380,7 +2380,13 @@ impl Lowerer {
     /// coiterated: their phases would make `3^n` loops (2 MB of C for six bands), but
     /// below that size those loops run 10-25 % faster than the shared one (measured on
     /// sums of three and four bands). `None` when no walk is rewritten.
-    fn walks_to_the_end(&mut self, index: &str, body: &Stmt, hi: &KExpr) -> Result<Option<Stmt>> {
+    fn walks_to_the_end(
+        &mut self,
+        index: &str,
+        body: &Stmt,
+        lo: &KExpr,
+        hi: &KExpr,
+    ) -> Result<Option<Stmt>> {
         let looplets = self.looplets(body, index)?;
         let parts: Vec<Option<(ToTheEnd, Value)>> = looplets.iter().map(to_the_end_parts).collect();
         let blockwise = |kind: &ToTheEnd| match kind {
@@ -2449,7 +2455,8 @@ impl Lowerer {
         for (k, part) in parts.into_iter().enumerate() {
             walked.push(match part {
                 Some((kind, fill)) if merged.contains(&k) => {
-                    let (init, s) = self.walk_to_the_end(index, kind, fill, &past, &mut shared);
+                    let ends = [lo, &past];
+                    let (init, s) = self.walk_to_the_end(index, kind, fill, ends, &mut shared);
                     let walk = Looplet::Stepper(Rc::new(s));
                     Some(match init.is_empty() {
                         true => walk,
@@ -2470,7 +2477,7 @@ impl Lowerer {
         Ok(Some(body))
     }
 
-    /// `kind` as one stepper over the whole extent (ending at `past - 1`), with the code
+    /// `kind` as one stepper over the whole extent (`start` to `past - 1`), with the code
     /// that starts it: a sorted walk as [`stepper_to_the_end`] makes it; levels of
     /// consecutive indices step from segment to segment (the fill before a block, the
     /// block, ...), each child their middle read where the segment is a block and the fill
@@ -2485,7 +2492,7 @@ impl Lowerer {
         index: &str,
         kind: ToTheEnd,
         fill: Value,
-        past: &KExpr,
+        [start, past]: [&KExpr; 2],
         shared: &mut Vec<SharedSegments>,
     ) -> (Vec<KStmt>, Stepper) {
         let (first, last, middle, blocks) = match kind {
@@ -2493,7 +2500,7 @@ impl Lowerer {
             ToTheEnd::Padded {
                 inner, preamble, ..
             } => {
-                let (init, s) = self.walk_to_the_end(index, *inner, fill, past, shared);
+                let (init, s) = self.walk_to_the_end(index, *inner, fill, [start, past], shared);
                 return (preamble.into_iter().chain(init).collect(), s);
             }
             ToTheEnd::Block {
@@ -2635,11 +2642,14 @@ impl Lowerer {
                 set(stop, b.stop.clone()),
             ],
         }];
-        // A shifted walk's blocks may end before index 1: seek there first.
-        let mut init = (b.seek)(KExpr::int(1));
-        init.extend(load(KExpr::int(1)));
+        // A shifted walk's blocks may end before the loop's start: seek there first. Seeks
+        // only move forward, so not to index 1 when the loop starts before it (a read at
+        // `j + 1` runs `j` from 0): the blocks ending before 1 would be skipped.
+        let mut init = (b.seek)(start.clone());
+        init.extend(load(start.clone()));
+        let first_start = start.clone();
         let seek = move |start: KExpr| {
-            if start == KExpr::int(1) {
+            if start == first_start {
                 return vec![];
             }
             let mut code = (b.seek)(start.clone());

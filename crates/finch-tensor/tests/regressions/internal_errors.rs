@@ -130,3 +130,13 @@ fn a_let_of_a_permissive_read_may_be_missing() {
     let kernel = compiled.kernel().to_string();
     assert!(kernel.contains(": f64 a\n"), "no local `a`:\n{kernel}");
 }
+
+/// A SparseRunList level read at `j + 1` and walked to the end (the compact lowering)
+/// runs `j` from 0: its walk sought index 1 first and skipped the run ending before it
+/// (30 where the reference gives 42).
+#[test]
+fn a_shifted_walk_over_runs_starts_where_the_loop_does() {
+    let text = "input A :: SparseRunList(Dense(Element(0.0)))\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += A[i, j + 1] + A[i, j + 1]\nend\n";
+    let out = agree(text, &[("A", matrix_with_an_empty_column())]);
+    assert_eq!(scalar(&out, "s"), 2.0 * 21.0);
+}
