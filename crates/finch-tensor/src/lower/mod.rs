@@ -794,6 +794,33 @@ fn out_of_range_read(e: &Expr) -> Option<usize> {
     }
 }
 
+/// `e` with each leaf read where a condition holds and `missing` elsewhere (a
+/// [`Tensor::Present`] padded with `missing`: a shifted Dense read walked to the end) read
+/// directly, its condition pushed to `present`: where all of them hold, `e` is that value,
+/// and elsewhere `missing`, since `missing` propagates through every operator but the
+/// lazy ones. `None` where `e` may be `missing` otherwise.
+fn read_where_present(e: &Expr, present: &mut Vec<KExpr>) -> Option<Expr> {
+    if !crate::simplify::may_be_missing(e) {
+        return Some(e.clone());
+    }
+    match e {
+        Expr::Access(t, idx) if idx.is_empty() => match &**t {
+            Tensor::Present { cond, fiber, fill } if fill.is_missing() => {
+                present.push(cond.clone());
+                Some(Expr::Access(Box::new(Tensor::Fiber(fiber.clone())), vec![]))
+            }
+            _ => None,
+        },
+        Expr::Call(Op::Coalesce | Op::IfElse | Op::And | Op::Or, _) => None,
+        Expr::Call(op, args) => args
+            .iter()
+            .map(|a| read_where_present(a, present))
+            .collect::<Option<Vec<_>>>()
+            .map(|args| Expr::Call(*op, args)),
+        _ => None,
+    }
+}
+
 fn last_is(idx: &[Expr], index: &str) -> bool {
     matches!(idx.last(), Some(Expr::Index(i)) if i == index)
 }
@@ -3596,15 +3623,14 @@ impl Lowerer {
         if rest.is_empty() || !crate::simplify::may_be_missing(first) {
             return self.kexpr(first);
         }
-        let (cond, fiber) = match first {
-            Expr::Access(t, idx) if idx.is_empty() => match &**t {
-                Tensor::Present { cond, fiber, fill } if fill.is_missing() => (cond, fiber),
-                _ => return self.kexpr(&Expr::Lit(Value::Missing)),
-            },
-            _ => return self.kexpr(&Expr::Lit(Value::Missing)),
+        let mut present = Vec::new();
+        let Some(read) = read_where_present(first, &mut present) else {
+            return self.kexpr(&Expr::Lit(Value::Missing));
         };
-        let leaf = Expr::Access(Box::new(Tensor::Fiber(fiber.clone())), vec![]);
-        let (value, value_ty) = self.kexpr(&leaf)?;
+        let Some(cond) = present.into_iter().reduce(|a, b| KExpr::bin(Op::And, a, b)) else {
+            return self.kexpr(&Expr::Lit(Value::Missing));
+        };
+        let (value, value_ty) = self.kexpr(&read)?;
         let (other, other_ty) = self.coalesce_selects(rest)?;
         let ty = match &other {
             _ if other_ty == value_ty => value_ty,
@@ -3619,7 +3645,7 @@ impl Lowerer {
             },
             k => KExpr::Op(Op::Cast(ty), vec![k]),
         };
-        let select = vec![cond.clone(), cast(value, value_ty), cast(other, other_ty)];
+        let select = vec![cond, cast(value, value_ty), cast(other, other_ty)];
         Ok((KExpr::Op(Op::IfElse, select), ty))
     }
 

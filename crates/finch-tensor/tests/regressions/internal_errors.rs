@@ -140,3 +140,16 @@ fn a_shifted_walk_over_runs_starts_where_the_loop_does() {
     let out = agree(text, &[("A", matrix_with_an_empty_column())]);
     assert_eq!(scalar(&out, "s"), 2.0 * 21.0);
 }
+
+/// A `coalesce` of an expression of padded reads, walked to the end (the compact
+/// lowering) where each read is `missing` outside a condition: the expression is read
+/// where all of them hold, and the padding elsewhere. It was refused as "a `missing`
+/// value reaching compiled code", though wrapped in `coalesce`.
+#[test]
+fn a_coalesce_of_padded_reads_walked_to_the_end_is_a_select() {
+    let text = "input A :: Dense(Dense(Element(0.0)))\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += A[i, j] * coalesce(A[~(i + 1), j] + A[~(i - 1), j], 0.5)\nend\n";
+    let out = agree(text, &[("A", matrix_with_an_empty_column())]);
+    // Rows 1 and 3 are next to a row outside the matrix: the padding.
+    let want = (1.0 * 0.5 + 2.0 * (3.0 + 1.0) + 3.0 * 0.5) + (4.0 * 0.5 + 5.0 * 0.5);
+    assert_eq!(scalar(&out, "s"), want);
+}
