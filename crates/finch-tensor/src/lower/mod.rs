@@ -1048,13 +1048,7 @@ impl Lowerer {
                 hi,
                 body,
             } => self.lower_loop(&index, lo, hi, *body),
-            Stmt::Assign { lhs, op, rhs } => match out_of_range_read(&rhs) {
-                // A read outside a tensor through a non-permissive shifted index.
-                Some(t) => Ok(vec![KStmt::Fail(
-                    crate::backend::c::INDEX_OUT_OF_RANGE_BASE + t as i32,
-                )]),
-                None => self.emit_assign(lhs, op, rhs),
-            },
+            Stmt::Assign { lhs, op, rhs } => self.emit_assign(lhs, op, rhs),
             Stmt::Sieve { cond, .. } | Stmt::Define { value: cond, .. }
                 if out_of_range_read(&cond).is_some() =>
             {
@@ -3386,6 +3380,13 @@ impl Lowerer {
         op: Option<Op>,
         rhs: Expr,
     ) -> Result<Vec<KStmt>> {
+        // A read outside a tensor through a non-permissive shifted index stops the kernel,
+        // at one position or over a run of them integrated into one update.
+        if let Some(t) = out_of_range_read(&rhs) {
+            return Ok(vec![KStmt::Fail(
+                crate::backend::c::INDEX_OUT_OF_RANGE_BASE + t as i32,
+            )]);
+        }
         let (t, idx) = lhs;
         if !idx.is_empty() {
             return Err(Error::Program(

@@ -153,3 +153,30 @@ fn a_coalesce_of_padded_reads_walked_to_the_end_is_a_select() {
     let want = (1.0 * 0.5 + 2.0 * (3.0 + 1.0) + 3.0 * 0.5) + (4.0 * 0.5 + 5.0 * 0.5);
     assert_eq!(scalar(&out, "s"), want);
 }
+
+/// An unchecked read shifted by an enclosing loop's index (`A[i + j - 1, j]`, Finch's
+/// ToeplitzTensor without `~`) over a run where it would be outside the matrix: the run
+/// is integrated into one update, which reached its out-of-range read ("internal: an
+/// out-of-range read left in a value") instead of stopping the kernel there. The loop
+/// range keeps every read inside.
+#[test]
+fn an_unchecked_shifted_read_integrated_over_a_run_lowers() {
+    let a = array(&[4, 2], &[1.0, 2.0, 0.0, 4.0, 5.0, 0.0, 7.0, 8.0]);
+    for format in [
+        "Dense(Dense(Element(0.0)))",
+        "SparseList(SparseList(Element(0.0)))",
+    ] {
+        for order in ["j = _, i = 1:2", "i = 1:2, j = _"] {
+            let text = format!(
+                "input A :: {format}\noutput s :: Scalar(0.0)\ns .= 0\nfor {order}\n  s[] += A[i + j - 1, j]\nend\n"
+            );
+            let out = agree(&text, &[("A", a.clone())]);
+            // Rows 1 and 2 of column 1, rows 2 and 3 of column 2.
+            assert_eq!(
+                scalar(&out, "s"),
+                (1.0 + 2.0) + (0.0 + 7.0),
+                "{format}, {order}"
+            );
+        }
+    }
+}
