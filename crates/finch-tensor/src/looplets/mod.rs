@@ -373,6 +373,30 @@ pub fn substitute(s: Stmt, name: &str, with: &Expr) -> Stmt {
     fn expr(e: Expr, name: &str, with: &Expr) -> Expr {
         match e {
             Expr::Index(i) if i == name => with.clone(),
+            // A shifted read of this index at a level other than the loop's own (`A[i - 1,
+            // j]` under `for i, for j` over a column-major `A`): once the index is bound,
+            // its position is a computed value, read through concordization like `A[i, j]`
+            // there; permissive, it reads `missing` outside the tensor.
+            Expr::Wrapped {
+                index,
+                offset,
+                by,
+                permissive,
+                ..
+            } if index == name => {
+                let mut at = with.clone();
+                if offset != 0 {
+                    at = Expr::Call(Op::Add, vec![at, Expr::Lit(Value::I64(offset))]);
+                }
+                if let Some(by) = by {
+                    at = Expr::Call(Op::Add, vec![at, expr(*by, name, with)]);
+                }
+                if permissive {
+                    Expr::Permissive(Box::new(at), None)
+                } else {
+                    at
+                }
+            }
             Expr::Wrapped {
                 index,
                 offset,

@@ -759,9 +759,17 @@ fn reads_out_of_bounds_apart(
 }
 
 /// Is `i` a shifted index that may fall outside its mode, reading `missing` there
-/// (permissive) or stopping the kernel (unchecked)?
+/// (permissive) or stopping the kernel (unchecked)? A permissive computed index counts:
+/// a shifted index of an enclosing loop becomes one once that loop binds it.
 fn may_fall_outside(i: &Expr) -> bool {
-    matches!(i, Expr::Wrapped { permissive, in_bounds, .. } if *permissive || !*in_bounds)
+    is_permissive(i)
+        || matches!(
+            i,
+            Expr::Wrapped {
+                in_bounds: false,
+                ..
+            }
+        )
 }
 
 fn is_permissive(i: &Expr) -> bool {
@@ -770,7 +778,7 @@ fn is_permissive(i: &Expr) -> bool {
         Expr::Wrapped {
             permissive: true,
             ..
-        }
+        } | Expr::Permissive(..)
     )
 }
 
@@ -782,6 +790,33 @@ fn out_of_range_read(e: &Expr) -> Option<usize> {
             _ => idx.iter().find_map(out_of_range_read),
         },
         Expr::Call(_, args) => args.iter().find_map(out_of_range_read),
+        _ => None,
+    }
+}
+
+/// `e` with each leaf read where a condition holds and `missing` elsewhere (a
+/// [`Tensor::Present`] padded with `missing`: a shifted Dense read walked to the end) read
+/// directly, its condition pushed to `present`: where all of them hold, `e` is that value,
+/// and elsewhere `missing`, since `missing` propagates through every operator but the
+/// lazy ones. `None` where `e` may be `missing` otherwise.
+fn read_where_present(e: &Expr, present: &mut Vec<KExpr>) -> Option<Expr> {
+    if !crate::simplify::may_be_missing(e) {
+        return Some(e.clone());
+    }
+    match e {
+        Expr::Access(t, idx) if idx.is_empty() => match &**t {
+            Tensor::Present { cond, fiber, fill } if fill.is_missing() => {
+                present.push(cond.clone());
+                Some(Expr::Access(Box::new(Tensor::Fiber(fiber.clone())), vec![]))
+            }
+            _ => None,
+        },
+        Expr::Call(Op::Coalesce | Op::IfElse | Op::And | Op::Or, _) => None,
+        Expr::Call(op, args) => args
+            .iter()
+            .map(|a| read_where_present(a, present))
+            .collect::<Option<Vec<_>>>()
+            .map(|args| Expr::Call(*op, args)),
         _ => None,
     }
 }
@@ -1013,13 +1048,7 @@ impl Lowerer {
                 hi,
                 body,
             } => self.lower_loop(&index, lo, hi, *body),
-            Stmt::Assign { lhs, op, rhs } => match out_of_range_read(&rhs) {
-                // A read outside a tensor through a non-permissive shifted index.
-                Some(t) => Ok(vec![KStmt::Fail(
-                    crate::backend::c::INDEX_OUT_OF_RANGE_BASE + t as i32,
-                )]),
-                None => self.emit_assign(lhs, op, rhs),
-            },
+            Stmt::Assign { lhs, op, rhs } => self.emit_assign(lhs, op, rhs),
             Stmt::Sieve { cond, .. } | Stmt::Define { value: cond, .. }
                 if out_of_range_read(&cond).is_some() =>
             {
@@ -1498,9 +1527,12 @@ impl Lowerer {
             level,
             Some(LevelParams::Dense { .. } | LevelParams::CooOut { .. })
         );
-        // The modes of a SparseCOO level below its first read a run of tuples: none.
+        // The modes of a SparseCOO level, or of a SparseHash group read back, below its
+        // first read a run of entries: none.
         let end = match level {
-            Some(LevelParams::Coo { mode, modes, .. }) if mode + 1 < *modes => Some(KExpr::int(0)),
+            Some(
+                LevelParams::Coo { mode, modes, .. } | LevelParams::HashOut { mode, modes, .. },
+            ) if mode + 1 < *modes => Some(KExpr::int(0)),
             _ => None,
         };
         let read = (f.tensor, format!("{idx:?}"));
@@ -2260,7 +2292,7 @@ impl Lowerer {
                 _ => None,
             })
             .ok_or_else(|| Error::Program("internal: no sequence".into()))?;
-        if let Some(merged) = self.walks_to_the_end(index, &body, &hi)? {
+        if let Some(merged) = self.walks_to_the_end(index, &body, &lo, &hi)? {
             return self.dispatch(index, lo, hi, merged);
         }
         let guard = self.short_circuit_guard(&body);
@@ -2375,7 +2407,13 @@ impl Lowerer {
     /// coiterated: their phases would make `3^n` loops (2 MB of C for six bands), but
     /// below that size those loops run 10-25 % faster than the shared one (measured on
     /// sums of three and four bands). `None` when no walk is rewritten.
-    fn walks_to_the_end(&mut self, index: &str, body: &Stmt, hi: &KExpr) -> Result<Option<Stmt>> {
+    fn walks_to_the_end(
+        &mut self,
+        index: &str,
+        body: &Stmt,
+        lo: &KExpr,
+        hi: &KExpr,
+    ) -> Result<Option<Stmt>> {
         let looplets = self.looplets(body, index)?;
         let parts: Vec<Option<(ToTheEnd, Value)>> = looplets.iter().map(to_the_end_parts).collect();
         let blockwise = |kind: &ToTheEnd| match kind {
@@ -2444,7 +2482,8 @@ impl Lowerer {
         for (k, part) in parts.into_iter().enumerate() {
             walked.push(match part {
                 Some((kind, fill)) if merged.contains(&k) => {
-                    let (init, s) = self.walk_to_the_end(index, kind, fill, &past, &mut shared);
+                    let ends = [lo, &past];
+                    let (init, s) = self.walk_to_the_end(index, kind, fill, ends, &mut shared);
                     let walk = Looplet::Stepper(Rc::new(s));
                     Some(match init.is_empty() {
                         true => walk,
@@ -2465,7 +2504,7 @@ impl Lowerer {
         Ok(Some(body))
     }
 
-    /// `kind` as one stepper over the whole extent (ending at `past - 1`), with the code
+    /// `kind` as one stepper over the whole extent (`start` to `past - 1`), with the code
     /// that starts it: a sorted walk as [`stepper_to_the_end`] makes it; levels of
     /// consecutive indices step from segment to segment (the fill before a block, the
     /// block, ...), each child their middle read where the segment is a block and the fill
@@ -2480,7 +2519,7 @@ impl Lowerer {
         index: &str,
         kind: ToTheEnd,
         fill: Value,
-        past: &KExpr,
+        [start, past]: [&KExpr; 2],
         shared: &mut Vec<SharedSegments>,
     ) -> (Vec<KStmt>, Stepper) {
         let (first, last, middle, blocks) = match kind {
@@ -2488,7 +2527,7 @@ impl Lowerer {
             ToTheEnd::Padded {
                 inner, preamble, ..
             } => {
-                let (init, s) = self.walk_to_the_end(index, *inner, fill, past, shared);
+                let (init, s) = self.walk_to_the_end(index, *inner, fill, [start, past], shared);
                 return (preamble.into_iter().chain(init).collect(), s);
             }
             ToTheEnd::Block {
@@ -2630,11 +2669,14 @@ impl Lowerer {
                 set(stop, b.stop.clone()),
             ],
         }];
-        // A shifted walk's blocks may end before index 1: seek there first.
-        let mut init = (b.seek)(KExpr::int(1));
-        init.extend(load(KExpr::int(1)));
+        // A shifted walk's blocks may end before the loop's start: seek there first. Seeks
+        // only move forward, so not to index 1 when the loop starts before it (a read at
+        // `j + 1` runs `j` from 0): the blocks ending before 1 would be skipped.
+        let mut init = (b.seek)(start.clone());
+        init.extend(load(start.clone()));
+        let first_start = start.clone();
         let seek = move |start: KExpr| {
-            if start == KExpr::int(1) {
+            if start == first_start {
                 return vec![];
             }
             let mut code = (b.seek)(start.clone());
@@ -3344,6 +3386,13 @@ impl Lowerer {
         op: Option<Op>,
         rhs: Expr,
     ) -> Result<Vec<KStmt>> {
+        // A read outside a tensor through a non-permissive shifted index stops the kernel,
+        // at one position or over a run of them integrated into one update.
+        if let Some(t) = out_of_range_read(&rhs) {
+            return Ok(vec![KStmt::Fail(
+                crate::backend::c::INDEX_OUT_OF_RANGE_BASE + t as i32,
+            )]);
+        }
         let (t, idx) = lhs;
         if !idx.is_empty() {
             return Err(Error::Program(
@@ -3581,15 +3630,14 @@ impl Lowerer {
         if rest.is_empty() || !crate::simplify::may_be_missing(first) {
             return self.kexpr(first);
         }
-        let (cond, fiber) = match first {
-            Expr::Access(t, idx) if idx.is_empty() => match &**t {
-                Tensor::Present { cond, fiber, fill } if fill.is_missing() => (cond, fiber),
-                _ => return self.kexpr(&Expr::Lit(Value::Missing)),
-            },
-            _ => return self.kexpr(&Expr::Lit(Value::Missing)),
+        let mut present = Vec::new();
+        let Some(read) = read_where_present(first, &mut present) else {
+            return self.kexpr(&Expr::Lit(Value::Missing));
         };
-        let leaf = Expr::Access(Box::new(Tensor::Fiber(fiber.clone())), vec![]);
-        let (value, value_ty) = self.kexpr(&leaf)?;
+        let Some(cond) = present.into_iter().reduce(|a, b| KExpr::bin(Op::And, a, b)) else {
+            return self.kexpr(&Expr::Lit(Value::Missing));
+        };
+        let (value, value_ty) = self.kexpr(&read)?;
         let (other, other_ty) = self.coalesce_selects(rest)?;
         let ty = match &other {
             _ if other_ty == value_ty => value_ty,
@@ -3604,7 +3652,7 @@ impl Lowerer {
             },
             k => KExpr::Op(Op::Cast(ty), vec![k]),
         };
-        let select = vec![cond.clone(), cast(value, value_ty), cast(other, other_ty)];
+        let select = vec![cond, cast(value, value_ty), cast(other, other_ty)];
         Ok((KExpr::Op(Op::IfElse, select), ty))
     }
 

@@ -240,6 +240,15 @@ pub fn simplify_expr(e: Expr, ty: &dyn Typer) -> Expr {
 fn simplify_call(op: Op, mut args: Vec<Expr>, ty: &dyn Typer) -> Expr {
     let result_type = type_of(&Expr::Call(op, args.clone()), ty);
     if op == Op::Coalesce {
+        // `coalesce` is associative: a nested one (a `let` of a `coalesce`, inlined where
+        // it may be `missing`) takes its place among the arguments.
+        args = args
+            .into_iter()
+            .flat_map(|a| match a {
+                Expr::Call(Op::Coalesce, inner) => inner,
+                a => vec![a],
+            })
+            .collect();
         args.retain(|a| !is_lit(a, Value::is_missing));
         // The arguments up to the first that cannot be `missing` matter (only permissive
         // reads, padded with `missing` runs, can be); once the lowering has resolved those
@@ -468,9 +477,12 @@ pub fn simplify_stmt(s: Stmt, ty: &dyn Typer) -> Stmt {
         }
         Stmt::Define { var, value, body } => {
             let value = simplify_expr(value, ty);
-            // A `let` of a constant (a read in a region of fill values) is the constant.
-            if let Expr::Lit(v) = value {
-                return simplify_stmt(crate::looplets::substitute(*body, &var, &Expr::Lit(v)), ty);
+            // A `let` of a constant (a read in a region of fill values) is the constant. A
+            // `let` of a value that may be `missing` (a permissive read) is its value where
+            // used: a kernel local cannot hold `missing`, and a `coalesce` of the variable,
+            // which reads as never `missing`, would be dropped.
+            if matches!(value, Expr::Lit(_)) || may_be_missing(&value) {
+                return simplify_stmt(crate::looplets::substitute(*body, &var, &value), ty);
             }
             if let Some((cond, then, otherwise)) = split_on_missing_branch(&value) {
                 let define = |value| Stmt::Define {
