@@ -22,8 +22,8 @@
 //!
 //! Statement rules: `drop-identity-update` (`x op= e` where `e` is a right identity of
 //! `op`, e.g. `+= 0`, is removed), `drop-missing-update`, `lift-missing` (a value that is
-//! `missing` under a condition makes its assignment or `let` a branch on the condition,
-//! whose `missing` side vanishes), `drop-null-update` (a write to
+//! `missing` under a condition makes its assignment a branch on the condition, whose
+//! `missing` side vanishes; a `let` of a value that may be `missing` is inlined), `drop-null-update` (a write to
 //! `Null` is removed), `sieve-const`, `flatten-block`, `drop-empty-loop`.
 
 use crate::algebra::{promote, Op, ScalarType, Side, Value};
@@ -132,8 +132,8 @@ fn missing_argument(op: Op, args: &[Expr]) -> Option<Expr> {
 /// The rule `lift-missing`: a value that is `missing` under a condition, an `ifelse`
 /// with a `missing` branch where the value is always evaluated (not inside a branch of
 /// another `ifelse` or past the first argument of `&&`/`||`, whose conditions may guard
-/// it), is `(cond, value with the `then` branch, value with the other)`, so a statement
-/// reading it becomes a branch on `cond` and the side that reads `missing` does nothing,
+/// it), is `(cond, value with the `then` branch, value with the other)`, so an assignment
+/// of it becomes a branch on `cond` and the side that reads `missing` does nothing,
 /// as assigning `missing` does. (Compiled code has no `missing` value.)
 fn split_on_missing_branch(e: &Expr) -> Option<(Expr, Expr, Expr)> {
     let Expr::Call(op, args) = e else {
@@ -483,19 +483,6 @@ pub fn simplify_stmt(s: Stmt, ty: &dyn Typer) -> Stmt {
             // which reads as never `missing`, would be dropped.
             if matches!(value, Expr::Lit(_)) || may_be_missing(&value) {
                 return simplify_stmt(crate::looplets::substitute(*body, &var, &value), ty);
-            }
-            if let Some((cond, then, otherwise)) = split_on_missing_branch(&value) {
-                let define = |value| Stmt::Define {
-                    var: var.clone(),
-                    value,
-                    body: body.clone(),
-                };
-                let branch = Stmt::Sieve {
-                    cond,
-                    then: Box::new(define(then)),
-                    otherwise: Box::new(define(otherwise)),
-                };
-                return simplify_stmt(branch, ty);
             }
             let scoped = WithLet {
                 outer: ty,

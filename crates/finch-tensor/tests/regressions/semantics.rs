@@ -62,3 +62,19 @@ fn outputs_written_at_shifted_indices_are_sized() {
     let out = agree(text, &[("A", a)]);
     assert_eq!(out["y"], array(&[4], &[2.0, 4.0, 6.0, 8.0]));
 }
+
+/// A zero the matrix holds as its fill does not annihilate a `missing` factor: the
+/// product is `missing` outside the matrix, and `coalesce` pads it (7.5 by hand; the
+/// compiled engines gave 5.5 when the zero annihilated).
+#[test]
+fn a_fill_zero_does_not_annihilate_a_missing_factor_under_coalesce() {
+    let a = DenseArray::from_rows_f64(&[
+        &[1.0, 0.0, 4.0, 0.0],
+        &[2.0, 0.0, 0.0, 6.0],
+        &[3.0, 0.0, 5.0, 0.0],
+    ])
+    .expect("a matrix");
+    let text = "input A :: Dense(SparseList(Element(0.0)))\noutput s :: Scalar(0.0)\ns .= 0\nfor j = _, i = _\n  s[] += A[i, j] * coalesce(A[~(i + 1), ~(j - 1)] * A[~(i - 1), j], 0.5)\nend\n";
+    let out = agree(text, &[("A", a)]);
+    assert_eq!(out["s"].data, [finch::Value::F64(7.5)]);
+}
