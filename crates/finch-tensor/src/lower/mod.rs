@@ -3555,8 +3555,9 @@ impl Lowerer {
 
     /// Converts a value for storing into a tensor of type `to`: identical types, `bool`
     /// into anything, narrower into wider integers of the same signedness, unsigned into
-    /// wider signed, small integers and `f32` into `f64`, any integer into a float of
-    /// enough precision. Anything else could lose information and is a compile error.
+    /// wider signed, and any integer or float into a float (rounded to the nearest, as the
+    /// reference engine does). Anything else could lose information and is a compile
+    /// error.
     fn convert_for_store(
         &self,
         v: KExpr,
@@ -3584,10 +3585,15 @@ impl Lowerer {
                 && !from.is_signed_integer()
                 && to.is_signed_integer()
                 && from.bits() < to.bits())
-            || (from.is_integer() && to == ScalarType::F64 && from.bits() <= 32)
-            || (from.is_integer() && to == ScalarType::F32 && from.bits() <= 16)
             || (from == ScalarType::F32 && to == ScalarType::F64);
-        if exact {
+        // An integer or a wider float stored into a float tensor rounds to the nearest
+        // value, as Julia's `convert` and the reference engine do (`i64` past 2^53).
+        let rounds = to.is_float() && (from.is_integer() || from.is_float());
+        if rounds && to == ScalarType::F32 && from.is_integer() {
+            // Through `f64`, as every engine's `Value` conversion goes: the same rounding.
+            let wide = KExpr::Op(Op::Cast(ScalarType::F64), vec![v]);
+            Ok(KExpr::Op(Op::Cast(to), vec![wide]))
+        } else if exact || rounds {
             Ok(KExpr::Op(Op::Cast(to), vec![v]))
         } else {
             Err(Error::Program(format!(

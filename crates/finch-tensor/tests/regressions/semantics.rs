@@ -78,3 +78,23 @@ fn a_fill_zero_does_not_annihilate_a_missing_factor_under_coalesce() {
     let out = agree(text, &[("A", a)]);
     assert_eq!(out["s"].data, [finch::Value::F64(7.5)]);
 }
+
+/// An integer value stored into a float tensor is converted (rounded to the nearest, as
+/// the reference engine and Julia's `convert` do); the compiled engines refused it as
+/// possibly inexact.
+#[test]
+fn integers_are_stored_into_float_tensors() {
+    let x = DenseArray::from_data(
+        finch::ScalarType::I64,
+        &[2, 2],
+        vec![1, -2, 3, 9_007_199_254_740_993]
+            .into_iter()
+            .map(finch::Value::I64)
+            .collect(),
+        finch::Value::I64(0),
+    )
+    .expect("an integer matrix");
+    let text = "input x :: Dense(Dense(Element(0)))\noutput w :: Dense(Element(0.0))\noutput v :: Dense(Element(0.0f32))\nw .= 0.0\nv .= 0.0\nfor i = _\n  for j = _\n    w[j] = x[i, j] * 2\n    v[j] = x[i, j]\n  end\nend\n";
+    let out = agree(text, &[("x", x)]);
+    assert_eq!(out["w"], array(&[2], &[-4.0, 18_014_398_509_481_986.0]));
+}
