@@ -186,8 +186,12 @@ impl Lowerer {
                 conflict,
             } => {
                 // Every index of fiber `p` writes child position `p`; after an index's
-                // statements a write records it, and a second index is a conflict.
+                // statements a write records it, and a second index is a conflict. A
+                // value that ends up the fill is not recorded (as the reference stores its
+                // result), and the position starts from the declared value again.
                 let l = KExpr::Local;
+                let (val, init) = self.written_leaf(t, depth, "SparsePoint")?;
+                let kept = not_fill(KExpr::load(val, pos.clone()), self.fill_of(t));
                 let hollow = crate::looplets::Hollow {
                     dirty,
                     claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
@@ -213,10 +217,18 @@ impl Lowerer {
                                 then: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
                                 otherwise: vec![],
                             },
-                            KStmt::Store {
-                                buf: idx,
-                                index: pos.clone(),
-                                value: i0,
+                            KStmt::If {
+                                cond: kept.clone(),
+                                then: vec![KStmt::Store {
+                                    buf: idx,
+                                    index: pos.clone(),
+                                    value: i0,
+                                }],
+                                otherwise: vec![KStmt::Store {
+                                    buf: val,
+                                    index: pos.clone(),
+                                    value: KExpr::Lit(init),
+                                }],
                             },
                             KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
                         ],
@@ -719,7 +731,8 @@ impl Lowerer {
     /// A written SparseInterval (AcceptRun): a run's value goes to a scratch slot (the
     /// value slot after the last fiber's); after the run, an empty fiber takes it as its
     /// interval, a touching run of the same value extends the interval, and any other run
-    /// sets `conflict`. Values equal to the fill at run time are not written.
+    /// sets `conflict`. Values equal to the fill at run time are not written, and a run
+    /// whose value ends up the fill is not recorded.
     fn unfurl_interval_out(
         &mut self,
         f: &Fiber,
@@ -730,6 +743,7 @@ impl Lowerer {
     ) -> Result<Looplet> {
         let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
         let (val, init) = self.written_leaf(t, depth, "SparseInterval")?;
+        let fill = self.fill_of(t);
         let l = KExpr::Local;
         let int = KExpr::int;
         let scratch = KExpr::Len(left);
@@ -761,37 +775,45 @@ impl Lowerer {
                     KExpr::bin(Op::Eq, value.clone(), KExpr::load(val, pos.clone())),
                 ],
             );
+            let kept = not_fill(value.clone(), fill);
+            let placed = KStmt::If {
+                cond: empty,
+                then: vec![
+                    KStmt::Store {
+                        buf: val,
+                        index: pos.clone(),
+                        value,
+                    },
+                    KStmt::Store {
+                        buf: left,
+                        index: pos.clone(),
+                        value: lo0,
+                    },
+                    KStmt::Store {
+                        buf: right,
+                        index: pos.clone(),
+                        value: hi0.clone(),
+                    },
+                ],
+                otherwise: vec![KStmt::If {
+                    cond: extends,
+                    then: vec![KStmt::Store {
+                        buf: right,
+                        index: pos.clone(),
+                        value: hi0,
+                    }],
+                    otherwise: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
+                }],
+            };
+            // A run whose value is the fill is not stored (as the reference stores its
+            // result): it is no part of the interval.
             vec![KStmt::If {
                 cond: l(dirty),
                 then: vec![
                     KStmt::If {
-                        cond: empty,
-                        then: vec![
-                            KStmt::Store {
-                                buf: val,
-                                index: pos.clone(),
-                                value,
-                            },
-                            KStmt::Store {
-                                buf: left,
-                                index: pos.clone(),
-                                value: lo0,
-                            },
-                            KStmt::Store {
-                                buf: right,
-                                index: pos.clone(),
-                                value: hi0.clone(),
-                            },
-                        ],
-                        otherwise: vec![KStmt::If {
-                            cond: extends,
-                            then: vec![KStmt::Store {
-                                buf: right,
-                                index: pos.clone(),
-                                value: hi0,
-                            }],
-                            otherwise: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
-                        }],
+                        cond: kept,
+                        then: vec![placed],
+                        otherwise: vec![],
                     },
                     KStmt::Store {
                         buf: val,
