@@ -61,6 +61,7 @@ impl Hollow {
             skip_fill: true,
             skip_fill_values: false,
             fill_claims: false,
+            repeated: false,
         }
     }
 }
@@ -80,7 +81,8 @@ pub struct Hollow {
     /// Run before the first write of an index (it must set `dirty`).
     pub claim: Vec<KStmt>,
     /// Whether storing the fill is a no-op (a level that records only written indices at
-    /// positions nothing else writes); otherwise it is stored without claiming.
+    /// positions nothing else writes; where the write is `repeated`, only while the index
+    /// is unclaimed); otherwise it is stored without claiming.
     pub skip_fill: bool,
     /// Whether a plain store of a value that turns out to be the fill at run time is
     /// skipped too (a level whose indices of one fiber share a position: SparsePoint).
@@ -88,6 +90,10 @@ pub struct Hollow {
     /// Whether storing the fill claims the index like any other value (a level whose
     /// position for the index is found by the claim: SparseHash).
     pub fill_claims: bool,
+    /// Whether the write may run more than once for its index (a loop inside the index's
+    /// statements encloses it), so an earlier run may have claimed the position: the fill
+    /// written then must reach it (the last write wins), so it is not skipped.
+    pub repeated: bool,
 }
 
 /// A looplet for the dimension indexed by the loop being lowered.
@@ -446,6 +452,31 @@ pub fn substitute(s: Stmt, name: &str, with: &Expr) -> Stmt {
         Stmt::SetLocal(l, e) => Stmt::SetLocal(l, expr(e, name, with)),
         Stmt::Check(e, code) => Stmt::Check(expr(e, name, with), code),
         other @ (Stmt::Reset(..) | Stmt::Freeze(_)) => other,
+    }
+}
+
+/// Calls `f` on every hollow position `s` writes (its claims), in statement order.
+pub fn for_each_claim(s: &mut Stmt, f: &mut impl FnMut(&mut Hollow)) {
+    match s {
+        Stmt::Assign {
+            lhs:
+                (
+                    Tensor::Fiber(Fiber {
+                        hollow: Some(h), ..
+                    }),
+                    _,
+                ),
+            ..
+        } => f(h),
+        Stmt::Sieve {
+            then, otherwise, ..
+        } => {
+            for_each_claim(then, f);
+            for_each_claim(otherwise, f);
+        }
+        Stmt::Define { body, .. } | Stmt::Loop { body, .. } => for_each_claim(body, f),
+        Stmt::Block(b) => b.iter_mut().for_each(|s| for_each_claim(s, f)),
+        _ => {}
     }
 }
 

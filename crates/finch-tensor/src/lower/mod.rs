@@ -1615,6 +1615,11 @@ impl Lowerer {
     }
 
     fn lower_loop(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
+        let mut body = body;
+        if lo != hi {
+            // A position an enclosing loop handed out is written at every iteration.
+            crate::looplets::for_each_claim(&mut body, &mut |h| h.repeated = true);
+        }
         let body = self.unfurl_all(body, index)?;
         let body = self.masks(body, index)?;
         let body = simplify_stmt(body, self);
@@ -3445,6 +3450,20 @@ impl Lowerer {
                     self.tensors[f.tensor].name
                 )));
             }
+            if op.is_none() && h.repeated && h.skip_fill {
+                // An earlier run of the write may have claimed the index, and the claim is
+                // the entry (the level records what is claimed): storing `false` takes it
+                // back.
+                return Ok(vec![KStmt::If {
+                    cond: c,
+                    then: vec![KStmt::If {
+                        cond: KExpr::Op(Op::Not, vec![KExpr::Local(h.dirty)]),
+                        then: h.claim.clone(),
+                        otherwise: vec![],
+                    }],
+                    otherwise: vec![KStmt::Assign(h.dirty, KExpr::Lit(Value::Bool(false)))],
+                }]);
+            }
             return Ok(vec![KStmt::If {
                 cond: KExpr::Op(
                     Op::And,
@@ -3459,11 +3478,21 @@ impl Lowerer {
             ..f.clone()
         });
         let store = self.emit_assign((plain, vec![]), op, rhs.clone())?;
+        let dirty = KExpr::Local(h.dirty);
         if op.is_none() && matches!(simplify_expr(rhs.clone(), self), Expr::Lit(v) if v.same(&fill))
         {
             // Storing the fill claims nothing. Where the level skips it (an extruded list:
             // one statement writes it, so nothing claimed this index before) no code is
-            // emitted, and a loop over a region of fills vanishes.
+            // emitted, and a loop over a region of fills vanishes. A write an inner loop
+            // repeats may have claimed the index at an earlier iteration: there the fill
+            // is stored (and the level's record drops a value that is the fill).
+            if h.skip_fill && h.repeated {
+                return Ok(vec![KStmt::If {
+                    cond: dirty,
+                    then: store,
+                    otherwise: vec![],
+                }]);
+            }
             if h.skip_fill {
                 return Ok(vec![]);
             }
@@ -3473,7 +3502,7 @@ impl Lowerer {
         }
         let claim = h.claim.clone();
         let mut code = vec![KStmt::If {
-            cond: KExpr::Op(Op::Not, vec![KExpr::Local(h.dirty)]),
+            cond: KExpr::Op(Op::Not, vec![dirty.clone()]),
             then: claim,
             otherwise: vec![],
         }];
@@ -3481,15 +3510,20 @@ impl Lowerer {
         if h.skip_fill_values {
             // Only stores of values other than the fill, and updates by values other than
             // the operator's identity (`+= 0` changes nothing), claim the index: the
-            // result holds what a dense run would store.
+            // result holds what a dense run would store. A store an inner loop repeats
+            // reaches a position an earlier iteration claimed whatever its value.
             let (v, ty) = self.kexpr(&rhs)?;
             let unchanged = match op {
                 None => fill.convert_exact(ty),
                 Some(op) => op.identity(ty, crate::algebra::Side::Right),
             };
             if let Some(u) = unchanged {
+                let mut cond = KExpr::bin(Op::Ne, v, KExpr::Lit(u));
+                if op.is_none() && h.repeated {
+                    cond = KExpr::Op(Op::Or, vec![dirty, cond]);
+                }
                 return Ok(vec![KStmt::If {
-                    cond: KExpr::bin(Op::Ne, v, KExpr::Lit(u)),
+                    cond,
                     then: code,
                     otherwise: vec![],
                 }]);

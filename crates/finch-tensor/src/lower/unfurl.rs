@@ -198,6 +198,7 @@ impl Lowerer {
                     skip_fill: true,
                     skip_fill_values: true,
                     fill_claims: false,
+                    repeated: false,
                 };
                 let at = pos.clone();
                 let record = move |i: KExpr| {
@@ -753,6 +754,7 @@ impl Lowerer {
             skip_fill: true,
             skip_fill_values: true,
             fill_claims: false,
+            repeated: false,
         };
         let at = scratch.clone();
         let body =
@@ -1038,6 +1040,7 @@ impl Lowerer {
             skip_fill: false,
             skip_fill_values: false,
             fill_claims: false,
+            repeated: false,
         };
         let position = move |i: KExpr| {
             KExpr::bin(Op::Add, base.clone(), KExpr::bin(Op::Sub, i, KExpr::int(1)))

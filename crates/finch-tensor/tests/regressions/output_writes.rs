@@ -51,3 +51,90 @@ fn point_and_interval_outputs_do_not_store_a_computed_fill() {
         }
     }
 }
+
+/// Issue #27, reproducer 1: `w[j] = X[i, j]` inside a loop over `i` writes each `w[j]`
+/// once per row, and the last write wins, also where it is the fill: over `X = [5 0; 0 7]`
+/// that is `[0, 7]`. The compiled engines skipped the fill as a write that claims nothing
+/// and kept 5; with a Dense input, SparsePoint and SparseInterval outputs skipped the 0
+/// read at run time (over `[5 0; 0 0]`, where no second index of the fiber sends the
+/// program to the run that records entries). Under an `if`, only the rows it takes write.
+#[test]
+fn the_last_write_of_an_index_wins_when_it_is_the_fill() {
+    for level in VECTOR_LEVELS {
+        for input in MATRIX_INPUTS {
+            let text = format!(
+                "input X :: {input}\noutput w :: {level}(Element(0.0))\nw .= 0\nfor j = _, i = _\n  w[j] = X[i, j]\nend\n"
+            );
+            let out = agree(&text, &[("X", array(&[2, 2], &[5.0, 0.0, 0.0, 7.0]))]);
+            assert_eq!(out["w"], array(&[2], &[0.0, 7.0]), "{text}");
+            let out = agree(&text, &[("X", array(&[2, 2], &[5.0, 0.0, 0.0, 0.0]))]);
+            assert_eq!(out["w"], array(&[2], &[0.0, 0.0]), "{text}");
+            // Rows 2 and 3 write: column 1 is 5 then 0, column 2 is 0 then 7.
+            let text = format!(
+                "input X :: {input}\noutput w :: {level}(Element(0.0))\nw .= 0\nfor j = _, i = _\n  if i >= 2\n    w[j] = X[i, j]\n  end\nend\n"
+            );
+            let x = array(&[3, 2], &[1.0, 5.0, 0.0, 1.0, 0.0, 7.0]);
+            let out = agree(&text, &[("X", x)]);
+            assert_eq!(out["w"], array(&[2], &[0.0, 7.0]), "{text}");
+        }
+    }
+}
+
+/// Reproducer 1 over Bool and Pattern outputs: `w[j] = j > i` for `i` in `1:2` is true
+/// at `j = 2` for `i = 1` and false for `i = 2`, the last write. A Pattern level records
+/// what is claimed, so writing `false` must take a claim back.
+#[test]
+fn bool_and_pattern_outputs_take_back_an_index_last_written_false() {
+    let levels = [
+        "SparseList(Element(false))",
+        "SparseList(Pattern())",
+        "SparseCOO{1}(Pattern())",
+        "SparsePoint(Element(false))",
+        "SparseInterval(Element(false))",
+        "SparseBand(Element(false))",
+        "SparseBlockList(Element(false))",
+        "RunList(Element(false))",
+        "SparseRunList(Element(false))",
+        "SparseByteMap(Pattern())",
+        "SparseHash(Pattern())",
+    ];
+    for level in levels {
+        let text =
+            format!("output w :: {level}\nw .= false\nfor j = 1:3, i = 1:2\n  w[j] = j > i\nend\n");
+        let out = agree(&text, &[]);
+        let want = [false, false, true].map(finch::Value::Bool);
+        assert_eq!(out["w"].data, want, "{text}");
+    }
+}
+
+/// Reproducer 1 two levels deep: `C[i, j] = T[k, i, j]` inside a loop over `k` keeps
+/// `T[2, i, j]`, the fill at (1, 1) and (2, 2) after values other than the fill.
+#[test]
+fn matrix_outputs_keep_the_last_write_of_an_inner_loop() {
+    let outputs = [
+        "Dense(SparseList(Element(0.0)))",
+        "SparseList(SparseList(Element(0.0)))",
+        "Dense(SparsePoint(Element(0.0)))",
+        "Dense(SparseInterval(Element(0.0)))",
+        "Dense(SparseBand(Element(0.0)))",
+        "Dense(SparseBlockList(Element(0.0)))",
+        "Dense(RunList(Element(0.0)))",
+        "Dense(SparseRunList(Element(0.0)))",
+        "SparseCOO{2}(Element(0.0))",
+        "Dense(SparseHash(Element(0.0)))",
+    ];
+    // T[k, i, j], k fastest.
+    let t = array(&[2, 2, 2], &[5.0, 0.0, 3.0, 4.0, 0.0, 6.0, 2.0, 0.0]);
+    for output in outputs {
+        for input in [
+            "Dense(Dense(SparseList(Element(0.0))))",
+            "Dense(Dense(Dense(Element(0.0))))",
+        ] {
+            let text = format!(
+                "input T :: {input}\noutput C :: {output}\nC .= 0\nfor j = _, i = _, k = _\n  C[i, j] = T[k, i, j]\nend\n"
+            );
+            let out = agree(&text, &[("T", t.clone())]);
+            assert_eq!(out["C"], array(&[2, 2], &[0.0, 4.0, 6.0, 0.0]), "{text}");
+        }
+    }
+}
