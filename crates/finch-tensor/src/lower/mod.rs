@@ -125,6 +125,7 @@ fn lower_converted(c: Converted, compact: bool) -> Result<Lowered> {
         at_most: Vec::new(),
         lowered: 0,
         compact,
+        open_claims: Vec::new(),
     };
     let body = l.lower(c.body)?;
     l.kernel.body = crate::kernel::tidy(body);
@@ -521,6 +522,9 @@ pub(crate) struct Lowerer {
     /// specializing loops for up to [`MAX_VARIANT_STEPPERS`] of them: smaller code, a
     /// little slower where few operands are coiterated.
     compact: bool,
+    /// The claim flags of the positions written by the statements being lowered for one
+    /// index of a written level (see [`Lowerer::lower_claiming`]).
+    open_claims: Vec<LocalId>,
 }
 
 impl Typer for Lowerer {
@@ -3164,7 +3168,7 @@ impl Lowerer {
         if mentions(&whole, index) {
             return self.rule_lookup(index, lo, hi, body);
         }
-        let mut code = self.lower(whole)?;
+        let mut code = self.lower_claiming(whole)?;
         if code.is_empty() {
             return Ok(code);
         }
@@ -3172,6 +3176,19 @@ impl Lowerer {
             code.extend(e(lo.clone(), hi.clone()));
         }
         Ok(self.guarded(&lo, &hi, code))
+    }
+
+    /// Lowers `body`, the statements of one index (or run) of written levels, with the
+    /// claim flags of the positions they write open: a write of the same level nested in
+    /// them (another statement's, at another index) claims through flags of its own
+    /// (`Lowerer::own_claim_state`), or it would take this index's claim for its own.
+    fn lower_claiming(&mut self, mut body: Stmt) -> Result<Vec<KStmt>> {
+        let open = self.open_claims.len();
+        let claims = &mut self.open_claims;
+        crate::looplets::for_each_claim(&mut body, &mut |h| claims.push(h.dirty));
+        let code = self.lower(body);
+        self.open_claims.truncate(open);
+        code
     }
 
     /// Lookup (or no looplet): a plain loop binding the index; a loop of one iteration
@@ -3194,7 +3211,7 @@ impl Lowerer {
                 }
                 _ => Repl::Keep,
             })?;
-            let mut code = self.lower(bind(body, index, &hi))?;
+            let mut code = self.lower_claiming(bind(body, index, &hi))?;
             if !code.is_empty() {
                 for e in &epilogues {
                     code.extend(e(hi.clone()));
@@ -3228,7 +3245,7 @@ impl Lowerer {
             }
             _ => Repl::Keep,
         })?;
-        let mut inner = self.lower(bind(body, index, &KExpr::Local(var)))?;
+        let mut inner = self.lower_claiming(bind(body, index, &KExpr::Local(var)))?;
         if inner.is_empty() {
             return Ok(vec![]);
         }
@@ -3853,6 +3870,7 @@ mod tests {
             at_most: Vec::new(),
             lowered: 0,
             compact: false,
+            open_claims: Vec::new(),
         }
     }
 

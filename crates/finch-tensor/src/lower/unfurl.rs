@@ -113,6 +113,7 @@ impl Lowerer {
             Error::Program(format!("internal: `{name}` has no level {}", f.depth + 1))
         })?;
         let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let level = self.own_claim_state(level, t, depth);
         let hash = super::hash::HashTable::of(&level);
         match level {
             LevelParams::Dense { shape } => Ok(dense_lookup(f, shape)),
@@ -338,6 +339,34 @@ impl Lowerer {
                 "internal: the leaf of `{name}` indexed by a loop"
             ))),
         }
+    }
+
+    /// Written level `level` (at `depth`, 1-based) of tensor `t` with a claim flag of its
+    /// own, and for a hash table an entry local of its own, where the access is nested in
+    /// the statements of an index another access of the level writes (`y[~(i + 2)] = v`
+    /// beside `y[i] = x[i]`): sharing them, the inner write would find the outer index
+    /// claimed and write its entry, and its record would take the outer index's flag.
+    fn own_claim_state(&mut self, mut level: LevelParams, t: usize, depth: usize) -> LevelParams {
+        let (dirty, at) = match &mut level {
+            LevelParams::HashOut { dirty, at, .. } => (dirty, Some(at)),
+            LevelParams::SparseListOut { dirty, .. }
+            | LevelParams::CooOut { dirty, .. }
+            | LevelParams::SparseByteMapOut { dirty, .. }
+            | LevelParams::SparsePointOut { dirty, .. }
+            | LevelParams::SparseBlockListOut { dirty, .. }
+            | LevelParams::RunsOut { dirty, .. }
+            | LevelParams::SparseIntervalOut { dirty, .. }
+            | LevelParams::SparseBandOut { dirty, .. } => (dirty, None),
+            _ => return level,
+        };
+        if self.open_claims.contains(dirty) {
+            let name = format!("{}_lvl{depth}_dirty", self.tensors[t].name);
+            *dirty = self.kernel.local(name, ScalarType::Bool);
+            if let Some(at) = at {
+                *at = self.level_local(t, depth, "at");
+            }
+        }
+        level
     }
 
     /// The value buffer of the Element leaf (at `depth`) under a written sparse level, and

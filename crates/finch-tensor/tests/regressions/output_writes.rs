@@ -138,3 +138,51 @@ fn matrix_outputs_keep_the_last_write_of_an_inner_loop() {
         }
     }
 }
+
+/// Issue #27, reproducer 2: `y[i] = A[i]` and `y[~(i + 2)] = 9.0` in one loop body. The
+/// shifted write is concordized into a loop of its own inside the statements of index
+/// `i`, and it shared the level's claim flag (and a hash table's entry) with the write
+/// at `i`: it found index `i` claimed and wrote 9 into `y[i]` (SparseHash), or its record
+/// took the flag of `i` (SparseByteMap: "I7 ... unset but stores a value"). Each write
+/// at `i` comes after the shifted write that hit it, in either order, so `y` is `A`. The
+/// same with loops: `w[i]` written inside the statements of index `j` of `w[j]` (a
+/// SparseHash output added `w[j]`'s 1 into the entry of `w[i]`).
+#[test]
+fn a_write_nested_in_another_writes_index_claims_its_own_entry() {
+    let outputs = [
+        "SparseHash",
+        "SparseByteMap",
+        "SparseList",
+        "SparseCOO{1}",
+        "Dense",
+    ];
+    let bodies = [
+        "  y[i] = A[i]\n  y[~(i + 2)] = 9.0\n",
+        "  y[~(i + 2)] = 9.0\n  y[i] = A[i]\n",
+    ];
+    for output in outputs {
+        for body in bodies {
+            for (input, a) in [
+                ("Dense(Element(0.0))", [1.0, 2.0, 3.0, 4.0]),
+                ("SparseList(Element(0.0))", [1.0, 0.0, 3.0, 0.0]),
+            ] {
+                let text = format!(
+                    "input A :: {input}\noutput y :: {output}(Element(0.0))\ny .= 0\nfor i = _\n{body}end\n"
+                );
+                let out = agree(&text, &[("A", array(&[4], &a))]);
+                assert_eq!(out["y"], array(&[4], &a), "{text}");
+            }
+        }
+    }
+    // Row sums of X (12, 15, 18) plus 1 for each of the three rows at every column.
+    let x = array(&[3, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    for output in ["SparseHash", "SparseByteMap", "SparseList"] {
+        for input in MATRIX_INPUTS {
+            let text = format!(
+                "input X :: {input}\noutput w :: {output}(Element(0.0))\nw .= 0\nfor j = _, i = _\n  w[j] += 1.0\n  w[i] += X[i, j]\nend\n"
+            );
+            let out = agree(&text, &[("X", x.clone())]);
+            assert_eq!(out["w"], array(&[3], &[15.0, 18.0, 21.0]), "{text}");
+        }
+    }
+}
