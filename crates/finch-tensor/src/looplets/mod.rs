@@ -278,6 +278,40 @@ pub enum Tensor {
     },
 }
 
+impl Tensor {
+    /// The tensor (by lowerer id) this is part of, where it tells: a fiber's or a
+    /// scalar's, or for a looplet that of the parts it hands out (the first phase or case
+    /// that tells).
+    pub fn tensor_id(&self) -> Option<usize> {
+        match self {
+            Tensor::Fiber(f) | Tensor::Present { fiber: f, .. } => Some(f.tensor),
+            Tensor::Scalar(t) | Tensor::OutOfRange(t) => Some(*t),
+            Tensor::Looplet(l) => l.tensor_id(),
+            Tensor::Switch {
+                then, otherwise, ..
+            } => then.tensor_id().or_else(|| otherwise.tensor_id()),
+            Tensor::FillLeaf(_) | Tensor::Value(_) | Tensor::Local(_) | Tensor::Null => None,
+        }
+    }
+}
+
+impl Looplet {
+    /// See [`Tensor::tensor_id`].
+    pub fn tensor_id(&self) -> Option<usize> {
+        let one = || KExpr::Lit(Value::I64(1));
+        match self {
+            Looplet::Lookup(f) | Looplet::LookupWrite { body: f, .. } => f(one()).tensor_id(),
+            Looplet::AcceptRun { body, .. } => body(one(), one()).tensor_id(),
+            Looplet::Run(t) => t.tensor_id(),
+            Looplet::Spike { body, tail } => tail.tensor_id().or_else(|| body.tensor_id()),
+            Looplet::Sequence(phases) => phases.iter().find_map(|(_, l)| l.tensor_id()),
+            Looplet::Stepper(s) | Looplet::Jumper(s) => s.chunk.tensor_id(),
+            Looplet::Switch(cases) => cases.iter().find_map(|(_, l)| l.tensor_id()),
+            Looplet::Thunk { body, .. } => body.tensor_id(),
+        }
+    }
+}
+
 /// An expression in the lowering IR.
 #[derive(Clone, Debug)]
 pub enum Expr {

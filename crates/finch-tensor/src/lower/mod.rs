@@ -1997,7 +1997,9 @@ impl Lowerer {
                     {
                         other_use = true
                     }
-                    Tensor::Looplet(_) => {}
+                    // An access at the loop's index (`w[i]` beside `w[j]` in a loop over
+                    // `i`) may reach the element, which the local would then overwrite.
+                    Tensor::Looplet(l) if l.tensor_id() == Some(target.tensor) => other_use = true,
                     _ => {}
                 }
                 Ok(Expr::Access(Box::new(t), idx))

@@ -186,3 +186,26 @@ fn a_write_nested_in_another_writes_index_claims_its_own_entry() {
         }
     }
 }
+
+/// A sibling of reproducer 2 in Dense outputs: in the loop over `i`, `w[j]` does not
+/// depend on `i`, so it was kept in a local (scalar replacement) and stored after the
+/// loop, over what `w[i]` wrote to the same element at `i = j` (the other access was a
+/// looplet by then, which names no tensor, so it was not seen).
+#[test]
+fn an_element_kept_in_a_local_is_not_stored_over_other_writes_of_its_tensor() {
+    let x = array(&[3, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    let cases = [
+        ("  w[i] += X[i, j]\n  w[j] *= 2.0\n", [19.0, 44.0, 90.0]),
+        ("  w[j] += 1.0\n  w[i] += X[i, j]\n", [15.0, 18.0, 21.0]),
+        ("  w[j] = X[i, j]\n  w[i] += 1.0\n", [5.0, 7.0, 10.0]),
+    ];
+    for (body, want) in cases {
+        for input in MATRIX_INPUTS {
+            let text = format!(
+                "input X :: {input}\noutput w :: Dense(Element(0.0))\nw .= 0\nfor j = _, i = _\n{body}end\n"
+            );
+            let out = agree(&text, &[("X", x.clone())]);
+            assert_eq!(out["w"], array(&[3], &want), "{text}");
+        }
+    }
+}
