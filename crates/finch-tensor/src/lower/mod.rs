@@ -3302,6 +3302,16 @@ impl Lowerer {
     /// Run integration (finch-looplets.md §5.4) of a loop whose body does not use its
     /// index: `+=`/`-=` multiply by the extent, idempotent reductions happen once.
     fn integrate(&mut self, lo: &KExpr, hi: &KExpr, body: &Stmt) -> Result<Option<Vec<KStmt>>> {
+        if let Stmt::Assign {
+            lhs,
+            op: None,
+            rhs: rhs @ Expr::Lit(_),
+        } = body
+        {
+            // Storing a constant n times is storing it once.
+            let code = self.emit_assign(lhs.clone(), None, rhs.clone())?;
+            return Ok(Some(self.guarded(lo, hi, code)));
+        }
         let Stmt::Assign {
             lhs,
             op: Some(op),

@@ -209,3 +209,32 @@ fn an_element_kept_in_a_local_is_not_stored_over_other_writes_of_its_tensor() {
         }
     }
 }
+
+/// A loop that stores a constant stores it once: `w[j] = X[i, j]` over the gaps of a
+/// sparse column stores the fill where `w[j]` is claimed (reproducer 1), which must not
+/// bring back a loop over every position of the gap (nor for a Dense output, which
+/// looped there before).
+#[test]
+fn a_repeated_store_of_the_fill_keeps_no_loop_over_the_fill() {
+    let n = 1_000_000;
+    let mut x = vec![0.0; 2 * n];
+    x[1] = 2.0;
+    x[n / 2] = -1.0;
+    x[n + 7] = 3.0;
+    let x = array(&[n, 2], &x);
+    for level in ["SparseList", "Dense"] {
+        let text = format!(
+            "input X :: Dense(SparseList(Element(0.0)))\noutput w :: {level}(Element(0.0))\nw .= 0\nfor j = _, i = _\n  w[j] = X[i, j]\nend\n"
+        );
+        let program = Program::parse(&text).expect("a valid program");
+        let format = &program.decl("X").expect("declared").format;
+        let input = Tensor::from_dense(format, &x).expect("a valid input");
+        let mut tensors = HashMap::from([("X".to_string(), input)]);
+        let compiled = program.compile(Engine::Interp).expect("compiles");
+        let run = compiled.run(&mut tensors, &HashMap::new()).expect("runs");
+        let stats = run.stats.expect("the interpreter counts");
+        assert!(stats.iterations < 100, "{level}: {stats:?}");
+        let w = tensors["w"].to_dense().expect("readable");
+        assert_eq!(w, array(&[2], &[0.0, 0.0]), "{text}");
+    }
+}
