@@ -61,6 +61,7 @@ impl Hollow {
             skip_fill: true,
             skip_fill_values: false,
             fill_claims: false,
+            repeated: false,
         }
     }
 }
@@ -80,7 +81,8 @@ pub struct Hollow {
     /// Run before the first write of an index (it must set `dirty`).
     pub claim: Vec<KStmt>,
     /// Whether storing the fill is a no-op (a level that records only written indices at
-    /// positions nothing else writes); otherwise it is stored without claiming.
+    /// positions nothing else writes; where the write is `repeated`, only while the index
+    /// is unclaimed); otherwise it is stored without claiming.
     pub skip_fill: bool,
     /// Whether a plain store of a value that turns out to be the fill at run time is
     /// skipped too (a level whose indices of one fiber share a position: SparsePoint).
@@ -88,6 +90,10 @@ pub struct Hollow {
     /// Whether storing the fill claims the index like any other value (a level whose
     /// position for the index is found by the claim: SparseHash).
     pub fill_claims: bool,
+    /// Whether the write may run more than once for its index (a loop inside the index's
+    /// statements encloses it), so an earlier run may have claimed the position: the fill
+    /// written then must reach it (the last write wins), so it is not skipped.
+    pub repeated: bool,
 }
 
 /// A looplet for the dimension indexed by the loop being lowered.
@@ -270,6 +276,40 @@ pub enum Tensor {
         /// The tensor otherwise.
         otherwise: Box<Tensor>,
     },
+}
+
+impl Tensor {
+    /// The tensor (by lowerer id) this is part of, where it tells: a fiber's or a
+    /// scalar's, or for a looplet that of the parts it hands out (the first phase or case
+    /// that tells).
+    pub fn tensor_id(&self) -> Option<usize> {
+        match self {
+            Tensor::Fiber(f) | Tensor::Present { fiber: f, .. } => Some(f.tensor),
+            Tensor::Scalar(t) | Tensor::OutOfRange(t) => Some(*t),
+            Tensor::Looplet(l) => l.tensor_id(),
+            Tensor::Switch {
+                then, otherwise, ..
+            } => then.tensor_id().or_else(|| otherwise.tensor_id()),
+            Tensor::FillLeaf(_) | Tensor::Value(_) | Tensor::Local(_) | Tensor::Null => None,
+        }
+    }
+}
+
+impl Looplet {
+    /// See [`Tensor::tensor_id`].
+    pub fn tensor_id(&self) -> Option<usize> {
+        let one = || KExpr::Lit(Value::I64(1));
+        match self {
+            Looplet::Lookup(f) | Looplet::LookupWrite { body: f, .. } => f(one()).tensor_id(),
+            Looplet::AcceptRun { body, .. } => body(one(), one()).tensor_id(),
+            Looplet::Run(t) => t.tensor_id(),
+            Looplet::Spike { body, tail } => tail.tensor_id().or_else(|| body.tensor_id()),
+            Looplet::Sequence(phases) => phases.iter().find_map(|(_, l)| l.tensor_id()),
+            Looplet::Stepper(s) | Looplet::Jumper(s) => s.chunk.tensor_id(),
+            Looplet::Switch(cases) => cases.iter().find_map(|(_, l)| l.tensor_id()),
+            Looplet::Thunk { body, .. } => body.tensor_id(),
+        }
+    }
 }
 
 /// An expression in the lowering IR.
@@ -470,6 +510,31 @@ pub fn substitute(s: Stmt, name: &str, with: &Expr) -> Stmt {
         Stmt::SetLocal(l, e) => Stmt::SetLocal(l, expr(e, name, with)),
         Stmt::Check(e, code) => Stmt::Check(expr(e, name, with), code),
         other @ (Stmt::Reset(..) | Stmt::Freeze(_)) => other,
+    }
+}
+
+/// Calls `f` on every hollow position `s` writes (its claims), in statement order.
+pub fn for_each_claim(s: &mut Stmt, f: &mut impl FnMut(&mut Hollow)) {
+    match s {
+        Stmt::Assign {
+            lhs:
+                (
+                    Tensor::Fiber(Fiber {
+                        hollow: Some(h), ..
+                    }),
+                    _,
+                ),
+            ..
+        } => f(h),
+        Stmt::Sieve {
+            then, otherwise, ..
+        } => {
+            for_each_claim(then, f);
+            for_each_claim(otherwise, f);
+        }
+        Stmt::Define { body, .. } | Stmt::Loop { body, .. } => for_each_claim(body, f),
+        Stmt::Block(b) => b.iter_mut().for_each(|s| for_each_claim(s, f)),
+        _ => {}
     }
 }
 

@@ -296,6 +296,7 @@ impl Lowerer {
                 skip_fill: false,
                 skip_fill_values: false,
                 fill_claims: true,
+                repeated: false,
             }
         };
         Ok(Looplet::LookupWrite {

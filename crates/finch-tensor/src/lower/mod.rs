@@ -125,6 +125,7 @@ fn lower_converted(c: Converted, compact: bool) -> Result<Lowered> {
         at_most: Vec::new(),
         lowered: 0,
         compact,
+        open_claims: Vec::new(),
     };
     let body = l.lower(c.body)?;
     l.kernel.body = crate::kernel::tidy(body);
@@ -521,6 +522,9 @@ pub(crate) struct Lowerer {
     /// specializing loops for up to [`MAX_VARIANT_STEPPERS`] of them: smaller code, a
     /// little slower where few operands are coiterated.
     compact: bool,
+    /// The claim flags of the positions written by the statements being lowered for one
+    /// index of a written level (see [`Lowerer::lower_claiming`]).
+    open_claims: Vec<LocalId>,
 }
 
 impl Typer for Lowerer {
@@ -1653,6 +1657,11 @@ impl Lowerer {
     }
 
     fn lower_loop(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
+        let mut body = body;
+        if lo != hi {
+            // A position an enclosing loop handed out is written at every iteration.
+            crate::looplets::for_each_claim(&mut body, &mut |h| h.repeated = true);
+        }
         let body = self.unfurl_all(body, index)?;
         let body = self.masks(body, index)?;
         let body = simplify_stmt(body, self);
@@ -2026,7 +2035,9 @@ impl Lowerer {
                     {
                         other_use = true
                     }
-                    Tensor::Looplet(_) => {}
+                    // An access at the loop's index (`w[i]` beside `w[j]` in a loop over
+                    // `i`) may reach the element, which the local would then overwrite.
+                    Tensor::Looplet(l) if l.tensor_id() == Some(target.tensor) => other_use = true,
                     _ => {}
                 }
                 Ok(Expr::Access(Box::new(t), idx))
@@ -3207,7 +3218,7 @@ impl Lowerer {
         if mentions(&whole, index) {
             return self.rule_lookup(index, lo, hi, body);
         }
-        let mut code = self.lower(whole)?;
+        let mut code = self.lower_claiming(whole)?;
         if code.is_empty() {
             return Ok(code);
         }
@@ -3215,6 +3226,19 @@ impl Lowerer {
             code.extend(e(lo.clone(), hi.clone()));
         }
         Ok(self.guarded(&lo, &hi, code))
+    }
+
+    /// Lowers `body`, the statements of one index (or run) of written levels, with the
+    /// claim flags of the positions they write open: a write of the same level nested in
+    /// them (another statement's, at another index) claims through flags of its own
+    /// (`Lowerer::own_claim_state`), or it would take this index's claim for its own.
+    fn lower_claiming(&mut self, mut body: Stmt) -> Result<Vec<KStmt>> {
+        let open = self.open_claims.len();
+        let claims = &mut self.open_claims;
+        crate::looplets::for_each_claim(&mut body, &mut |h| claims.push(h.dirty));
+        let code = self.lower(body);
+        self.open_claims.truncate(open);
+        code
     }
 
     /// Lookup (or no looplet): a plain loop binding the index; a loop of one iteration
@@ -3237,7 +3261,7 @@ impl Lowerer {
                 }
                 _ => Repl::Keep,
             })?;
-            let mut code = self.lower(bind(body, index, &hi))?;
+            let mut code = self.lower_claiming(bind(body, index, &hi))?;
             if !code.is_empty() {
                 for e in &epilogues {
                     code.extend(e(hi.clone()));
@@ -3271,7 +3295,7 @@ impl Lowerer {
             }
             _ => Repl::Keep,
         })?;
-        let mut inner = self.lower(bind(body, index, &KExpr::Local(var)))?;
+        let mut inner = self.lower_claiming(bind(body, index, &KExpr::Local(var)))?;
         if inner.is_empty() {
             return Ok(vec![]);
         }
@@ -3326,6 +3350,16 @@ impl Lowerer {
     /// Run integration (finch-looplets.md §5.4) of a loop whose body does not use its
     /// index: `+=`/`-=` multiply by the extent, idempotent reductions happen once.
     fn integrate(&mut self, lo: &KExpr, hi: &KExpr, body: &Stmt) -> Result<Option<Vec<KStmt>>> {
+        if let Stmt::Assign {
+            lhs,
+            op: None,
+            rhs: rhs @ Expr::Lit(_),
+        } = body
+        {
+            // Storing a constant n times is storing it once.
+            let code = self.emit_assign(lhs.clone(), None, rhs.clone())?;
+            return Ok(Some(self.guarded(lo, hi, code)));
+        }
         let Stmt::Assign {
             lhs,
             op: Some(op),
@@ -3500,6 +3534,20 @@ impl Lowerer {
                     self.tensors[f.tensor].name
                 )));
             }
+            if op.is_none() && h.repeated && h.skip_fill {
+                // An earlier run of the write may have claimed the index, and the claim is
+                // the entry (the level records what is claimed): storing `false` takes it
+                // back.
+                return Ok(vec![KStmt::If {
+                    cond: c,
+                    then: vec![KStmt::If {
+                        cond: KExpr::Op(Op::Not, vec![KExpr::Local(h.dirty)]),
+                        then: h.claim.clone(),
+                        otherwise: vec![],
+                    }],
+                    otherwise: vec![KStmt::Assign(h.dirty, KExpr::Lit(Value::Bool(false)))],
+                }]);
+            }
             return Ok(vec![KStmt::If {
                 cond: KExpr::Op(
                     Op::And,
@@ -3514,11 +3562,21 @@ impl Lowerer {
             ..f.clone()
         });
         let store = self.emit_assign((plain, vec![]), op, rhs.clone())?;
+        let dirty = KExpr::Local(h.dirty);
         if op.is_none() && matches!(simplify_expr(rhs.clone(), self), Expr::Lit(v) if v.same(&fill))
         {
             // Storing the fill claims nothing. Where the level skips it (an extruded list:
             // one statement writes it, so nothing claimed this index before) no code is
-            // emitted, and a loop over a region of fills vanishes.
+            // emitted, and a loop over a region of fills vanishes. A write an inner loop
+            // repeats may have claimed the index at an earlier iteration: there the fill
+            // is stored (and the level's record drops a value that is the fill).
+            if h.skip_fill && h.repeated {
+                return Ok(vec![KStmt::If {
+                    cond: dirty,
+                    then: store,
+                    otherwise: vec![],
+                }]);
+            }
             if h.skip_fill {
                 return Ok(vec![]);
             }
@@ -3528,7 +3586,7 @@ impl Lowerer {
         }
         let claim = h.claim.clone();
         let mut code = vec![KStmt::If {
-            cond: KExpr::Op(Op::Not, vec![KExpr::Local(h.dirty)]),
+            cond: KExpr::Op(Op::Not, vec![dirty.clone()]),
             then: claim,
             otherwise: vec![],
         }];
@@ -3536,15 +3594,20 @@ impl Lowerer {
         if h.skip_fill_values {
             // Only stores of values other than the fill, and updates by values other than
             // the operator's identity (`+= 0` changes nothing), claim the index: the
-            // result holds what a dense run would store.
+            // result holds what a dense run would store. A store an inner loop repeats
+            // reaches a position an earlier iteration claimed whatever its value.
             let (v, ty) = self.kexpr(&rhs)?;
             let unchanged = match op {
                 None => fill.convert_exact(ty),
                 Some(op) => op.identity(ty, crate::algebra::Side::Right),
             };
             if let Some(u) = unchanged {
+                let mut cond = KExpr::bin(Op::Ne, v, KExpr::Lit(u));
+                if op.is_none() && h.repeated {
+                    cond = KExpr::Op(Op::Or, vec![dirty, cond]);
+                }
                 return Ok(vec![KStmt::If {
-                    cond: KExpr::bin(Op::Ne, v, KExpr::Lit(u)),
+                    cond,
                     then: code,
                     otherwise: vec![],
                 }]);
@@ -3879,6 +3942,7 @@ mod tests {
             at_most: Vec::new(),
             lowered: 0,
             compact: false,
+            open_claims: Vec::new(),
         }
     }
 

@@ -113,6 +113,7 @@ impl Lowerer {
             Error::Program(format!("internal: `{name}` has no level {}", f.depth + 1))
         })?;
         let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let level = self.own_claim_state(level, t, depth);
         let hash = super::hash::HashTable::of(&level);
         match level {
             LevelParams::Dense { shape } => Ok(dense_lookup(f, shape)),
@@ -186,14 +187,19 @@ impl Lowerer {
                 conflict,
             } => {
                 // Every index of fiber `p` writes child position `p`; after an index's
-                // statements a write records it, and a second index is a conflict.
+                // statements a write records it, and a second index is a conflict. A
+                // value that ends up the fill is not recorded (as the reference stores its
+                // result), and the position starts from the declared value again.
                 let l = KExpr::Local;
+                let (val, init) = self.written_leaf(t, depth, "SparsePoint")?;
+                let kept = not_fill(KExpr::load(val, pos.clone()), self.fill_of(t));
                 let hollow = crate::looplets::Hollow {
                     dirty,
                     claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
                     skip_fill: true,
                     skip_fill_values: true,
                     fill_claims: false,
+                    repeated: false,
                 };
                 let at = pos.clone();
                 let record = move |i: KExpr| {
@@ -213,10 +219,18 @@ impl Lowerer {
                                 then: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
                                 otherwise: vec![],
                             },
-                            KStmt::Store {
-                                buf: idx,
-                                index: pos.clone(),
-                                value: i0,
+                            KStmt::If {
+                                cond: kept.clone(),
+                                then: vec![KStmt::Store {
+                                    buf: idx,
+                                    index: pos.clone(),
+                                    value: i0,
+                                }],
+                                otherwise: vec![KStmt::Store {
+                                    buf: val,
+                                    index: pos.clone(),
+                                    value: KExpr::Lit(init),
+                                }],
                             },
                             KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
                         ],
@@ -325,6 +339,34 @@ impl Lowerer {
                 "internal: the leaf of `{name}` indexed by a loop"
             ))),
         }
+    }
+
+    /// Written level `level` (at `depth`, 1-based) of tensor `t` with a claim flag of its
+    /// own, and for a hash table an entry local of its own, where the access is nested in
+    /// the statements of an index another access of the level writes (`y[~(i + 2)] = v`
+    /// beside `y[i] = x[i]`): sharing them, the inner write would find the outer index
+    /// claimed and write its entry, and its record would take the outer index's flag.
+    fn own_claim_state(&mut self, mut level: LevelParams, t: usize, depth: usize) -> LevelParams {
+        let (dirty, at) = match &mut level {
+            LevelParams::HashOut { dirty, at, .. } => (dirty, Some(at)),
+            LevelParams::SparseListOut { dirty, .. }
+            | LevelParams::CooOut { dirty, .. }
+            | LevelParams::SparseByteMapOut { dirty, .. }
+            | LevelParams::SparsePointOut { dirty, .. }
+            | LevelParams::SparseBlockListOut { dirty, .. }
+            | LevelParams::RunsOut { dirty, .. }
+            | LevelParams::SparseIntervalOut { dirty, .. }
+            | LevelParams::SparseBandOut { dirty, .. } => (dirty, None),
+            _ => return level,
+        };
+        if self.open_claims.contains(dirty) {
+            let name = format!("{}_lvl{depth}_dirty", self.tensors[t].name);
+            *dirty = self.kernel.local(name, ScalarType::Bool);
+            if let Some(at) = at {
+                *at = self.level_local(t, depth, "at");
+            }
+        }
+        level
     }
 
     /// The value buffer of the Element leaf (at `depth`) under a written sparse level, and
@@ -719,7 +761,8 @@ impl Lowerer {
     /// A written SparseInterval (AcceptRun): a run's value goes to a scratch slot (the
     /// value slot after the last fiber's); after the run, an empty fiber takes it as its
     /// interval, a touching run of the same value extends the interval, and any other run
-    /// sets `conflict`. Values equal to the fill at run time are not written.
+    /// sets `conflict`. Values equal to the fill at run time are not written, and a run
+    /// whose value ends up the fill is not recorded.
     fn unfurl_interval_out(
         &mut self,
         f: &Fiber,
@@ -730,6 +773,7 @@ impl Lowerer {
     ) -> Result<Looplet> {
         let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
         let (val, init) = self.written_leaf(t, depth, "SparseInterval")?;
+        let fill = self.fill_of(t);
         let l = KExpr::Local;
         let int = KExpr::int;
         let scratch = KExpr::Len(left);
@@ -739,6 +783,7 @@ impl Lowerer {
             skip_fill: true,
             skip_fill_values: true,
             fill_claims: false,
+            repeated: false,
         };
         let at = scratch.clone();
         let body =
@@ -761,37 +806,45 @@ impl Lowerer {
                     KExpr::bin(Op::Eq, value.clone(), KExpr::load(val, pos.clone())),
                 ],
             );
+            let kept = not_fill(value.clone(), fill);
+            let placed = KStmt::If {
+                cond: empty,
+                then: vec![
+                    KStmt::Store {
+                        buf: val,
+                        index: pos.clone(),
+                        value,
+                    },
+                    KStmt::Store {
+                        buf: left,
+                        index: pos.clone(),
+                        value: lo0,
+                    },
+                    KStmt::Store {
+                        buf: right,
+                        index: pos.clone(),
+                        value: hi0.clone(),
+                    },
+                ],
+                otherwise: vec![KStmt::If {
+                    cond: extends,
+                    then: vec![KStmt::Store {
+                        buf: right,
+                        index: pos.clone(),
+                        value: hi0,
+                    }],
+                    otherwise: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
+                }],
+            };
+            // A run whose value is the fill is not stored (as the reference stores its
+            // result): it is no part of the interval.
             vec![KStmt::If {
                 cond: l(dirty),
                 then: vec![
                     KStmt::If {
-                        cond: empty,
-                        then: vec![
-                            KStmt::Store {
-                                buf: val,
-                                index: pos.clone(),
-                                value,
-                            },
-                            KStmt::Store {
-                                buf: left,
-                                index: pos.clone(),
-                                value: lo0,
-                            },
-                            KStmt::Store {
-                                buf: right,
-                                index: pos.clone(),
-                                value: hi0.clone(),
-                            },
-                        ],
-                        otherwise: vec![KStmt::If {
-                            cond: extends,
-                            then: vec![KStmt::Store {
-                                buf: right,
-                                index: pos.clone(),
-                                value: hi0,
-                            }],
-                            otherwise: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
-                        }],
+                        cond: kept,
+                        then: vec![placed],
+                        otherwise: vec![],
                     },
                     KStmt::Store {
                         buf: val,
@@ -1016,6 +1069,7 @@ impl Lowerer {
             skip_fill: false,
             skip_fill_values: false,
             fill_claims: false,
+            repeated: false,
         };
         let position = move |i: KExpr| {
             KExpr::bin(Op::Add, base.clone(), KExpr::bin(Op::Sub, i, KExpr::int(1)))
