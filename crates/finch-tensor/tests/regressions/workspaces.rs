@@ -74,3 +74,51 @@ end
     let out = agree(text, &[("A", a), ("x", x)]);
     assert_eq!(out["y"], array(&[3], &[2.0, 15.0, 2.0]));
 }
+
+/// A sparse workspace declared in a loop with a value other than its fill (`W .= 1.0`
+/// over `Element(0.0)`) read its unwritten positions as the fill 0.0 in the compiled
+/// engines, where the reference reads 1.0: a sparse level holds only what differs from
+/// its fill. The compiler refuses it, as it refuses such a declaration at the top level.
+#[test]
+fn sparse_workspaces_declared_in_a_loop_with_other_than_their_fill_are_refused() {
+    for level in [
+        "RunList",
+        "SparseRunList",
+        "SparseList",
+        "SparseByteMap",
+        "SparseHash",
+    ] {
+        let text = format!(
+            "input A :: SparseList(SparseList(Element(0.0)))
+output y :: Dense(Element(0.0))
+temp W :: {level}(Element(0.0))
+y .= 0
+for i = _
+  W .= 1.0
+  for j = _
+    W[j] += A[j, i]
+  end
+  for j = _
+    y[i] += W[j]
+  end
+end
+"
+        );
+        let program = Program::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let mut reference = Bindings::new();
+        reference.insert("A", array(&[2, 2], &[3.0, 0.0, 0.0, 0.0]));
+        program
+            .run_reference(&mut reference, &RunOptions::default())
+            .unwrap_or_else(|e| panic!("reference: {e}\n{text}"));
+        let y = reference.get("y").expect("the reference binds y");
+        assert_eq!(y.data, array(&[2], &[5.0, 2.0]).data, "{level}");
+        for engine in [Engine::Interp, Engine::C] {
+            let compiled = program.compile_with(engine, &CompileOptions::default());
+            assert!(
+                matches!(&compiled, Err(finch::Error::Unsupported(m)) if m.contains("`W` with 1.0")),
+                "{level} {engine:?}: {:?}",
+                compiled.err()
+            );
+        }
+    }
+}
