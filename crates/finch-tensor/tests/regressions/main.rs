@@ -14,6 +14,7 @@ use finch::{DenseArray, Program};
 mod internal_errors;
 mod output_writes;
 mod semantics;
+mod shifted_reads;
 mod workspaces;
 
 /// The compiled configurations every regression runs: (engine, reassociate, compact).
