@@ -46,3 +46,29 @@ end
         array(&[2], &[column(2.0) + column(-3.0) + column(1.0), 0.0]).data
     );
 }
+
+/// A permissive shifted read of SparsePoint columns padded with their fill, walked to
+/// the end of a loop that runs past the level: an empty point fiber's entry is the index
+/// after the level's last, which the shift brought inside the loop. Column 1, outside
+/// the band, has no fiber at all, and the compiled engines read column 2's entry there
+/// (13 where the reference gives 3; over an empty matrix, a read outside the values).
+#[test]
+fn an_empty_point_fiber_read_past_the_level_is_padding() {
+    let text = "input A :: SparseBand(SparsePoint(Element(0.0)))
+output z :: Dense(Element(0.0))
+z .= 0
+for j = _, i = 0:4
+  z[j] += coalesce(A[~(i + 1), j], 1.0) + coalesce(A[~(i + 1), j], 0.0) + coalesce(A[~(i + 1), j], 0.0)
+end
+";
+    // Columns: [0, 0] (outside the band), [5, 0], [0, 7].
+    let a = array(&[2, 3], &[0.0, 0.0, 5.0, 0.0, 0.0, 7.0]);
+    let out = agree(text, &[("A", a)]);
+    // i = 0:4 reads rows 1:5; rows 3:5 are outside `A` and read 1.0 + 0.0 + 0.0.
+    assert_eq!(
+        out["z"].data,
+        array(&[3], &[3.0, 3.0 + 15.0, 3.0 + 21.0]).data
+    );
+    let empty = agree(text, &[("A", array(&[1, 1], &[0.0]))]);
+    assert_eq!(empty["z"].data, array(&[1], &[4.0]).data);
+}
