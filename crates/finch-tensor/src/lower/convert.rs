@@ -1666,6 +1666,24 @@ impl Converter<'_> {
                             LevelParams::Element { .. } | LevelParams::Pattern
                         ]
                     );
+                // A sparse level holds only what differs from its fill: the positions a
+                // kernel leaves unwritten read as the fill, in an output or a workspace,
+                // at the top level or in a loop (Finch.jl's Element level refuses any value
+                // but the fill, under a dense level too).
+                let sparse = self.tensors[t]
+                    .levels
+                    .iter()
+                    .any(LevelParams::is_sparse_out);
+                let fill = self.tensors[t].format.fill_value();
+                if sparse
+                    && !init
+                        .convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64))
+                        .is_some_and(|v| v.same(&fill))
+                {
+                    return unsupported(format!(
+                        "declaring the sparse tensor `{tensor}` with {init}, which is not its fill value {fill} (a sparse level stores only what differs from the fill, as in Finch.jl); write `{tensor} .= {fill}`, or give `{tensor}` the leaf `Element({init})` to start from {init}, or Dense levels"
+                    ));
+                }
                 if !top {
                     if self.tensors[t].kind == DeclKind::Input {
                         return unsupported(format!(
@@ -1687,20 +1705,6 @@ impl Converter<'_> {
                 }
                 if self.tensors[t].kind == DeclKind::Input {
                     return unsupported(format!("re-declaring the input `{tensor}`"));
-                }
-                let sparse = self.tensors[t]
-                    .levels
-                    .iter()
-                    .any(LevelParams::is_sparse_out);
-                let fill = self.tensors[t].format.fill_value();
-                if sparse
-                    && !init
-                        .convert_exact(fill.scalar_type().unwrap_or(ScalarType::F64))
-                        .is_some_and(|v| v.same(&fill))
-                {
-                    return unsupported(format!(
-                        "declaring the sparse output `{tensor}` with {init}, which is not its fill value {fill} (a sparse level stores only what differs from the fill, as in Finch.jl); write `{tensor} .= {fill}`, or give `{tensor}` the leaf `Element({init})` to start from {init}, or Dense levels"
-                    ));
                 }
                 self.tensors[t].init = Some(init);
                 Stmt::Block(vec![])

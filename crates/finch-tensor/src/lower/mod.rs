@@ -339,6 +339,27 @@ fn present_middle(middle: &Looplet, cond: KExpr, fill: Value) -> Looplet {
     }
 }
 
+/// `kind` with a block clipped to end by `end`, the last index of its level: walked to
+/// the end of the extent, a padded read is read past its level's last index too, where
+/// the padding stood. An empty SparsePoint fiber's entry is the index after the level's
+/// last, which a shift by `c` brings into a loop that runs past `n - c`: the walk read
+/// the entry of a fiber the level may not have (another fiber's value, or outside the
+/// value buffer).
+fn block_ending_by(kind: ToTheEnd, end: &KExpr) -> ToTheEnd {
+    match kind {
+        ToTheEnd::Block {
+            first,
+            last,
+            middle,
+        } => ToTheEnd::Block {
+            first,
+            last: KExpr::Op(Op::Min, vec![last, end.clone()]),
+            middle,
+        },
+        other => other,
+    }
+}
+
 /// How `l` can be walked to the end of the extent; `None` when it cannot.
 fn to_the_end_parts(l: &Looplet) -> Option<(ToTheEnd, Value)> {
     if let Some((s, fill)) = sorted_walk_parts(l) {
@@ -377,6 +398,7 @@ fn to_the_end_parts(l: &Looplet) -> Option<(ToTheEnd, Value)> {
             if matches!(inner, ToTheEnd::Padded { .. }) {
                 return None;
             }
+            let inner = block_ending_by(inner, last);
             let (inner, pad) = (Box::new(inner), fill);
             Some((
                 ToTheEnd::Padded {

@@ -283,21 +283,24 @@ impl Lowerer {
                         Some(left) => (LevelKind::SparseRunList, vec![ptr, left, right]),
                         None => (LevelKind::RunList, vec![ptr, right]),
                     };
-                    let _ = dense;
+                    let mut preamble = vec![
+                        KStmt::Store {
+                            buf: ptr,
+                            index: KExpr::int(0),
+                            value: KExpr::int(0),
+                        },
+                        KStmt::Store {
+                            buf: ptr,
+                            index: KExpr::int(1),
+                            value: KExpr::Local(qos),
+                        },
+                    ];
+                    if dense {
+                        preamble.push(self.unwritten_runs_as_one(f, shape, ptr, right, qos)?);
+                    }
                     let body = self.unfurl_structured(f, kind, shape, &bufs, None)?;
                     return Ok(Looplet::Thunk {
-                        preamble: vec![
-                            KStmt::Store {
-                                buf: ptr,
-                                index: KExpr::int(0),
-                                value: KExpr::int(0),
-                            },
-                            KStmt::Store {
-                                buf: ptr,
-                                index: KExpr::int(1),
-                                value: KExpr::Local(qos),
-                            },
-                        ],
+                        preamble,
                         body: Box::new(body),
                         epilogue: vec![],
                     });
@@ -755,6 +758,52 @@ impl Lowerer {
                 epilogue: Rc::new(record),
             }),
             epilogue,
+        })
+    }
+
+    /// A RunList workspace read where no write has reached it since it was declared (its
+    /// write loop skipped, as over an empty column, or simplified away, as a `+=` of
+    /// zeros) holds no run, yet a RunList's runs tile its fiber, and its walks and gallops
+    /// read a run without asking whether there is one (reading stale values or outside
+    /// the run buffers). Such a fiber is read as one run of its declared value over the
+    /// whole mode. That run goes to slot 0 without being counted in `qos`, so the next
+    /// write after the next declaration starts over it. A written fiber always has a run
+    /// (its epilogue closes it with one), so `qos == 0` means unwritten.
+    fn unwritten_runs_as_one(
+        &self,
+        f: &Fiber,
+        shape: crate::kernel::LocalId,
+        ptr: crate::kernel::BufId,
+        right: crate::kernel::BufId,
+        qos: crate::kernel::LocalId,
+    ) -> Result<KStmt> {
+        let (val, init) = self.written_leaf(f.tensor, f.depth + 1, "RunList")?;
+        let (l, int) = (KExpr::Local, KExpr::int);
+        let store = |buf, value| KStmt::Store {
+            buf,
+            index: int(0),
+            value,
+        };
+        Ok(KStmt::If {
+            cond: KExpr::Op(
+                Op::And,
+                vec![
+                    KExpr::bin(Op::Eq, l(qos), int(0)),
+                    KExpr::bin(Op::Lt, int(0), l(shape)),
+                ],
+            ),
+            then: vec![
+                grow_to(val, int(1), init),
+                grow_to(right, int(1), Value::I64(0)),
+                store(val, KExpr::Lit(init)),
+                store(right, KExpr::bin(Op::Sub, l(shape), int(1))),
+                KStmt::Store {
+                    buf: ptr,
+                    index: int(1),
+                    value: int(1),
+                },
+            ],
+            otherwise: vec![],
         })
     }
 

@@ -15,6 +15,7 @@ mod internal_errors;
 mod output_writes;
 mod refusals;
 mod semantics;
+mod shifted_reads;
 mod workspaces;
 
 /// The compiled configurations every regression runs: (engine, reassociate, compact).
