@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! parent: gen SEED INDEX MASK            (generate case INDEX of SEED, run configs MASK)
-//! parent: case MASK, then a case's text  (run a given case)
+//! parent: case MASK N, then N lines      (run a given case, in its text form)
 //! worker: step NAME                      (before each step: reference, a config, run CONFIG)
 //! worker: attempt K | invalid MSG | outcome CONFIG KIND MSG ... then done
 //! ```
@@ -77,16 +77,15 @@ pub fn serve(input: impl BufRead, mut output: impl Write) -> std::io::Result<()>
                 }
                 last
             }
-            ["case", mask] => {
-                let Ok(mask) = mask.parse() else { continue };
+            ["case", mask, count] => {
+                let (Ok(mask), Ok(count)) = (mask.parse(), count.parse::<usize>()) else {
+                    continue;
+                };
+                // The case's own lines (its program has `end` lines of its own).
                 let mut text = String::new();
-                for l in lines.by_ref() {
-                    let l = l?;
-                    text.push_str(&l);
+                for l in lines.by_ref().take(count) {
+                    text.push_str(&l?);
                     text.push('\n');
-                    if l == "end" {
-                        break;
-                    }
                 }
                 match Case::from_text(&text) {
                     Ok(case) => run_case(&case, &Config::set(mask), &mut |s| step(&mut output, s)),
@@ -199,7 +198,8 @@ impl Worker {
     /// Runs a given case in `configs`.
     pub fn given(&mut self, case: &Case, configs: &[Config]) -> Verdict {
         let mask: u8 = configs.iter().map(|c| c.bit()).sum();
-        self.request(&format!("case {mask}\n{}", case.to_text()))
+        let text = case.to_text();
+        self.request(&format!("case {mask} {}\n{text}", text.lines().count()))
     }
 
     fn request(&mut self, text: &str) -> Verdict {
