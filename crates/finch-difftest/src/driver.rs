@@ -355,12 +355,11 @@ fn minimise_all(opts: &Options, summary: &mut Summary) {
                     ))
                 });
                 if let Some(d) = &dir {
-                    let message = found
-                        .verdict
-                        .outcomes
-                        .iter()
-                        .find(|o| o.config == failure.config && o.kind == failure.kind)
-                        .map_or(String::new(), |o| o.message.clone());
+                    // The minimised case's own message (its values differ from the first's).
+                    let message = failure
+                        .message_in(&worker.given(&small, &[failure.config]))
+                        .or_else(|| failure.message_in(&found.verdict))
+                        .unwrap_or_default();
                     let origin = format!(
                         "case #{} of seed {} (minimised); signature: {}",
                         found.index, opts.seed, found.signature

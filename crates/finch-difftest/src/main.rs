@@ -251,22 +251,20 @@ fn shrink_dir(dir: &Path, common: &Common) -> Result<bool> {
     let mut worker = Worker::new(worker_options(common, &cache.0)?);
     let verdict = worker.given(&case, &CONFIGS);
     let Some(failure) = Failure::of(&verdict) else {
-        println!(
-            "the case no longer fails: {:?}",
-            verdict
-                .outcomes
-                .iter()
-                .map(|o| (o.config.name(), o.kind.name()))
-                .collect::<Vec<_>>()
-        );
+        if let Some(m) = &verdict.invalid {
+            println!("the reference refuses the case: {m}");
+        }
+        for o in &verdict.outcomes {
+            println!("{:<20} {:<9} {}", o.config.name(), o.kind.name(), o.message);
+        }
+        println!("the case does not fail");
         return Ok(true);
     };
     let (small, runs) = shrink(&mut worker, case, &failure, budget(common));
-    let message = verdict
-        .outcomes
-        .iter()
-        .find(|o| o.config == failure.config && o.kind == failure.kind)
-        .map_or(String::new(), |o| o.message.clone());
+    let message = failure
+        .message_in(&worker.given(&small, &[failure.config]))
+        .or_else(|| failure.message_in(&verdict))
+        .unwrap_or_default();
     let target = dir.join("minimised");
     write_reproducer(
         &target,

@@ -31,18 +31,34 @@ pub struct Failure {
 }
 
 impl Failure {
-    /// The worst fault of a verdict (the first configuration with it).
+    /// The worst fault of a verdict, in the first configuration with it (the interpreter
+    /// before C, strict before reassociated).
     pub fn of(verdict: &Verdict) -> Option<Failure> {
-        let worst = verdict
+        let kind = verdict
             .outcomes
             .iter()
-            .filter(|o| o.kind.is_fault())
-            .max_by_key(|o| o.kind)?;
+            .map(|o| o.kind)
+            .filter(|k| k.is_fault())
+            .max()?;
+        let first = verdict
+            .outcomes
+            .iter()
+            .filter(|o| o.kind == kind)
+            .min_by_key(|o| o.config)?;
         Some(Failure {
-            kind: worst.kind,
-            config: worst.config,
-            key: key_of(worst.kind, &worst.message),
+            kind,
+            config: first.config,
+            key: key_of(kind, &first.message),
         })
+    }
+
+    /// The message of this failure in `verdict`.
+    pub fn message_in(&self, verdict: &Verdict) -> Option<String> {
+        verdict
+            .outcomes
+            .iter()
+            .find(|o| o.kind == self.kind && o.config == self.config)
+            .map(|o| o.message.clone())
     }
 
     /// Whether `verdict` shows this failure.
@@ -144,14 +160,77 @@ fn program_candidates(case: &Case) -> Vec<Case> {
     let Ok(ast) = notation::parse_program(&case.program) else {
         return vec![];
     };
-    stmt_variants(&ast.body)
-        .into_iter()
-        .map(|body| {
+    // Whole outputs and workspaces first: every statement that declares or writes one.
+    let dropped = ast
+        .decls
+        .iter()
+        .filter(|d| d.kind != notation::DeclKind::Input)
+        .map(|d| {
             let mut p = ast.clone();
-            p.body = body;
-            with_program(case, &p)
-        })
+            p.body = without_writes(&ast.body, &d.name).unwrap_or(Stmt::Block(vec![]));
+            p
+        });
+    let smaller = stmt_variants(&ast.body).into_iter().map(|body| {
+        let mut p = ast.clone();
+        p.body = body;
+        p
+    });
+    dropped
+        .chain(smaller)
+        .map(|p| with_program(case, &p))
         .collect()
+}
+
+/// `s` without the statements that declare or write `name` (`None` when nothing is left).
+fn without_writes(s: &Stmt, name: &str) -> Option<Stmt> {
+    let keep = |b: &Stmt| without_writes(b, name).map(Box::new);
+    match s {
+        Stmt::Assign { lhs, .. } if lhs.tensor == name => None,
+        Stmt::Declare { tensor, .. } if tensor == name => None,
+        Stmt::Block(v) => {
+            let w: Vec<Stmt> = v.iter().filter_map(|x| without_writes(x, name)).collect();
+            (!w.is_empty()).then_some(Stmt::Block(w))
+        }
+        Stmt::Loop {
+            index,
+            extent,
+            body,
+        } => Some(Stmt::Loop {
+            index: index.clone(),
+            extent: extent.clone(),
+            body: keep(body)?,
+        }),
+        Stmt::Define { var, value, body } => Some(Stmt::Define {
+            var: var.clone(),
+            value: value.clone(),
+            body: keep(body)?,
+        }),
+        Stmt::Sieve {
+            cond,
+            then,
+            otherwise,
+        } => {
+            let then = keep(then);
+            let otherwise = otherwise
+                .as_deref()
+                .and_then(|o| without_writes(o, name))
+                .map(Box::new);
+            match (then, otherwise) {
+                (None, None) => None,
+                (Some(t), o) => Some(Stmt::Sieve {
+                    cond: cond.clone(),
+                    then: t,
+                    otherwise: o,
+                }),
+                (None, Some(o)) => Some(Stmt::Sieve {
+                    cond: cond.clone(),
+                    then: Box::new(Stmt::Block(vec![])),
+                    otherwise: Some(o),
+                }),
+            }
+        }
+        s => Some(s.clone()),
+    }
 }
 
 fn expr_candidates(case: &Case) -> Vec<Case> {
