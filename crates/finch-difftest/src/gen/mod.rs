@@ -258,6 +258,9 @@ impl Gen {
         let init = match &format {
             Format::Scalar(k, _) if !k.tracks_writes() && self.rng.chance(0.25) => self.lit(ty),
             f if all_dense(f) && self.rng.chance(0.15) => self.lit(ty),
+            // A sparse tensor declared with a value other than its fill (the compiled
+            // engines refuse an output so declared, and take a workspace).
+            Format::Levels(_) if self.rng.chance(0.06) => self.lit(ty),
             _ => Expr::Literal(fill),
         };
         let prefix = if kind == DeclKind::Temp { "w" } else { "y" };
