@@ -567,6 +567,31 @@ mod tests {
     }
 
     #[test]
+    fn compare_tells_wrong_values_and_stored_entries_and_accepts_annihilation() {
+        let format = Format::parse("SparseList(Element(0.0))").unwrap();
+        let arr = |v: &[f64]| DenseArray::from_f64(&[v.len()], v).unwrap();
+        let got = Tensor::from_dense(&format, &arr(&[1.0, 0.0, 3.0])).unwrap();
+        assert!(compare("y", &format, &got, &arr(&[1.0, 0.0, 3.0]), None).is_ok());
+        let wrong = compare("y", &format, &got, &arr(&[1.0, 2.0, 3.0]), None).unwrap_err();
+        assert!(wrong.contains("1 of 3 values differ"), "{wrong}");
+        // Annihilated: the reference's NaN where the compiled engine took 0 * NaN as 0.
+        let want = arr(&[1.0, f64::NAN, 3.0]);
+        assert!(compare("y", &format, &got, &want, None).is_err());
+        assert!(compare("y", &format, &got, &want, Some(&arr(&[1.0, 0.0, 3.0]))).is_ok());
+        // The same values with an explicitly stored fill: the stored entries differ.
+        let coo = {
+            let mut c = finch::tensor::Coo::new(finch::ScalarType::F64, &[3]);
+            for (k, v) in [(0, 1.0), (1, 0.0), (2, 3.0)] {
+                c.push(&[k], Value::F64(v)).unwrap();
+            }
+            c
+        };
+        let explicit = Tensor::from_coo(&format, &coo).unwrap();
+        let stored = compare("y", &format, &explicit, &arr(&[1.0, 0.0, 3.0]), None).unwrap_err();
+        assert!(stored.contains("stored entries"), "{stored}");
+    }
+
+    #[test]
     fn an_agreeing_program_agrees_and_fill_annihilation_is_no_fault() {
         let text = "input x :: SparseList(Element(0.0))\ninput z :: Dense(Element(NaN))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] = x[i] * z[i]\nend\n";
         let case = Case {
