@@ -458,19 +458,7 @@ pub fn refusal_category(message: &str) -> String {
             c => out.push(c),
         }
     }
-    let words: Vec<String> = out
-        .split_whitespace()
-        .map(|w| {
-            let level = [
-                "Dense(", "Sparse", "RunList(", "Element(", "Pattern(", "Scalar(",
-            ];
-            if w.contains('(') && level.iter().any(|l| w.starts_with(l)) {
-                "FORMAT".to_string()
-            } else {
-                w.to_string()
-            }
-        })
-        .collect();
+    let words: Vec<String> = out.split_whitespace().map(blank_word).collect();
     let text = words.join(" ");
     let cut = text
         .find(" (this release")
@@ -486,6 +474,33 @@ pub fn fault_key(message: &str) -> String {
         Some(k) if k >= 20 => cat[..k].to_string(),
         _ => cat,
     }
+}
+
+/// A word of a message with a format or a value in it blanked: `FORMAT`, `V`.
+fn blank_word(w: &str) -> String {
+    const LEVELS: [&str; 6] = [
+        "Dense(", "Sparse", "RunList(", "Element(", "Pattern(", "Scalar(",
+    ];
+    let core = w.trim_start_matches('(');
+    let value = w.trim_end_matches([',', ')', ':', ';', '.']);
+    if core.contains('(') && LEVELS.iter().any(|l| core.starts_with(l)) {
+        let opened = w.len() - core.len();
+        let closed = w.chars().filter(|&c| c == ')').count();
+        let extra = closed.saturating_sub(w.chars().filter(|&c| c == '(').count() - opened);
+        return format!(
+            "{}FORMAT{}",
+            "(".repeat(opened),
+            ")".repeat(extra.min(opened))
+        ) + if w.ends_with(':') { ":" } else { "" };
+    }
+    let is_value = matches!(
+        value.trim_start_matches('-'),
+        "N" | "N.N" | "Inf" | "NaN" | "true" | "false"
+    );
+    if is_value {
+        return w.replacen(value, "V", 1);
+    }
+    w.to_string()
 }
 
 /// The verdict on a case: its configurations' outcomes, or why the reference refused it.
@@ -561,8 +576,18 @@ mod tests {
             assert_eq!(Config::set(c.bit()), vec![c]);
         }
         assert_eq!(
+            refusal_category(
+                "declaring the sparse output `y` with -2.5, which is not its fill value NaN"
+            ),
+            "declaring the sparse output _ with V, which is not its fill value V"
+        );
+        assert_eq!(
+            refusal_category("cannot store the result in `y` (SparsePoint(Dense(Element(0.0)))): SparsePoint stores at most one index"),
+            "cannot store the result in _ (FORMAT): SparsePoint stores at most one index"
+        );
+        assert_eq!(
             refusal_category("not supported yet: the SparseBand level of `x3` (mode 2) does not support the gallop protocol; it supports walk"),
-            "the SparseBand level of _ (mode N) does not support the gallop protocol"
+            "the SparseBand level of _ (mode V) does not support the gallop protocol"
         );
     }
 
