@@ -583,7 +583,18 @@ impl Gen {
         for l in &use_loops {
             self.loops.push(l.clone());
         }
-        let w_read = access(&w.name, w.indices.clone());
+        // The workspace read back, now and then under a protocol (a galloped or followed
+        // read of what the loop just wrote).
+        let mut w_indices = w.indices.clone();
+        if let Some(first) = w_indices.first_mut() {
+            if self.rng.chance(0.2) {
+                let p = *self
+                    .rng
+                    .pick(&[Protocol::Gallop, Protocol::Follow, Protocol::Walk]);
+                *first = Expr::Protocol(p, Box::new(first.clone()));
+            }
+        }
+        let w_read = access(&w.name, w_indices);
         let (other, _) = self.expr(y.ty, 1, true);
         let rhs = match (y.ty, ty) {
             (Ty::F, Ty::F) | (Ty::I, Ty::F) if y.ty == Ty::F => {
