@@ -40,6 +40,10 @@ struct Common {
     /// C compiler flags for the tester's kernels (FINCH_CFLAGS).
     #[arg(long, default_value = "-O1")]
     cflags: String,
+    /// Compile kernels with AddressSanitizer (and preload its run time into the workers),
+    /// so that a kernel reading or writing outside a buffer stops as a crash.
+    #[arg(long)]
+    sanitize: bool,
     /// Time limit of one minimisation.
     #[arg(long, default_value = "3m", value_parser = parse_duration)]
     shrink_time: Duration,
@@ -144,6 +148,24 @@ impl Drop for PrivateCache {
 }
 
 fn worker_options(common: &Common, cache: &Path) -> Result<WorkerOptions> {
+    let mut cflags = common.cflags.clone();
+    let mut sanitizer = Vec::new();
+    if common.sanitize {
+        cflags.push_str(" -fsanitize=address -fno-omit-frame-pointer");
+        let runtime = std::process::Command::new("cc")
+            .arg("-print-file-name=libasan.so")
+            .output()
+            .context("asking cc where libasan.so is")?;
+        let path = String::from_utf8_lossy(&runtime.stdout).trim().to_string();
+        if !Path::new(&path).exists() {
+            bail!("--sanitize needs AddressSanitizer's run time (cc -print-file-name=libasan.so gave `{path}`)");
+        }
+        sanitizer.push(("LD_PRELOAD".to_string(), path));
+        sanitizer.push((
+            "ASAN_OPTIONS".to_string(),
+            "abort_on_error=1:detect_leaks=0:halt_on_error=1".to_string(),
+        ));
+    }
     Ok(WorkerOptions {
         exe: std::env::current_exe().context("finding the tester's executable")?,
         timeout: common.timeout,
@@ -151,8 +173,11 @@ fn worker_options(common: &Common, cache: &Path) -> Result<WorkerOptions> {
         env: vec![
             ("FINCH_CACHE_DIR".into(), cache.display().to_string()),
             ("FINCH_CACHE_MAX_MB".into(), "256".into()),
-            ("FINCH_CFLAGS".into(), common.cflags.clone()),
-        ],
+            ("FINCH_CFLAGS".into(), cflags),
+        ]
+        .into_iter()
+        .chain(sanitizer)
+        .collect(),
         recycle_after: 300,
     })
 }
