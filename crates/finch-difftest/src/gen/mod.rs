@@ -175,10 +175,22 @@ impl Gen {
         dims: Vec<usize>,
         ty: Ty,
     ) -> String {
+        self.declare_tensor(kind, prefix, format, dims, ty).name
+    }
+
+    /// [`Self::declare`], returning the declared tensor.
+    fn declare_tensor(
+        &mut self,
+        kind: DeclKind,
+        prefix: &str,
+        format: Format,
+        dims: Vec<usize>,
+        ty: Ty,
+    ) -> Tensor {
         let name = self.fresh(prefix);
         let density = *self.rng.pick(&[0.2, 0.4, 0.6, 1.0]);
-        self.tensors.push(Tensor {
-            name: name.clone(),
+        let t = Tensor {
+            name,
             kind,
             format,
             dims,
@@ -187,8 +199,9 @@ impl Gen {
             density,
             readable: kind == DeclKind::Input,
             shaped: false,
-        });
-        name
+        };
+        self.tensors.push(t.clone());
+        t
     }
 
     fn tensor(&self, name: &str) -> Option<&Tensor> {
@@ -933,10 +946,7 @@ impl Gen {
             }
         }
         let format = random_format(&mut self.rng, dims.len(), ty, Use::Input);
-        let name = self.declare(DeclKind::Input, "x", format, dims, ty);
-        self.tensor(&name)
-            .cloned()
-            .unwrap_or_else(|| unreachable!("just declared"))
+        self.declare_tensor(DeclKind::Input, "x", format, dims, ty)
     }
 
     /// `t[...]` with an index for each mode; the flag says whether it may read `missing`.
