@@ -280,7 +280,9 @@ pub fn run(opts: &Options) -> Summary {
                 let index = next.fetch_add(1, Ordering::SeqCst);
                 let past_count = opts.count.is_some_and(|n| index >= opts.start + n);
                 let past_time = opts.duration.is_some_and(|d| start.elapsed() >= d);
-                if past_count || past_time {
+                // `touch DIR/STOP` ends a run early, with its summary and minimisation.
+                let stopped = opts.out.as_ref().is_some_and(|o| o.join("STOP").exists());
+                if past_count || past_time || stopped {
                     break;
                 }
                 let configs = configs_for(opts.seed, index, opts.configs);
