@@ -31,8 +31,9 @@ struct Cli {
 
 #[derive(clap::Args, Clone)]
 struct Common {
-    /// Time limit of running one compiled kernel (past it: a hang).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// Time limit of running one compiled kernel (past it: a hang). Generous: a run may
+    /// compile the fallback kernel of an output that cannot hold what the kernel wrote.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
     timeout: Duration,
     /// Time limit of the reference engine, or of compiling one configuration.
     #[arg(long, default_value = "120s", value_parser = parse_duration)]

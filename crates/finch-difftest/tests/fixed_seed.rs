@@ -31,7 +31,7 @@ fn a_fixed_seed_slice_finds_no_fault() {
         configs: Configs::Sample,
         worker: WorkerOptions {
             exe: env!("CARGO_BIN_EXE_finch-difftest").into(),
-            timeout: Duration::from_secs(10),
+            timeout: Duration::from_secs(60),
             compile_timeout: Duration::from_secs(120),
             env: vec![
                 ("FINCH_CACHE_DIR".into(), cache.display().to_string()),
