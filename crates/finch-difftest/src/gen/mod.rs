@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use finch::formats::{Format, ScalarKind};
+use finch::formats::{Format, LevelFormat, LevelKind, ScalarKind};
 use finch::notation::{self, Access, AssignOp, Decl, DeclKind, Expr, Extent, Protocol, Stmt};
 use finch::{Op, ScalarType, Value};
 
@@ -558,6 +558,7 @@ impl Gen {
         let ty = if self.rng.chance(0.85) { Ty::F } else { Ty::B };
         let ws_loops = if scalar { vec![] } else { vec![inner.clone()] };
         let (w, w_decl) = self.new_target(DeclKind::Temp, &ws_loops, ty);
+        self.workspace_format(&w.name, scalar);
         // The output: over the outer loop, or both, or a scalar.
         let out_loops = match self.rng.below(3) {
             0 => vec![outer.clone()],
@@ -655,6 +656,26 @@ impl Gen {
                 body: Box::new(body),
             },
         ]
+    }
+
+    /// Mostly one of the vector formats the compiled engines take as a workspace declared in
+    /// a loop (the others are refused, and counted so), keeping the drawn fill.
+    fn workspace_format(&mut self, name: &str, scalar: bool) {
+        if scalar || !self.rng.chance(0.85) {
+            return;
+        }
+        let kind = *self.rng.pick(&[
+            LevelKind::Dense,
+            LevelKind::SparseList,
+            LevelKind::SparseByteMap,
+            LevelKind::RunList,
+            LevelKind::SparseRunList,
+            LevelKind::SparseHash,
+        ]);
+        if let Some(t) = self.tensor_mut(name) {
+            let leaf = LevelFormat::Element(t.format.fill_value());
+            t.format = Format::Levels(LevelFormat::inner(kind, leaf));
+        }
     }
 
     /// `for i: y[I[i]] op= e` (a scatter through an index tensor) or `y[~(i + c)] = e`.
