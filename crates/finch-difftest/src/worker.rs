@@ -15,7 +15,7 @@
 //! every kernel it loads.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
@@ -150,7 +150,10 @@ impl Worker {
 
     fn start(&mut self) -> std::io::Result<()> {
         let mut cmd = Command::new(&self.options.exe);
+        // A group of its own, so that a worker stopped while its C compiler runs takes
+        // the compiler with it (which would otherwise write into the removed cache).
         cmd.arg("worker")
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -180,11 +183,11 @@ impl Worker {
         Ok(())
     }
 
-    /// Stops the worker process.
+    /// Stops the worker process and its children.
     pub fn stop(&mut self) {
         if let Some((mut child, stdin, _)) = self.child.take() {
             drop(stdin);
-            let _ = child.kill();
+            kill_group(&mut child);
             let _ = child.wait();
         }
     }
@@ -261,7 +264,7 @@ impl Worker {
                 Err(e) => {
                     let hung = e == RecvTimeoutError::Timeout;
                     if hung {
-                        let _ = child.kill();
+                        kill_group(child);
                     }
                     let status = child.wait().ok();
                     self.child = None;
@@ -295,6 +298,18 @@ impl Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Kills a worker's process group (the worker and a C compiler it runs), by its id.
+fn kill_group(child: &mut Child) {
+    let group = format!("-{}", child.id());
+    let killed = Command::new("kill")
+        .args(["-KILL", "--", &group])
+        .stderr(Stdio::null())
+        .status();
+    if !killed.is_ok_and(|s| s.success()) {
+        let _ = child.kill();
     }
 }
 
