@@ -245,6 +245,7 @@ fn fig26_masked_histogram_scatters_and_checks_its_index() {
     b.insert("mask", mask.clone());
     let opts = RunOptions {
         shapes: HashMap::from([("bins".to_string(), vec![16])]),
+        ..Default::default()
     };
     p.run_reference(&mut b, &opts).unwrap();
     let want = b.get("bins").unwrap().clone();
@@ -517,6 +518,7 @@ fn concatenation_and_convolution_by_padding_compile() {
             &mut bind,
             &RunOptions {
                 shapes: shapes.clone(),
+                ..Default::default()
             },
         )
         .unwrap();
@@ -584,6 +586,7 @@ fn convolution_2d_with_padding_compiles() {
         &mut b,
         &RunOptions {
             shapes: shapes.clone(),
+            ..Default::default()
         },
     )
     .unwrap();
@@ -692,6 +695,7 @@ fn shifted_and_permissive_writes_match_the_reference() {
             &mut b,
             &RunOptions {
                 shapes: shapes.clone(),
+                ..Default::default()
             },
         )
         .unwrap();
@@ -712,6 +716,7 @@ fn shifted_and_permissive_writes_match_the_reference() {
             &mut b,
             &RunOptions {
                 shapes: HashMap::from([("h".to_string(), vec![4])]),
+                ..Default::default()
             },
         )
         .unwrap();
@@ -832,6 +837,7 @@ fn an_index_sum_walks_the_sparse_level_shifted() {
         &mut b,
         &RunOptions {
             shapes: shapes.clone(),
+            ..Default::default()
         },
     )
     .unwrap();

@@ -20,6 +20,14 @@
 //!   soon as every one of them holds an annihilator of its reduction (`*` after 0,
 //!   `choose(z)` after a value other than `z`, `||` after `true`). The result is the same
 //!   as running on (the annihilator absorbs the rest); `RunStats::iterations` shows it.
+//! * **Annihilation** (`RunOptions::annihilate`, off by default). The compiled engines
+//!   take an annihilator of `*`, `min`, `max`, `&`, `|`, `&&` or `||` (a zero a sparse
+//!   operand holds as its fill, a constant `0`, `-Inf`, `false`, ...) as the result without
+//!   the other arguments, so there `0 * NaN` is `0` and an error the other factor would
+//!   raise is not raised. Under this option the reference does the same wherever such an
+//!   argument occurs (and in reductions `x op= e`), so a differential test can accept a
+//!   compiled value equal to the reference's in either mode. `missing` is never
+//!   annihilated: an operator with a `missing` argument stays `missing`.
 
 pub(crate) mod dims;
 
@@ -70,6 +78,9 @@ pub struct RunOptions {
     /// Shapes of outputs or temporaries whose writes do not determine them (e.g. a
     /// histogram written through `bins[f(x)]`).
     pub shapes: HashMap<String, Vec<usize>>,
+    /// Take an annihilator argument of `*`, `min`, `max`, `&`, `|`, `&&`, `||` as the
+    /// result, as the compiled engines do (see the module docs); off by default.
+    pub annihilate: bool,
 }
 
 /// What a run did.
@@ -190,6 +201,32 @@ fn check_binding(name: &str, format: &Format, a: &DenseArray) -> Result<()> {
 
 fn err<T>(msg: String) -> Result<T> {
     Err(Error::Eval(msg))
+}
+
+/// The operators whose annihilators the compiled engines take as the result.
+fn annihilates(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Mul | Op::Min | Op::Max | Op::BitAnd | Op::BitOr | Op::And | Op::Or
+    )
+}
+
+/// `op(args)` when an argument is an annihilator of `op` and none is `missing`: the
+/// annihilator in the type `op` would give (each other argument replaced by an identity
+/// of its type, or by the annihilator where its type has none). `None` otherwise.
+fn annihilated(op: Op, args: &[Value]) -> Option<Value> {
+    if !annihilates(op) || args.iter().any(Value::is_missing) {
+        return None;
+    }
+    let a = *args.iter().find(|v| op.is_annihilator(v, Side::Left))?;
+    let replaced: Vec<Value> = args
+        .iter()
+        .map(|v| match v.scalar_type() {
+            Some(t) if !op.is_annihilator(v, Side::Left) => op.identity(t, Side::Left).unwrap_or(a),
+            _ => *v,
+        })
+        .collect();
+    op.eval(&replaced).ok()
 }
 
 /// Is `s` a statement list whose only effects are reductions into the given
@@ -495,7 +532,13 @@ impl Interp<'_> {
         };
         let new = match op {
             AssignOp::Store => r,
-            AssignOp::Reduce(op) => op.eval(&[arr.data[pos], r])?,
+            AssignOp::Reduce(op) => {
+                let args = [arr.data[pos], r];
+                match self.opts.annihilate.then(|| annihilated(*op, &args)) {
+                    Some(Some(v)) => v,
+                    _ => op.eval(&args)?,
+                }
+            }
         };
         let stored = new.convert_exact(ty).ok_or_else(|| {
             Error::Eval(format!(
@@ -508,6 +551,21 @@ impl Interp<'_> {
     }
 
     pub(crate) fn expr(&mut self, e: &Expr) -> Result<Value> {
+        if let Expr::Call { op, args } = e {
+            if self.opts.annihilate && annihilates(*op) {
+                // Every argument is evaluated; an annihilator among them is the result even
+                // where another argument fails, as in compiled code, unless one is `missing`.
+                let vals: Vec<Value> = args.iter().filter_map(|a| self.expr(a).ok()).collect();
+                if let Some(v) = annihilated(*op, &vals) {
+                    return Ok(v);
+                }
+            }
+        }
+        self.expr_at_root(e)
+    }
+
+    /// [`Self::expr`] without annihilation at the root of `e`.
+    fn expr_at_root(&mut self, e: &Expr) -> Result<Value> {
         match e {
             Expr::Literal(v) => Ok(*v),
             Expr::Index(n) | Expr::Variable(n) => self.lookup(n),
@@ -561,5 +619,50 @@ impl Interp<'_> {
                 crate::notation::print_expr(e)
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Program;
+
+    fn run(text: &str, x: &[f64], annihilate: bool) -> Vec<Value> {
+        let p = Program::parse(text).unwrap();
+        let mut b = Bindings::new();
+        b.insert("x", DenseArray::from_f64(&[x.len()], x).unwrap());
+        let opts = RunOptions {
+            annihilate,
+            ..Default::default()
+        };
+        p.run_reference(&mut b, &opts).unwrap();
+        b.get("y").unwrap().data.clone()
+    }
+
+    #[test]
+    fn annihilators_absorb_nan_and_errors_only_when_asked() {
+        let text = "input x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] = 0.0 * x[i] + min(-Inf, x[i])\nend\n";
+        let plain = run(text, &[f64::NAN, 2.0], false);
+        assert!(plain[0].as_f64().unwrap().is_nan());
+        assert_eq!(
+            run(text, &[f64::NAN, 2.0], true),
+            vec![Value::F64(f64::NEG_INFINITY); 2]
+        );
+        // An integer division by zero beside a zero factor is not raised.
+        let div = "input x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 0\nfor i = _\n  y[i] = 0 * div(1, 0) + x[i]\nend\n";
+        assert_eq!(run(div, &[1.0], true), vec![Value::F64(1.0)]);
+        // `missing` is never annihilated: the write is dropped.
+        let missing = "input x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\ny .= 7\nfor i = _\n  y[i] = x[i] + 0.0 * x[~(i + 1)]\nend\n";
+        assert_eq!(
+            run(missing, &[1.0, 1.0], true),
+            vec![Value::F64(1.0), Value::F64(7.0)]
+        );
+    }
+
+    #[test]
+    fn reductions_annihilate_too() {
+        let text = "input x :: Dense(Element(0.0))\noutput y :: Dense(Element(NaN))\ny .= NaN\nfor i = _\n  y[i] *= x[i]\nend\n";
+        assert!(run(text, &[0.0], false)[0].as_f64().unwrap().is_nan());
+        assert_eq!(run(text, &[0.0], true), vec![Value::F64(0.0)]);
     }
 }
