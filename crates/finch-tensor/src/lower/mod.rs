@@ -747,7 +747,7 @@ fn reads_out_of_bounds_apart(
                     // An unchecked read outside stops the kernel whatever the pad.
                     let unchecked = idx.iter().any(|i| may_fall_outside(i) && !is_permissive(i));
                     if *pad != fill_of(k) || unchecked {
-                        out.push((k, format!("{idx:?}")));
+                        out.push((k, read_key(idx)));
                     }
                     for i in idx.iter() {
                         reads_out_of_bounds_apart(i, fill_of, out);
@@ -762,7 +762,7 @@ fn reads_out_of_bounds_apart(
         Expr::Access(t, idx) => {
             if let Some(k) = tensor_of(t) {
                 if idx.iter().any(may_fall_outside) {
-                    out.push((k, format!("{idx:?}")));
+                    out.push((k, read_key(idx)));
                 }
             }
             for i in idx.iter() {
@@ -782,6 +782,21 @@ fn reads_out_of_bounds_apart(
         }
         _ => {}
     }
+}
+
+/// How [`reads_out_of_bounds_apart`] names a read's indices: printed, with the reads
+/// inside them (`I[i]` in `x[~I[i], i]`) as a placeholder, since the lowering unfurls
+/// those first and the read must still be found by the name it had before. Two reads
+/// named alike both keep their fibers' bounds, which only costs code.
+fn read_key(idx: &[Expr]) -> String {
+    let erased: Vec<Expr> = idx
+        .iter()
+        .map(|x| {
+            map_accesses(x.clone(), &mut |_, _| Ok(Expr::Index("_read".into())))
+                .unwrap_or_else(|_| x.clone())
+        })
+        .collect();
+    format!("{erased:?}")
 }
 
 /// Is `i` a shifted index that may fall outside its mode, reading `missing` there
@@ -1561,7 +1576,7 @@ impl Lowerer {
             ) if mode + 1 < *modes => Some(KExpr::int(0)),
             _ => None,
         };
-        let read = (f.tensor, format!("{idx:?}"));
+        let read = (f.tensor, read_key(idx));
         let apart = bounded.contains(&read);
         if !shifted || !one_mode || !apart || f.protocols & crate::looplets::WRITTEN != 0 {
             return l;
