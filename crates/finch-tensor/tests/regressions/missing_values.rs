@@ -134,3 +134,30 @@ end
     assert!(y[0].is_nan(), "{y:?}");
     assert_eq!(y[1..], [5.0, 3.0, 3.0]);
 }
+
+/// Issue #27, an earlier report: a permissive offset read of a SparseList workspace past
+/// its end is `missing`, so `coalesce` gives `true`, not the workspace's fill `false`
+/// (interp and C, compact). It agrees on this code; kept as a regression test.
+#[test]
+fn a_permissive_read_past_a_sparse_workspace_is_missing() {
+    let text = "input x5 :: Dense(Element(0))
+input n11 :: Scalar(0)
+output y8 :: SparseList(Element(true))
+temp w7 :: SparseList(Element(false))
+y8 .= true
+for i = _
+  w7 .= false
+  for j = _
+    w7[j] = x5[j] < x5[gallop(i)]
+  end
+  for j = 1:n11[]
+    y8[i] = coalesce(w7[~(j + 2)], true)
+  end
+end
+";
+    let out = agree(
+        text,
+        &[("x5", ints(&[3], &[0, 0, 0])), ("n11", ints(&[], &[3]))],
+    );
+    assert_eq!(out["y8"].data, [Value::Bool(true); 3]);
+}
