@@ -376,7 +376,8 @@ fn to_the_end_parts(l: &Looplet) -> Option<(ToTheEnd, Value)> {
             }
             if is_block_middle(middle) {
                 // A block padded with `missing` is a permissive read of a Dense level: its
-                // `missing` outside reaches a `coalesce` (`Lowerer::coalesce_selects`).
+                // `missing` outside reaches a `coalesce` (`Lowerer::coalesce_selects`) or
+                // an assignment, which it makes a branch (the simplifier's `lift-missing`).
                 let first = KExpr::bin(Op::Add, before.clone(), KExpr::int(1));
                 let (last, middle) = (last.clone(), middle.clone());
                 let block = ToTheEnd::Block {
@@ -747,7 +748,7 @@ fn reads_out_of_bounds_apart(
                     // An unchecked read outside stops the kernel whatever the pad.
                     let unchecked = idx.iter().any(|i| may_fall_outside(i) && !is_permissive(i));
                     if *pad != fill_of(k) || unchecked {
-                        out.push((k, format!("{idx:?}")));
+                        out.push((k, read_key(idx)));
                     }
                     for i in idx.iter() {
                         reads_out_of_bounds_apart(i, fill_of, out);
@@ -762,7 +763,7 @@ fn reads_out_of_bounds_apart(
         Expr::Access(t, idx) => {
             if let Some(k) = tensor_of(t) {
                 if idx.iter().any(may_fall_outside) {
-                    out.push((k, format!("{idx:?}")));
+                    out.push((k, read_key(idx)));
                 }
             }
             for i in idx.iter() {
@@ -782,6 +783,21 @@ fn reads_out_of_bounds_apart(
         }
         _ => {}
     }
+}
+
+/// How [`reads_out_of_bounds_apart`] names a read's indices: printed, with the reads
+/// inside them (`I[i]` in `x[~I[i], i]`) as a placeholder, since the lowering unfurls
+/// those first and the read must still be found by the name it had before. Two reads
+/// named alike both keep their fibers' bounds, which only costs code.
+fn read_key(idx: &[Expr]) -> String {
+    let erased: Vec<Expr> = idx
+        .iter()
+        .map(|x| {
+            map_accesses(x.clone(), &mut |_, _| Ok(Expr::Index("_read".into())))
+                .unwrap_or_else(|_| x.clone())
+        })
+        .collect();
+    format!("{erased:?}")
 }
 
 /// Is `i` a shifted index that may fall outside its mode, reading `missing` there
@@ -816,33 +832,6 @@ fn out_of_range_read(e: &Expr) -> Option<usize> {
             _ => idx.iter().find_map(out_of_range_read),
         },
         Expr::Call(_, args) => args.iter().find_map(out_of_range_read),
-        _ => None,
-    }
-}
-
-/// `e` with each leaf read where a condition holds and `missing` elsewhere (a
-/// [`Tensor::Present`] padded with `missing`: a shifted Dense read walked to the end) read
-/// directly, its condition pushed to `present`: where all of them hold, `e` is that value,
-/// and elsewhere `missing`, since `missing` propagates through every operator but the
-/// lazy ones. `None` where `e` may be `missing` otherwise.
-fn read_where_present(e: &Expr, present: &mut Vec<KExpr>) -> Option<Expr> {
-    if !crate::simplify::may_be_missing(e) {
-        return Some(e.clone());
-    }
-    match e {
-        Expr::Access(t, idx) if idx.is_empty() => match &**t {
-            Tensor::Present { cond, fiber, fill } if fill.is_missing() => {
-                present.push(cond.clone());
-                Some(Expr::Access(Box::new(Tensor::Fiber(fiber.clone())), vec![]))
-            }
-            _ => None,
-        },
-        Expr::Call(Op::Coalesce | Op::IfElse | Op::And | Op::Or, _) => None,
-        Expr::Call(op, args) => args
-            .iter()
-            .map(|a| read_where_present(a, present))
-            .collect::<Option<Vec<_>>>()
-            .map(|args| Expr::Call(*op, args)),
         _ => None,
     }
 }
@@ -1561,7 +1550,7 @@ impl Lowerer {
             ) if mode + 1 < *modes => Some(KExpr::int(0)),
             _ => None,
         };
-        let read = (f.tensor, format!("{idx:?}"));
+        let read = (f.tensor, read_key(idx));
         let apart = bounded.contains(&read);
         if !shifted || !one_mode || !apart || f.protocols & crate::looplets::WRITTEN != 0 {
             return l;
@@ -3697,6 +3686,12 @@ impl Lowerer {
     ) -> Result<(KExpr, ScalarType)> {
         let leaf = Expr::Access(Box::new(Tensor::Fiber(fiber.clone())), vec![]);
         let (value, ty) = self.kexpr(&leaf)?;
+        if fill.is_missing() {
+            // Left where no branch resolves it (`lift-missing` splits assignments on it,
+            // `coalesce_selects` reads it): an `if` condition, which the reference
+            // refuses where it is `missing`, or an index. Refused as `missing` is.
+            return self.kexpr(&Expr::Lit(fill));
+        }
         let fill = fill
             .convert_exact(ty)
             .ok_or_else(|| Error::Program(format!("internal: the fill {fill} of a {ty} leaf")))?;
@@ -3722,7 +3717,7 @@ impl Lowerer {
             return self.kexpr(first);
         }
         let mut present = Vec::new();
-        let Some(read) = read_where_present(first, &mut present) else {
+        let Some(read) = crate::simplify::read_where_present(first, &mut present) else {
             return self.kexpr(&Expr::Lit(Value::Missing));
         };
         let Some(cond) = present.into_iter().reduce(|a, b| KExpr::bin(Op::And, a, b)) else {

@@ -22,11 +22,13 @@
 //!
 //! Statement rules: `drop-identity-update` (`x op= e` where `e` is a right identity of
 //! `op`, e.g. `+= 0`, is removed), `drop-missing-update`, `lift-missing` (a value that is
-//! `missing` under a condition makes its assignment a branch on the condition, whose
-//! `missing` side vanishes; a `let` of a value that may be `missing` is inlined), `drop-null-update` (a write to
-//! `Null` is removed), `sieve-const`, `flatten-block`, `drop-empty-loop`.
+//! `missing` under a condition, an `ifelse` branch or a leaf read only where present,
+//! makes its assignment a branch on the condition, whose `missing` side vanishes; a `let`
+//! of a value that may be `missing` is inlined), `drop-null-update` (a write to `Null` is
+//! removed), `sieve-const`, `flatten-block`, `drop-empty-loop`.
 
 use crate::algebra::{promote, Op, ScalarType, Side, Value};
+use crate::kernel::KExpr;
 use crate::looplets::{Expr, Stmt, Tensor};
 
 /// Gives the type of run-time (kernel) expressions.
@@ -134,8 +136,14 @@ fn missing_argument(op: Op, args: &[Expr]) -> Option<Expr> {
 /// another `ifelse` or past the first argument of `&&`/`||`, whose conditions may guard
 /// it), is `(cond, value with the `then` branch, value with the other)`, so an assignment
 /// of it becomes a branch on `cond` and the side that reads `missing` does nothing,
-/// as assigning `missing` does. (Compiled code has no `missing` value.)
+/// as assigning `missing` does. (Compiled code has no `missing` value.) So is a leaf
+/// read where present and `missing` elsewhere ([`split_on_absent_leaf`]).
 fn split_on_missing_branch(e: &Expr) -> Option<(Expr, Expr, Expr)> {
+    split_on_missing_ifelse(e).or_else(|| split_on_absent_leaf(e))
+}
+
+/// [`split_on_missing_branch`] for an `ifelse` with a `missing` branch.
+fn split_on_missing_ifelse(e: &Expr) -> Option<(Expr, Expr, Expr)> {
     let Expr::Call(op, args) = e else {
         return None;
     };
@@ -154,7 +162,7 @@ fn split_on_missing_branch(e: &Expr) -> Option<(Expr, Expr, Expr)> {
         .enumerate()
         .take(always_evaluated)
         .find_map(|(k, a)| {
-            let (cond, then, otherwise) = split_on_missing_branch(a)?;
+            let (cond, then, otherwise) = split_on_missing_ifelse(a)?;
             let with = |x: Expr| {
                 let mut v = args.clone();
                 v[k] = x;
@@ -162,6 +170,102 @@ fn split_on_missing_branch(e: &Expr) -> Option<(Expr, Expr, Expr)> {
             };
             Some((cond, with(then), with(otherwise)))
         })
+}
+
+/// A leaf read where a condition holds and `missing` elsewhere (a [`Tensor::Present`]
+/// padded with `missing`: a shifted Dense read walked to the end) is `ifelse(cond, leaf,
+/// missing)`, its condition a kernel value that is safe to evaluate anywhere: `e` is
+/// split on the condition of its first such leaf that a `coalesce` does not read as a
+/// select (see [`first_absent_leaf`]), every leaf on that condition read in one branch
+/// and `missing` in the other. Without it, such a leaf outside a `coalesce` (an
+/// assignment beside another statement, whose fill does not decide their loop, or a
+/// branch of an `ifelse`) reached compiled code, which has no `missing`.
+fn split_on_absent_leaf(e: &Expr) -> Option<(Expr, Expr, Expr)> {
+    let cond = first_absent_leaf(e)?;
+    let then = resolve_absent_leaves(e, &cond, true);
+    let otherwise = resolve_absent_leaves(e, &cond, false);
+    Some((Expr::Code(cond), then, otherwise))
+}
+
+/// The condition of a leaf read where it holds and `missing` elsewhere.
+fn absent_leaf(e: &Expr) -> Option<&KExpr> {
+    match e {
+        Expr::Access(t, idx) if idx.is_empty() => match &**t {
+            Tensor::Present { cond, fill, .. } if fill.is_missing() => Some(cond),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The condition of the first leaf of `e` read where it holds and `missing` elsewhere
+/// that only a branch resolves: not in an index, nor an argument of a `coalesce` that
+/// the lowering reads as a select (`Lowerer::coalesce_selects`: every argument but the
+/// last, where [`read_where_present`] takes it).
+fn first_absent_leaf(e: &Expr) -> Option<KExpr> {
+    if let Some(cond) = absent_leaf(e) {
+        return Some(cond.clone());
+    }
+    let Expr::Call(op, args) = e else {
+        return None;
+    };
+    args.iter().enumerate().find_map(|(k, a)| {
+        let selected = *op == Op::Coalesce
+            && k + 1 < args.len()
+            && read_where_present(a, &mut Vec::new()).is_some();
+        if selected {
+            None
+        } else {
+            first_absent_leaf(a)
+        }
+    })
+}
+
+/// `e` with each leaf read where `cond` holds and `missing` elsewhere read as its fiber
+/// (`present`) or as `missing`.
+fn resolve_absent_leaves(e: &Expr, cond: &KExpr, present: bool) -> Expr {
+    match e {
+        Expr::Access(t, idx) if absent_leaf(e) == Some(cond) => match (&**t, present) {
+            (Tensor::Present { fiber, .. }, true) => {
+                Expr::Access(Box::new(Tensor::Fiber(fiber.clone())), idx.clone())
+            }
+            _ => Expr::Lit(Value::Missing),
+        },
+        Expr::Call(op, args) => Expr::Call(
+            *op,
+            args.iter()
+                .map(|a| resolve_absent_leaves(a, cond, present))
+                .collect(),
+        ),
+        e => e.clone(),
+    }
+}
+
+/// `e` with each leaf read where a condition holds and `missing` elsewhere (a
+/// [`Tensor::Present`] padded with `missing`: a shifted Dense read walked to the end) read
+/// directly, its condition pushed to `present`: where all of them hold, `e` is that value,
+/// and elsewhere `missing`, since `missing` propagates through every operator but the
+/// lazy ones. `None` where `e` may be `missing` otherwise.
+pub(crate) fn read_where_present(e: &Expr, present: &mut Vec<KExpr>) -> Option<Expr> {
+    if !may_be_missing(e) {
+        return Some(e.clone());
+    }
+    match e {
+        Expr::Access(t, idx) if idx.is_empty() => match &**t {
+            Tensor::Present { cond, fiber, fill } if fill.is_missing() => {
+                present.push(cond.clone());
+                Some(Expr::Access(Box::new(Tensor::Fiber(fiber.clone())), vec![]))
+            }
+            _ => None,
+        },
+        Expr::Call(Op::Coalesce | Op::IfElse | Op::And | Op::Or, _) => None,
+        Expr::Call(op, args) => args
+            .iter()
+            .map(|a| read_where_present(a, present))
+            .collect::<Option<Vec<_>>>()
+            .map(|args| Expr::Call(*op, args)),
+        _ => None,
+    }
 }
 
 /// Can the expression evaluate to `missing`? Only `missing` literals and reads that are
