@@ -125,3 +125,43 @@ end
         assert_eq!(out["y"], array(&[3, 3], &want), "{format}");
     }
 }
+
+/// Reproducer 04 (seed 101, case 1403): the vector copies of a reassociating kernel took
+/// the loop `y1[] += -2.5; y2[] = Inf` for a reduction with a dead temporary, dropped the
+/// store, and returned `y2` as 0.0 where every other engine gives Inf.
+#[test]
+fn a_vectorized_reduction_keeps_an_output_its_loop_assigns() {
+    let text = "input x4 :: SparseList(Dense(Element(Inf)))
+output y1 :: Scalar(-Inf)
+output y2 :: Scalar(0.0)
+
+y1 .= -Inf
+y2 .= 0.0
+for i = _
+  for j = _
+    y1[] += -2.5
+    y2[] = x4[i + 1, j]
+  end
+end
+";
+    let out = agree(text, &[("x4", array(&[1, 1], &[f64::INFINITY]))]);
+    assert_eq!(out["y1"].data, vec![Value::F64(f64::NEG_INFINITY)]);
+    assert_eq!(out["y2"].data, vec![Value::F64(f64::INFINITY)]);
+    // Longer loops, where the vector groups run (and the last one is masked).
+    let text = "input x :: Dense(Element(0.0))
+output s :: Scalar(0.0)
+output t :: Scalar(0.0)
+s .= 0.0
+t .= 0.0
+for i = _
+  s[] += x[i]
+  t[] = 7.0
+end
+";
+    for n in [3, 4, 9, 21] {
+        let x: Vec<f64> = (1..=n).map(f64::from).collect();
+        let out = agree(text, &[("x", array(&[x.len()], &x))]);
+        assert_eq!(out["s"].data, vec![Value::F64(f64::from(n * (n + 1) / 2))]);
+        assert_eq!(out["t"].data, vec![Value::F64(7.0)]);
+    }
+}
