@@ -2154,7 +2154,13 @@ impl Converter<'_> {
                 index: within,
             } = window
             {
-                let notation::Expr::Index(name) = &**within else {
+                let walked = match &**within {
+                    notation::Expr::Index(name) if !self.around_declaration(t, m, name) => {
+                        Some(name)
+                    }
+                    _ => None,
+                };
+                let Some(name) = walked else {
                     // An expression: index `lo + e - 1` computed (and concordized), made
                     // out of range when `e` is outside the window so the read fails as the
                     // reference's does. A permissive window reads `missing` outside the
@@ -2259,6 +2265,7 @@ impl Converter<'_> {
                     .filter(|&(_, c)| c != 0)
                     .map(|(i, c)| (i, c, false)),
             };
+            let wrapped = wrapped.filter(|(name, ..)| !self.around_declaration(t, m, name));
             let random_writes = self.tensors[t].takes_writes_in_any_order();
             if let Some((name, offset, permissive)) = wrapped {
                 if is_write {
@@ -2301,7 +2308,10 @@ impl Converter<'_> {
                 other => (other, false),
             };
             if !is_write {
-                if let Some((name, rest)) = self.toeplitz(inner) {
+                let toeplitz = self
+                    .toeplitz(inner)
+                    .filter(|(name, _)| !self.around_declaration(t, m, name));
+                if let Some((name, rest)) = toeplitz {
                     let depth = self
                         .loops
                         .iter()
@@ -2360,6 +2370,19 @@ impl Converter<'_> {
                     ))
                 }
             };
+            if self.around_declaration(t, m, name) {
+                if is_write && !self.tensors[t].takes_writes_in_any_order() {
+                    self.needs_any_order(t, format!(
+                        "writing `{}` at `{name}`, the index of a loop around its declaration: only Dense, SparseByteMap and SparseHash levels take writes at an index fixed for the whole declaration",
+                        a.tensor
+                    ))?;
+                }
+                // A value, not `Index` (which the loop would walk): the cast keeps the
+                // simplifier from folding it back.
+                let at = Expr::Call(Op::Cast(ScalarType::I64), vec![Expr::Index(name.clone())]);
+                idx.push(at);
+                continue;
+            }
             let depth = self.loop_depth(name, &a.tensor)?;
             depths.push(depth);
             idx.push(Expr::Index(name.clone()));
@@ -2425,6 +2448,29 @@ impl Converter<'_> {
             protocols,
         });
         Ok((root, idx))
+    }
+
+    /// Would accessing mode `m` of `t` at loop index `name` walk a level of `t` in a loop
+    /// around `t`'s declaration (`for i: w .= 0; ...; y[j] = w[(3:5)(i)]`)? A read's walk
+    /// would start before each iteration empties and refills `t`, and then read positions
+    /// of the old contents (a RunList workspace: old values, and positions out of bounds
+    /// through stale run ends); a write's would record its index after the iteration's
+    /// reads. Such an access is made one at a computed index instead, concordized where it
+    /// is. A Dense level (with every level above it Dense) is read and written at the
+    /// index wherever the access is, so it is walked still.
+    fn around_declaration(&self, t: usize, m: usize, name: &str) -> bool {
+        let declared = self.declared_at.get(&t).copied().unwrap_or(0);
+        let Some(depth) = self.loops.iter().position(|(n, _)| n == name) else {
+            return false;
+        };
+        let info = &self.tensors[t];
+        let modes = info.format.ndims();
+        depth < declared
+            && info
+                .levels
+                .iter()
+                .take(modes.saturating_sub(m))
+                .any(|l| !matches!(l, LevelParams::Dense { .. }))
     }
 
     /// A write to `t` that needs levels taking writes in any order ([`any_order_or`]).

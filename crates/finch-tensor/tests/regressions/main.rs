@@ -12,6 +12,7 @@ use finch::tensor::Tensor;
 use finch::{DenseArray, Program};
 
 mod internal_errors;
+mod memory_safety;
 mod missing_values;
 mod output_writes;
 mod refusals;

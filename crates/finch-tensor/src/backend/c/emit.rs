@@ -393,6 +393,12 @@ impl<'k> Emitter<'k> {
         // The vectorizer and running rows together (`jam`) ask whether a local is read outside a loop.
         if isa.is_some() || e.in_order_scalar() {
             super::simd::count_reads(&k.body, &mut e.reads);
+            // The caller reads every output after the body: a vector loop must not take an
+            // output it assigns for a temporary that dies with the loop (`y2[] = x[i]`
+            // beside a reduction kept only the reduction, and `y2` its old value).
+            for o in &k.outputs {
+                *e.reads.entry(*o).or_default() += 1;
+            }
         }
         e
     }

@@ -16,10 +16,10 @@
 //! A loop qualifies when its condition is `q < bound` with `bound` unchanged by the body,
 //! its body is assignments only with one `q = q + 1` (nothing after it reads `q`), exactly one `i64`/`f64` local
 //! accumulates (`acc = acc + e`, `e` free of `acc`), every other assigned local is set
-//! before it is read in an iteration and is not read outside the loop, and the
-//! expressions are `+ - *` over `i64`/`f64` values, loop-invariant locals, literals and
-//! loads from `f64`, `i64` or 32-bit index buffers the kernel does not resize. Anything
-//! else keeps the scalar loop.
+//! before it is read in an iteration and is not read outside the loop (nor a kernel
+//! output, which the caller reads), and the expressions are `+ - *` over `i64`/`f64`
+//! values, loop-invariant locals, literals and loads from `f64`, `i64` or 32-bit index
+//! buffers the kernel does not resize. Anything else keeps the scalar loop.
 //!
 //! A second instruction set, AVX2 with FMA, serves CPUs without AVX-512 (AMD before Zen 4,
 //! Intel's client cores): four lanes, unmasked loads in groups of eight positions (two
