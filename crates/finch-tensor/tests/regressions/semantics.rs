@@ -1,6 +1,7 @@
 //! See `main.rs`.
 
 use super::*;
+use finch::Value;
 
 /// The harness itself: a program every engine already runs alike passes.
 #[test]
@@ -97,4 +98,29 @@ fn integers_are_stored_into_float_tensors() {
     let text = "input x :: Dense(Dense(Element(0)))\noutput w :: Dense(Element(0.0))\noutput v :: Dense(Element(0.0f32))\nw .= 0.0\nv .= 0.0\nfor i = _\n  for j = _\n    w[j] = x[i, j] * 2\n    v[j] = x[i, j]\n  end\nend\n";
     let out = agree(text, &[("x", x)]);
     assert_eq!(out["w"], array(&[2], &[-4.0, 18_014_398_509_481_986.0]));
+}
+
+/// `--reassociate` reorders sums and products only in the loops it vectorizes; it does not
+/// let the C compiler rewrite `(x - w) + w` into `x`, which is not `x` where `w` is
+/// infinite (`NaN`) or NaN. The compiler's `associative-math` once did, for the whole
+/// kernel: an infinite `w` then gave `x` in reassociated C and `NaN` everywhere else.
+#[test]
+fn reassociation_does_not_cancel_infinite_terms() {
+    let text = "input x :: Dense(Element(0.0))
+input w :: Dense(Element(0.0))
+output y :: Dense(Element(0.0))
+output s :: Scalar(0.0)
+y .= 0.0
+s .= 0.0
+for i = _
+  y[i] = (x[i] - w[i]) + w[i]
+  s[] += (x[i] * w[i]) / w[i]
+end
+";
+    let x = array(&[3], &[1.0, 2.0, 3.0]);
+    let w = array(&[3], &[f64::INFINITY, 2.0, f64::NAN]);
+    let out = agree(text, &[("x", x), ("w", w)]);
+    assert!(out["y"].data[0].as_f64().is_some_and(f64::is_nan));
+    assert_eq!(out["y"].data[1], Value::F64(2.0));
+    assert!(out["s"].data[0].as_f64().is_some_and(f64::is_nan));
 }

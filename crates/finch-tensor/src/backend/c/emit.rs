@@ -235,18 +235,15 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
     let mut e = Emitter::new(k, mode, None);
     e.out.push_str(PRELUDE);
     e.searches()?;
-    if k.reassociate {
-        // For the kernel only (the helpers above keep strict semantics); `-ffast-math`'s
-        // finite-math assumptions are not taken: NaN and infinities stay meaningful.
-        e.out.push_str(
-            "#if defined(__clang__)\n#pragma clang fp reassociate(on)\n#elif defined(__GNUC__)\n#pragma GCC optimize(\"associative-math\", \"no-signed-zeros\", \"no-trapping-math\")\n#endif\n",
-        );
-    }
     // A reassociating kernel with loops that run several positions at a time gets a
     // vectorized copy per instruction set that takes one of its loops (AVX-512, then AVX2
     // with FMA), chosen at run time by what the CPU has. Each is left out when its macro is
     // defined (`FINCH_NO_AVX512`, `FINCH_NO_AVX2`, as by
-    // `FINCH_CFLAGS="-O3 -DFINCH_NO_AVX512"`).
+    // `FINCH_CFLAGS="-O3 -DFINCH_NO_AVX512"`). Those loops are the only reassociation:
+    // the C compiler's own (`associative-math` for the whole function) also rewrote
+    // expressions such as `(y - w) + w` into `y`, which is not `y` where `w` is infinite
+    // or NaN, and gained nothing measurable beside them (reassociated SpMV and structured
+    // SpMV on AVX-512, before and after); the rest of the kernel keeps its order.
     if k.reassociate && mode == CheckMode::Trusted {
         let mut copies = Vec::new();
         for isa in [Isa::Avx512, Isa::Avx2] {
@@ -819,10 +816,10 @@ impl<'k> Emitter<'k> {
         true
     }
 
-    /// Emitting the trusted scalar code of a kernel that keeps its floating-point order:
-    /// where loops run in prefetching strips and long rows several at a time.
+    /// Emitting trusted scalar code, which keeps its floating-point order (a reassociating
+    /// kernel's too): where loops run in prefetching strips and long rows several at a time.
     fn in_order_scalar(&self) -> bool {
-        self.isa.is_none() && !self.k.reassociate && self.mode == CheckMode::Trusted
+        self.isa.is_none() && self.mode == CheckMode::Trusted
     }
 
     /// In the joint loop of rows emitted together: the C name of the current row's own
