@@ -13,11 +13,7 @@ use finch_difftest::worker::WorkerOptions;
 const SEED: u64 = 27;
 const COUNT: u64 = 150;
 
-// Ignored until the fixes of the faults this slice finds today land (issue #27): the
-// wrong values and internal errors listed in the differential tester's first report.
-// Un-ignore it then; `cargo test -p finch-difftest -- --ignored` runs it now.
 #[test]
-#[ignore]
 fn a_fixed_seed_slice_finds_no_fault() {
     let cache = std::env::temp_dir().join(format!("finch-difftest-ci-{}", std::process::id()));
     let out = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("difftest-slice");
