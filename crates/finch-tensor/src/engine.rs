@@ -133,10 +133,21 @@ impl crate::Program {
                     ));
                     (Engine::Interp, None)
                 }
-                None => (
-                    Engine::C,
-                    Some(c::compile_with(&lowered.kernel, c::CheckMode::Trusted)?),
-                ),
+                None => match c::compile_with(&lowered.kernel, c::CheckMode::Trusted) {
+                    Ok(mut k) => {
+                        lowered.warnings.append(&mut k.warnings);
+                        (Engine::C, Some(k))
+                    }
+                    // The file system refused (a full disk, no temporary directory):
+                    // the interpreter needs no files.
+                    Err(e @ crate::Error::Os { .. }) => {
+                        lowered.warnings.push(format!(
+                            "the C kernel could not be built ({e}): it runs in the kernel interpreter instead (slower)"
+                        ));
+                        (Engine::Interp, None)
+                    }
+                    Err(e) => return Err(e),
+                },
             },
             _ => (Engine::Interp, None),
         };

@@ -9,10 +9,21 @@
 //! process's source and partial library) are removed after an hour.
 //!
 //! Removing a library another process is about to load is harmless: the loader compiles
-//! it again (`super::load`), and a library already loaded stays mapped.
+//! it again, and a library already loaded was loaded from a private copy (`super::load`).
+//!
+//! Integrity: beside each library `finch-KEY.so` lies `finch-KEY.so.sum`, its length and
+//! SHA-256 recorded when it was compiled (written before the library is renamed into
+//! place). A library is loaded only after its bytes match the record ([`check`]): a
+//! truncated, corrupted or foreign file, or one without a record (an older version's), is
+//! compiled again with a warning instead of being mapped into the process, where a
+//! truncated library dies with a bus error. Two processes compiling the same kernel at
+//! once each write a record and a library; if the compiler's output differs between them
+//! a later process finds the pair mismatched and compiles once more (never a wrong load).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
+
+use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 
@@ -101,8 +112,11 @@ pub fn prune(dir: &Path, limit: u64, now: SystemTime) -> std::io::Result<Pruned>
             continue;
         }
         let modified = meta.modified().unwrap_or(now);
-        let leftover = (name.starts_with(".finch-") && name.ends_with(".so.tmp"))
-            || (name.starts_with("finch-") && name.ends_with(".c"));
+        let leftover = (name.starts_with(".finch-") && name.ends_with(".tmp"))
+            || (name.starts_with("finch-") && name.ends_with(".c"))
+            || (name.starts_with("finch-")
+                && name.ends_with(".so.sum")
+                && !dir.join(name.trim_end_matches(".sum")).exists());
         if leftover {
             if now.duration_since(modified).unwrap_or_default() >= STALE_AFTER
                 && std::fs::remove_file(entry.path()).is_ok()
@@ -124,12 +138,105 @@ pub fn prune(dir: &Path, limit: u64, now: SystemTime) -> std::io::Result<Pruned>
             break;
         }
         if std::fs::remove_file(&path).is_ok() {
+            let _ = std::fs::remove_file(record_path(&path));
             total -= len;
             pruned.libraries += 1;
             pruned.bytes += len;
         }
     }
     Ok(pruned)
+}
+
+/// The first line of a library's record.
+const RECORD_HEADER: &str = "finch-rs kernel library";
+
+/// Where the record of library `lib` (its length and SHA-256) lives.
+pub fn record_path(lib: &Path) -> PathBuf {
+    let mut name = lib.as_os_str().to_owned();
+    name.push(".sum");
+    PathBuf::from(name)
+}
+
+/// The record of a library's bytes: a header line, the length, the SHA-256 in hex.
+pub fn record(bytes: &[u8]) -> String {
+    format!("{RECORD_HEADER}\n{}\n{}\n", bytes.len(), hex_digest(bytes))
+}
+
+fn hex_digest(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Why a cached library is not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum Damage {
+    /// The library or its record cannot be read.
+    #[error("cannot read {path}: {cause}")]
+    Unreadable {
+        /// The file.
+        path: String,
+        /// The system's error.
+        cause: std::io::Error,
+    },
+    /// The record is missing or not one this version writes.
+    #[error("it has no record of its length and checksum (`{0}`)")]
+    NoRecord(String),
+    /// The library is shorter or longer than recorded.
+    #[error("it holds {got} bytes where {recorded} were written (truncated or overwritten)")]
+    Length {
+        /// Bytes on disk.
+        got: usize,
+        /// Bytes recorded.
+        recorded: usize,
+    },
+    /// The bytes differ from those recorded.
+    #[error("its SHA-256 differs from the one recorded (corrupted or replaced)")]
+    Checksum,
+}
+
+/// The bytes of the cached library `lib`, if they are the ones its record describes.
+pub fn check(lib: &Path) -> std::result::Result<Vec<u8>, Damage> {
+    let unreadable = |path: &Path, cause| Damage::Unreadable {
+        path: path.display().to_string(),
+        cause,
+    };
+    let record_file = record_path(lib);
+    let text = match std::fs::read_to_string(&record_file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Damage::NoRecord(record_file.display().to_string()))
+        }
+        Err(e) => return Err(unreadable(&record_file, e)),
+    };
+    let mut lines = text.lines();
+    let (Some(RECORD_HEADER), Some(len), Some(digest), None) =
+        (lines.next(), lines.next(), lines.next(), lines.next())
+    else {
+        return Err(Damage::NoRecord(record_file.display().to_string()));
+    };
+    let Ok(recorded) = len.parse::<usize>() else {
+        return Err(Damage::NoRecord(record_file.display().to_string()));
+    };
+    let bytes = std::fs::read(lib).map_err(|e| unreadable(lib, e))?;
+    if bytes.len() != recorded {
+        return Err(Damage::Length {
+            got: bytes.len(),
+            recorded,
+        });
+    }
+    if hex_digest(&bytes) != digest {
+        return Err(Damage::Checksum);
+    }
+    Ok(bytes)
+}
+
+/// Removes a damaged library and its record (best effort: another process may have
+/// removed or replaced them).
+pub fn discard(lib: &Path) {
+    let _ = std::fs::remove_file(lib);
+    let _ = std::fs::remove_file(record_path(lib));
 }
 
 #[cfg(test)]
@@ -157,6 +264,9 @@ mod tests {
         file(&dir, "finch-9-1.c", 10, 7200, now);
         file(&dir, ".finch-8-2.so.tmp", 10, 5, now);
         file(&dir, "cc-0.version", 10, 7200, now);
+        file(&dir, "finch-0.so.sum", 10, 7200, now);
+        file(&dir, "finch-7.so.sum", 10, 7200, now);
+        file(&dir, ".finch-load-1-0.so.tmp", 10, 7200, now);
         // Under the bound: only the stale leftovers go.
         let p = prune(&dir, 5000, now).unwrap();
         assert_eq!(
@@ -164,7 +274,7 @@ mod tests {
             Pruned {
                 libraries: 0,
                 bytes: 0,
-                leftovers: 2
+                leftovers: 4
             }
         );
         // Over the bound (3500): down to 80 % of it, 2800, oldest first.
@@ -189,6 +299,52 @@ mod tests {
         let p = prune(&dir, 1500, now + Duration::from_secs(1)).unwrap();
         assert_eq!(p.libraries, 1);
         assert!(dir.join("finch-3.so").exists() && !dir.join("finch-4.so").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_library_is_used_only_when_it_matches_its_record() {
+        let dir = std::env::temp_dir().join(format!("finch-cache-check-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let lib = dir.join("finch-0.so");
+        let bytes: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&lib, &bytes).unwrap();
+        // An older version's library: no record.
+        assert!(matches!(check(&lib), Err(Damage::NoRecord(_))));
+        std::fs::write(record_path(&lib), record(&bytes)).unwrap();
+        assert_eq!(check(&lib).unwrap(), bytes);
+        // Truncated, extended, altered in place, replaced by a foreign file.
+        std::fs::write(&lib, &bytes[..1234]).unwrap();
+        let damage = check(&lib).unwrap_err();
+        assert!(matches!(
+            damage,
+            Damage::Length {
+                got: 1234,
+                recorded: 5000
+            }
+        ));
+        assert!(damage.to_string().contains("truncated"), "{damage}");
+        std::fs::write(&lib, [&bytes[..], b"x"].concat()).unwrap();
+        assert!(matches!(check(&lib), Err(Damage::Length { got: 5001, .. })));
+        let mut altered = bytes.clone();
+        altered[2500] ^= 1;
+        std::fs::write(&lib, &altered).unwrap();
+        assert!(matches!(check(&lib), Err(Damage::Checksum)));
+        std::fs::write(&lib, b"#!/bin/sh\necho not a library\n").unwrap();
+        assert!(check(&lib).is_err());
+        // A record that is not one (truncated to nothing, or another file's text).
+        std::fs::write(&lib, &bytes).unwrap();
+        std::fs::write(record_path(&lib), b"").unwrap();
+        assert!(matches!(check(&lib), Err(Damage::NoRecord(_))));
+        std::fs::write(record_path(&lib), "finch-rs kernel library\nfive\nab\n").unwrap();
+        assert!(matches!(check(&lib), Err(Damage::NoRecord(_))));
+        // A library that cannot be read (a directory in its place).
+        discard(&lib);
+        assert!(!lib.exists() && !record_path(&lib).exists());
+        std::fs::create_dir(&lib).unwrap();
+        std::fs::write(record_path(&lib), record(&bytes)).unwrap();
+        assert!(matches!(check(&lib), Err(Damage::Unreadable { .. })));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

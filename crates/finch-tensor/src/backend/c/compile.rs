@@ -8,7 +8,10 @@
 //! the compiler binary changes that identity and the version is asked again.
 //! Cache directory: `$FINCH_CACHE_DIR`, else the user cache dir + `finch-rs`. Libraries
 //! are written to a temporary file and renamed into place, so a concurrent reader never
-//! sees a partial library. The cache's size is bounded (`cache`).
+//! sees a partial library; each has a record of its length and checksum, checked before
+//! it is used (`cache`). The cache's size is bounded (`cache`). A cache directory that
+//! cannot be written costs only the caching: kernels are then compiled in the system's
+//! temporary directory, for this process, with a warning.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -112,7 +115,12 @@ fn write_atomically(dst: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = dst.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp = dst.with_extension(format!("tmp{}", std::process::id()));
+    let name = dst
+        .file_name()
+        .map_or_else(Default::default, |n| n.to_string_lossy());
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dst.with_file_name(format!(".finch-{name}-{}-{n}.tmp", std::process::id()));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, dst).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
@@ -145,30 +153,95 @@ pub fn cache_key(source: &str, cc: &Compiler) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Returns the path of the compiled library for `source`, compiling it if the disk cache
-/// does not have it. `fresh` reports whether a compile happened.
-pub fn compile(source: &str, cc: &Compiler) -> Result<(PathBuf, bool)> {
-    let dir = cache_dir();
-    std::fs::create_dir_all(&dir).map_err(|source| Error::Os {
-        path: dir.display().to_string(),
-        cause: source,
-    })?;
+/// A compiled library's bytes, checked against their record when they came from the
+/// disk cache.
+pub struct Built {
+    /// The shared library.
+    pub bytes: Vec<u8>,
+    /// Whether a compile happened (else the disk cache had it).
+    pub fresh: bool,
+    /// What went wrong with the cache on the way (a damaged library compiled again, a
+    /// cache directory that cannot be written), for the user.
+    pub warnings: Vec<String>,
+}
+
+/// The compiled library for `source`, from the disk cache when it holds an intact copy,
+/// else compiled (and cached when the cache directory can be written).
+pub fn compile(source: &str, cc: &Compiler) -> Result<Built> {
     // A bad bound is reported before any work, not ignored.
     super::cache::max_bytes()?;
+    let dir = cache_dir();
     let key = cache_key(source, cc);
     let lib = dir.join(format!("finch-{key}.so"));
+    let mut warnings = Vec::new();
     if lib.exists() {
-        super::cache::touch(&lib);
-        return Ok((lib, false));
+        match super::cache::check(&lib) {
+            Ok(bytes) => {
+                super::cache::touch(&lib);
+                return Ok(Built {
+                    bytes,
+                    fresh: false,
+                    warnings,
+                });
+            }
+            Err(damage) => {
+                warnings.push(format!(
+                    "the cached kernel library {} is not used: {damage}; it is compiled again",
+                    lib.display()
+                ));
+                super::cache::discard(&lib);
+            }
+        }
+    }
+    let bytes = match compile_in(&dir, &key, source, cc)? {
+        Ok(tmp_lib) => {
+            let bytes = read_library(&tmp_lib)?;
+            cache_library(&tmp_lib, &lib, &bytes, &mut warnings);
+            super::cache::prune_now_and_then(&dir);
+            bytes
+        }
+        Err(unwritable) => {
+            let private = std::env::temp_dir();
+            warnings.push(format!(
+                "the kernel cache {} cannot be written ({unwritable}); kernels are compiled in {} for this process only (set FINCH_CACHE_DIR to a writable directory)",
+                dir.display(),
+                private.display()
+            ));
+            let tmp_lib = compile_in(&private, &key, source, cc)?.map_err(|cause| Error::Os {
+                path: private.display().to_string(),
+                cause,
+            })?;
+            let bytes = read_library(&tmp_lib);
+            let _ = std::fs::remove_file(&tmp_lib);
+            bytes?
+        }
+    };
+    Ok(Built {
+        bytes,
+        fresh: true,
+        warnings,
+    })
+}
+
+/// Compiles `source` in `dir` into a temporary library, whose path it returns; the inner
+/// error when `dir` cannot be created or written (the source is written there first).
+fn compile_in(
+    dir: &Path,
+    key: &str,
+    source: &str,
+    cc: &Compiler,
+) -> Result<std::result::Result<PathBuf, std::io::Error>> {
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        return Ok(Err(e));
     }
     let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id())
         .replace(|c: char| !c.is_ascii_alphanumeric(), "");
     let src_path = dir.join(format!("finch-{key}-{tag}.c"));
     let tmp_lib = dir.join(format!(".finch-{key}-{tag}.so.tmp"));
-    std::fs::write(&src_path, source).map_err(|source| Error::Os {
-        path: src_path.display().to_string(),
-        cause: source,
-    })?;
+    if let Err(e) = std::fs::write(&src_path, source) {
+        let _ = std::fs::remove_file(&src_path);
+        return Ok(Err(e));
+    }
     let out = Command::new(&cc.program)
         .args(&cc.flags)
         .args(["-std=c99", "-fPIC", "-shared", "-o"])
@@ -179,8 +252,9 @@ pub fn compile(source: &str, cc: &Compiler) -> Result<(PathBuf, bool)> {
         .map_err(|source| Error::Os {
             path: cc.program.clone(),
             cause: source,
-        })?;
+        });
     let _ = std::fs::remove_file(&src_path);
+    let out = out?;
     if !out.status.success() {
         let _ = std::fs::remove_file(&tmp_lib);
         return Err(Error::Program(format!(
@@ -189,17 +263,31 @@ pub fn compile(source: &str, cc: &Compiler) -> Result<(PathBuf, bool)> {
             String::from_utf8_lossy(&out.stderr)
         )));
     }
-    rename_into_place(&tmp_lib, &lib)?;
-    super::cache::prune_now_and_then(&dir);
-    Ok((lib, true))
+    Ok(Ok(tmp_lib))
 }
 
-fn rename_into_place(tmp: &Path, dst: &Path) -> Result<()> {
-    std::fs::rename(tmp, dst).map_err(|source| {
-        let _ = std::fs::remove_file(tmp);
+fn read_library(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|cause| {
+        let _ = std::fs::remove_file(path);
         Error::Os {
-            path: dst.display().to_string(),
-            cause: source,
+            path: path.display().to_string(),
+            cause,
         }
     })
+}
+
+/// Puts a freshly compiled library (`tmp_lib`, holding `bytes`) into the cache as `lib`,
+/// its record first. Best effort: the bytes in hand are loaded either way, and a failure
+/// only means compiling again next time (with a warning now).
+fn cache_library(tmp_lib: &Path, lib: &Path, bytes: &[u8], warnings: &mut Vec<String>) {
+    let record = super::cache::record(bytes);
+    let cached = write_atomically(&super::cache::record_path(lib), record.as_bytes())
+        .and_then(|()| std::fs::rename(tmp_lib, lib));
+    if let Err(e) = cached {
+        let _ = std::fs::remove_file(tmp_lib);
+        warnings.push(format!(
+            "the compiled kernel could not be kept in the cache as {} ({e}); it is compiled again next time",
+            lib.display()
+        ));
+    }
 }

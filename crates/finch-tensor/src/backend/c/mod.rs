@@ -1,6 +1,6 @@
 //! The C backend: kernel IR to C99 (`emit`), compiled by the system C compiler with a
-//! disk cache (`compile`), loaded with `libloading` and kept loaded for the life of the
-//! process (an in-memory cache by key; libraries are never unloaded, so function pointers
+//! disk cache (`compile`, `cache`), loaded with `libloading` from a private copy (`load`)
+//! and kept loaded for the life of the process (an in-memory cache by key; libraries are never unloaded, so function pointers
 //! stay valid).
 //!
 //! Safety: this module holds the crate's only `unsafe` code, the call into a compiled
@@ -13,6 +13,7 @@ mod cache;
 mod compile;
 mod emit;
 mod jam;
+mod load;
 mod prefetch;
 mod simd;
 
@@ -72,6 +73,8 @@ pub struct CKernel {
     pub outcome: CacheOutcome,
     /// Time spent obtaining it.
     pub latency: Duration,
+    /// What went wrong with the disk cache on the way (see `compile::Built`).
+    pub warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for CKernel {
@@ -142,24 +145,11 @@ pub(crate) fn compile_with(k: &Kernel, mode: CheckMode) -> Result<CKernel> {
             key,
             outcome: CacheOutcome::Memory,
             latency: start.elapsed(),
+            warnings: Vec::new(),
         });
     }
-    let (mut path, mut fresh) = compile::compile(&source, cc)?;
-    // SAFETY: loading runs the library's initializers; the library is one we generated
-    // (plain C99 with no constructors), compiled by the system compiler into our cache.
-    let mut loaded = unsafe { libloading::Library::new(&path) };
-    if loaded.is_err() && !fresh && !path.exists() {
-        // Another process pruned the cache between our look and the load: compile again.
-        (path, fresh) = compile::compile(&source, cc)?;
-        // SAFETY: as above.
-        loaded = unsafe { libloading::Library::new(&path) };
-    }
-    let lib = loaded.map_err(|e| {
-        Error::Program(format!(
-            "cannot load the compiled kernel {}: {e}",
-            path.display()
-        ))
-    })?;
+    let built = compile::compile(&source, cc)?;
+    let lib = load::load_private_copy(&built.bytes, &cache_dir())?;
     // Never unload: function pointers handed out must stay valid for the process.
     let lib: &'static libloading::Library = Box::leak(Box::new(lib));
     // SAFETY: `finch_kernel` is emitted by `emit` with exactly the `KernelFn` signature.
@@ -171,12 +161,13 @@ pub(crate) fn compile_with(k: &Kernel, mode: CheckMode) -> Result<CKernel> {
         kernel: k.clone(),
         func,
         key,
-        outcome: if fresh {
+        outcome: if built.fresh {
             CacheOutcome::Compiled
         } else {
             CacheOutcome::Disk
         },
         latency: start.elapsed(),
+        warnings: built.warnings,
     })
 }
 
