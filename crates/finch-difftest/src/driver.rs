@@ -297,6 +297,9 @@ pub fn run(opts: &Options) -> Summary {
     let mut summary = Summary::default();
     let mut last = Instant::now();
     for (index, v) in rx {
+        if let Some(sig) = signature(&v) {
+            note_fault(opts, index, &sig);
+        }
         summary.add(index, v);
         if opts.progress && last.elapsed() >= Duration::from_secs(10) {
             last = Instant::now();
@@ -318,6 +321,29 @@ pub fn run(opts: &Options) -> Summary {
     summary.elapsed = start.elapsed();
     minimise_all(opts, &mut summary);
     summary
+}
+
+/// Reports a faulty case as soon as it is seen (a run stopped before its summary, killed
+/// or out of time, still names its faults): on standard error with the progress, and as
+/// a line `index<TAB>signature` appended to `DIR/faults.txt`.
+fn note_fault(opts: &Options, index: u64, signature: &str) {
+    if opts.progress {
+        eprintln!("fault at case #{index}: {signature}");
+    }
+    if let Some(dir) = &opts.out {
+        let line = format!("{index}\t{signature}\n");
+        let appended = std::fs::create_dir_all(dir).and_then(|()| {
+            use std::io::Write;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("faults.txt"))?
+                .write_all(line.as_bytes())
+        });
+        if let Err(e) = appended {
+            eprintln!("cannot note the fault in {}: {e}", dir.display());
+        }
+    }
 }
 
 /// Minimises the first case of each distinct fault (up to `opts.shrink` of them), in
