@@ -1669,6 +1669,9 @@ impl Lowerer {
 
     fn lower_loop(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
         let mut body = body;
+        if lo == hi {
+            body = self.searched_at_one_index(body, index)?;
+        }
         if lo != hi {
             // A position an enclosing loop handed out is written at every iteration.
             crate::looplets::for_each_claim(&mut body, &mut |h| h.repeated = true);
@@ -1685,6 +1688,49 @@ impl Lowerer {
             }
         }
         self.dispatch(index, lo, hi, body)
+    }
+
+    /// The reads of a loop over one index (a concordized read, a spike's tail, a point of
+    /// a phase) searched rather than walked: a walk over one index is its seek and its
+    /// stepper's two loops, each with a copy of the rest of the statement for every phase
+    /// (five to eight copies per read, multiplied across the reads of a level read at one
+    /// index twice, `A[i, ~i]`), where a search is one branch on the hit, at the same cost
+    /// (the walk's seek is the same binary search). Only reads at the index itself, and
+    /// none with a permissive index: those keep their walks, whose padding phases read
+    /// `missing` where a `coalesce` takes it (searched, a read of a level below a missing
+    /// fiber read its fill where the reference reads `missing`).
+    fn searched_at_one_index(&self, body: Stmt, index: &str) -> Result<Stmt> {
+        map_exprs(body, &mut |e| {
+            map_accesses(e, &mut |mut t, idx| {
+                if last_is(&idx, index) && !idx.iter().any(is_permissive) {
+                    if let Tensor::Fiber(f) | Tensor::Present { fiber: f, .. } = &mut t {
+                        if self.searchable(f) {
+                            f.protocols |= 1 << f.depth;
+                        }
+                    }
+                }
+                Ok(Expr::Access(Box::new(t), idx))
+            })
+        })
+    }
+
+    /// Can fiber `f`'s level, read, be searched (`follow`) where it would be walked?
+    /// Sorted lists (a SparseList, a SparseCOO mode, a written list or hash table read
+    /// back) and structured levels are; Dense levels are looked up anyway.
+    fn searchable(&self, f: &crate::looplets::Fiber) -> bool {
+        if f.protocols & crate::looplets::WRITTEN != 0 || f.depth >= 31 {
+            return false;
+        }
+        matches!(
+            self.tensors[f.tensor].levels.get(f.depth),
+            Some(
+                LevelParams::SparseList { .. }
+                    | LevelParams::Structured { .. }
+                    | LevelParams::Coo { .. }
+                    | LevelParams::SparseListOut { .. }
+                    | LevelParams::HashOut { .. }
+            )
+        )
     }
 
     /// Is the extent `lo:hi` known to be non-empty here?
@@ -1726,7 +1772,6 @@ impl Lowerer {
         let v = self.index_value(&value, fiber.tensor)?;
         let k = self.fresh("concordant", ScalarType::I64);
         let name = format!("concordant:{}", k.0);
-        let searched = self.search_term(s, &fiber, &exprs)?;
         // The statement with that access's last index renamed to the new loop's index.
         let target = fiber.clone();
         let mut replaced = false;
@@ -1736,15 +1781,6 @@ impl Lowerer {
                     *last = Expr::Index(name.clone());
                 }
                 replaced = true;
-                if searched {
-                    let searching = |f: &mut crate::looplets::Fiber| f.protocols |= 1 << f.depth;
-                    let mut t = t;
-                    match &mut t {
-                        Tensor::Fiber(f) | Tensor::Present { fiber: f, .. } => searching(f),
-                        _ => {}
-                    }
-                    return Ok(Expr::Access(Box::new(t), idx));
-                }
             }
             Ok(Expr::Access(Box::new(t), idx))
         };
@@ -1827,51 +1863,6 @@ impl Lowerer {
             code.extend(inside);
         }
         Ok(Some(code))
-    }
-
-    /// Should a read at a bound index be concordized by binary search (`follow`) rather
-    /// than by its walk? Where the statement has two or more such reads and this one is a
-    /// SparseList or structured level whose fill does not decide the statement (a term of
-    /// a sum): a search's miss is a Switch, which [`Self::select_missing_leaves`] reads as
-    /// a select, where each walk's phases would copy the rest of the statement (`2^n`). A
-    /// term read where present (a row of a sparse list of rows walked with other terms)
-    /// searches only where it is.
-    fn search_term(
-        &mut self,
-        s: &Stmt,
-        fiber: &crate::looplets::Fiber,
-        exprs: &[Expr],
-    ) -> Result<bool> {
-        let level = self.tensors[fiber.tensor].levels.get(fiber.depth);
-        let listed = match level {
-            Some(
-                LevelParams::SparseList { .. }
-                | LevelParams::Structured { .. }
-                | LevelParams::Coo { .. },
-            ) => true,
-            Some(LevelParams::SparseListOut { .. }) => {
-                fiber.protocols & crate::looplets::WRITTEN == 0
-            }
-            _ => false,
-        };
-        if !listed || fiber.protocols & (1 << fiber.depth) != 0 {
-            return Ok(false);
-        }
-        if exprs.iter().map(bound_reads).sum::<usize>() < 2 {
-            return Ok(false);
-        }
-        let fill = self.fill_of(fiber.tensor);
-        let mut gone = false;
-        let without = map_exprs(s.clone(), &mut |e| {
-            map_accesses(e, &mut |t, idx| {
-                if !gone && bound_access(&t, &idx) == Some(fiber) {
-                    gone = true;
-                    return Ok(Expr::Lit(fill));
-                }
-                Ok(Expr::Access(Box::new(t), idx))
-            })
-        })?;
-        Ok(!self.fill_decides(without))
     }
 
     /// Applies the rule of the highest-priority looplet style in the body.
