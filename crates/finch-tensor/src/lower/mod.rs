@@ -853,6 +853,38 @@ fn bound_access<'a>(t: &'a Tensor, idx: &[Expr]) -> Option<&'a crate::looplets::
     }
 }
 
+/// Is the access a read at a bound index (see [`bound_access`]) that never reads
+/// `missing`, whose value a local can hold?
+fn hoistable(t: &Tensor, idx: &[Expr]) -> bool {
+    bound_access(t, idx).is_some()
+        && !crate::simplify::may_be_missing(&Expr::Access(Box::new(t.clone()), idx.to_vec()))
+}
+
+/// Is `e` a read [`Lowerer::hoist_bound_reads`] moves into a local: a [`hoistable`]
+/// access, or a `coalesce` of a read at a bound index that may be `missing` (a
+/// permissive one) with defaults that read nothing so, which is never `missing`?
+fn hoistable_expr(e: &Expr) -> bool {
+    match e {
+        Expr::Access(t, idx) => hoistable(t, idx),
+        Expr::Call(Op::Coalesce, args) => {
+            matches!(args.first(), Some(Expr::Access(t, idx)) if bound_access(t, idx).is_some())
+                && args[1..].iter().all(|a| bound_reads(a) == 0)
+                && !crate::simplify::may_be_missing(e)
+        }
+        _ => false,
+    }
+}
+
+/// Counts the outermost hoistable reads in `e` (see [`hoistable_expr`]).
+fn count_hoistable(e: &Expr, n: &mut usize) {
+    match e {
+        e if hoistable_expr(e) => *n += 1,
+        Expr::Access(_, idx) => idx.iter().for_each(|x| count_hoistable(x, n)),
+        Expr::Call(_, args) => args.iter().for_each(|x| count_hoistable(x, n)),
+        _ => {}
+    }
+}
+
 /// Does the statement read a level at an already-bound index (to be concordized at the
 /// leaf, so not integrable as a whole)?
 fn needs_concordizing(s: &Stmt) -> bool {
@@ -1042,6 +1074,10 @@ impl Lowerer {
         };
         let s = present_read_shifted(s, &takes)?;
         if let Some(code) = self.resolve_switch(&s)? {
+            self.depth -= 1;
+            return Ok(code);
+        }
+        if let Some(code) = self.hoist_bound_reads(&s)? {
             self.depth -= 1;
             return Ok(code);
         }
@@ -1863,6 +1899,113 @@ impl Lowerer {
             code.extend(inside);
         }
         Ok(Some(code))
+    }
+
+    /// Reads at bound indices (random accesses, concordized one at a time) each read into
+    /// a local of their own first, where concordizing them in the statement would copy it
+    /// for every case of every read (the product of their phases, found or not, walked or
+    /// searched, at each level): then the code is their sum. That is where a statement
+    /// reads two or more, but the last (which stays, so that a factor's fill still skips
+    /// the statement), and every one in the condition of an `if` or the value of a `let`,
+    /// whose branches or body would be copied. Reads that may be `missing` (permissive)
+    /// stay, as no local holds `missing`, unless a `coalesce` takes them (which moves
+    /// with them); so does every read of a statement whose write is itself concordized
+    /// (its range check comes first). The reads keep the order in which concordizing would
+    /// take them, so the first out of range still stops the kernel. `None` when nothing
+    /// moves.
+    fn hoist_bound_reads(&mut self, s: &Stmt) -> Result<Option<Vec<KStmt>>> {
+        let (keep, rebuild): (usize, &dyn Fn(Stmt, Expr) -> Stmt) = match s {
+            Stmt::Assign { lhs, .. } if bound_access(&lhs.0, &lhs.1).is_some() => return Ok(None),
+            Stmt::Assign { lhs, .. } if lhs.1.iter().any(|x| bound_reads(x) > 0) => {
+                return Ok(None)
+            }
+            Stmt::Assign { .. } => (1, &|s, e| match s {
+                Stmt::Assign { lhs, op, .. } => Stmt::Assign { lhs, op, rhs: e },
+                s => s,
+            }),
+            Stmt::Sieve { .. } => (0, &|s, e| match s {
+                Stmt::Sieve {
+                    then, otherwise, ..
+                } => Stmt::Sieve {
+                    cond: e,
+                    then,
+                    otherwise,
+                },
+                s => s,
+            }),
+            Stmt::Define { .. } => (0, &|s, e| match s {
+                Stmt::Define { var, body, .. } => Stmt::Define {
+                    var,
+                    value: e,
+                    body,
+                },
+                s => s,
+            }),
+            _ => return Ok(None),
+        };
+        let e = match s {
+            Stmt::Assign { rhs: e, .. }
+            | Stmt::Sieve { cond: e, .. }
+            | Stmt::Define { value: e, .. } => e,
+            _ => return Ok(None),
+        };
+        let mut found = 0;
+        count_hoistable(e, &mut found);
+        if found <= keep {
+            return Ok(None);
+        }
+        let mut reads = Vec::new();
+        let mut take = found - keep;
+        let e = self.hoisted(e.clone(), &mut take, &mut reads)?;
+        let mut code = Vec::new();
+        for (l, read) in reads {
+            code.extend(self.lower(Stmt::Assign {
+                lhs: (Tensor::Local(l), vec![]),
+                op: None,
+                rhs: read,
+            })?);
+        }
+        code.extend(self.lower(rebuild(s.clone(), e))?);
+        Ok(Some(code))
+    }
+
+    /// `e` with its first `take` hoistable reads (see [`hoistable_expr`]) replaced by
+    /// fresh locals, pushed to `reads` with the read each takes.
+    fn hoisted(
+        &mut self,
+        e: Expr,
+        take: &mut usize,
+        reads: &mut Vec<(LocalId, Expr)>,
+    ) -> Result<Expr> {
+        if hoistable_expr(&e) {
+            if *take == 0 {
+                return Ok(e);
+            }
+            *take -= 1;
+            let Some(ty) = type_of(&e, self) else {
+                return Ok(e);
+            };
+            let l = self.fresh("read", ty);
+            reads.push((l, e));
+            return Ok(Expr::Access(Box::new(Tensor::Local(l)), vec![]));
+        }
+        Ok(match e {
+            Expr::Access(t, idx) => {
+                let mut out = Vec::new();
+                for x in idx {
+                    out.push(self.hoisted(x, take, reads)?);
+                }
+                Expr::Access(t, out)
+            }
+            Expr::Call(op, args) => {
+                let mut out = Vec::new();
+                for x in args {
+                    out.push(self.hoisted(x, take, reads)?);
+                }
+                Expr::Call(op, out)
+            }
+            e => e,
+        })
     }
 
     /// Applies the rule of the highest-priority looplet style in the body.
