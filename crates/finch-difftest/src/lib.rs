@@ -12,5 +12,6 @@ pub mod gen;
 pub mod report;
 pub mod rng;
 pub mod run;
+pub mod scan;
 pub mod shrink;
 pub mod worker;

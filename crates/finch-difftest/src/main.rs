@@ -4,6 +4,7 @@
 //! finch-difftest run --seed S --count N [--duration 10m] [--jobs 2] [--out DIR] [--configs all|sample]
 //! finch-difftest shrink DIR          (minimise DIR/case.txt again, into DIR/minimised)
 //! finch-difftest replay --seed S --index K [--out DIR]
+//! finch-difftest scan --seed S --count N [--start K] [--both] [--matching TEXT]
 //! finch-difftest worker              (internal: serves cases on stdin/stdout)
 //! ```
 
@@ -17,7 +18,7 @@ use finch_difftest::case::Case;
 use finch_difftest::driver::{self, Configs};
 use finch_difftest::gen::generate;
 use finch_difftest::report::{describe, write_reproducer};
-use finch_difftest::run::CONFIGS;
+use finch_difftest::run::{refusal_category, CONFIGS};
 use finch_difftest::shrink::{shrink, Budget, Failure};
 use finch_difftest::worker::{serve, Worker, WorkerOptions};
 
@@ -101,6 +102,33 @@ enum Command {
         out: Option<PathBuf>,
         #[command(flatten)]
         common: Common,
+    },
+    /// Compile cases without running them: one line per case and setting (index,
+    /// `specialized` or `compact`, milliseconds, `ok` or the refusal's category), then
+    /// the counts by category.
+    Scan {
+        /// The seed.
+        #[arg(long)]
+        seed: u64,
+        /// How many cases.
+        #[arg(long)]
+        count: u64,
+        /// The first case index.
+        #[arg(long, default_value_t = 0)]
+        start: u64,
+        /// Compile in both settings (else in the one the run's sampled configurations use).
+        #[arg(long)]
+        both: bool,
+        /// List only the cases whose category contains this text.
+        #[arg(long)]
+        matching: Option<String>,
+        /// Print each listed case's program under its line.
+        #[arg(long)]
+        programs: bool,
+        /// Print each listed refused case minimised (while its refusal stays), under its
+        /// line; each for at most this long.
+        #[arg(long, value_parser = parse_duration)]
+        shrink: Option<Duration>,
     },
     /// Serve cases on standard input and output (started by the tester itself).
     Worker,
@@ -216,6 +244,19 @@ fn main() -> ExitCode {
             out,
             common,
         } => replay(seed, index, out, &common),
+        Command::Scan {
+            seed,
+            count,
+            start,
+            both,
+            matching,
+            programs,
+            shrink,
+        } => {
+            let show = Show { programs, shrink };
+            scan(seed, start, count, both, matching.as_deref(), show);
+            Ok(true)
+        }
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -308,6 +349,45 @@ fn shrink_dir(dir: &Path, common: &Common) -> Result<bool> {
         small.program
     );
     Ok(false)
+}
+
+/// What `scan` prints of each case it lists.
+struct Show {
+    programs: bool,
+    shrink: Option<Duration>,
+}
+
+fn scan(seed: u64, start: u64, count: u64, both: bool, matching: Option<&str>, show: Show) {
+    let mut counts: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut slowest = std::time::Duration::ZERO;
+    for index in start..start + count {
+        for s in finch_difftest::scan::scan_case(seed, index, both) {
+            let category = s
+                .error
+                .as_deref()
+                .map_or("ok".to_string(), refusal_category);
+            if matching.is_none_or(|m| category.contains(m)) {
+                println!("{}", s.line());
+                let case = (show.programs || show.shrink.is_some())
+                    .then(|| finch_difftest::scan::valid_case(seed, index))
+                    .flatten();
+                if let Some(case) = case.as_ref().filter(|_| show.programs) {
+                    println!("{}", case.program);
+                }
+                if let (Some(case), Some(time), Some(_)) = (case, show.shrink, &s.error) {
+                    let small =
+                        finch_difftest::scan::shrink_refusal(case, s.compact, &category, time);
+                    println!("minimised:\n{}", small.program);
+                }
+            }
+            slowest = slowest.max(s.time);
+            *counts.entry(category).or_default() += 1;
+        }
+    }
+    println!("slowest compilation: {} ms", slowest.as_millis());
+    for (category, n) in counts {
+        println!("{n:>6}  {category}");
+    }
 }
 
 fn replay(seed: u64, index: u64, out: Option<PathBuf>, common: &Common) -> Result<bool> {

@@ -200,6 +200,14 @@ fn truncation_changes(l: &Looplet) -> bool {
 /// whose child ends the step (`2^n` bodies).
 const MAX_VARIANT_STEPPERS: usize = 4;
 
+/// Statements lowered for one step of a loop over one stepper (see `rule_stepper`) past
+/// which the loop is not also specialized as a counted loop: the counted copy only saves
+/// clipping each step to the extent, which a step this large (an inner loop, a body read
+/// through several searches) does not notice, while copying it doubles the code of every
+/// loop nested in it (on seed 101 of the tester it kept 10 more programs of 2000 under
+/// the lowering budget).
+const COUNTED_STEP_PAST: usize = 30;
+
 /// Statements one kernel's lowering may produce (about 2-3 MB of C, 20 s of `cc -O3`):
 /// past it, the program is refused rather than compiled for minutes. The code grows
 /// exponentially with the sparse operands one loop coiterates (the phases of their walks
@@ -853,6 +861,38 @@ fn bound_access<'a>(t: &'a Tensor, idx: &[Expr]) -> Option<&'a crate::looplets::
     }
 }
 
+/// Is the access a read at a bound index (see [`bound_access`]) that never reads
+/// `missing`, whose value a local can hold?
+fn hoistable(t: &Tensor, idx: &[Expr]) -> bool {
+    bound_access(t, idx).is_some()
+        && !crate::simplify::may_be_missing(&Expr::Access(Box::new(t.clone()), idx.to_vec()))
+}
+
+/// Is `e` a read [`Lowerer::hoist_bound_reads`] moves into a local: a [`hoistable`]
+/// access, or a `coalesce` of a read at a bound index that may be `missing` (a
+/// permissive one) with defaults that read nothing so, which is never `missing`?
+fn hoistable_expr(e: &Expr) -> bool {
+    match e {
+        Expr::Access(t, idx) => hoistable(t, idx),
+        Expr::Call(Op::Coalesce, args) => {
+            matches!(args.first(), Some(Expr::Access(t, idx)) if bound_access(t, idx).is_some())
+                && args[1..].iter().all(|a| bound_reads(a) == 0)
+                && !crate::simplify::may_be_missing(e)
+        }
+        _ => false,
+    }
+}
+
+/// Counts the outermost hoistable reads in `e` (see [`hoistable_expr`]).
+fn count_hoistable(e: &Expr, n: &mut usize) {
+    match e {
+        e if hoistable_expr(e) => *n += 1,
+        Expr::Access(_, idx) => idx.iter().for_each(|x| count_hoistable(x, n)),
+        Expr::Call(_, args) => args.iter().for_each(|x| count_hoistable(x, n)),
+        _ => {}
+    }
+}
+
 /// Does the statement read a level at an already-bound index (to be concordized at the
 /// leaf, so not integrable as a whole)?
 fn needs_concordizing(s: &Stmt) -> bool {
@@ -1042,6 +1082,10 @@ impl Lowerer {
         };
         let s = present_read_shifted(s, &takes)?;
         if let Some(code) = self.resolve_switch(&s)? {
+            self.depth -= 1;
+            return Ok(code);
+        }
+        if let Some(code) = self.hoist_bound_reads(&s)? {
             self.depth -= 1;
             return Ok(code);
         }
@@ -1669,6 +1713,9 @@ impl Lowerer {
 
     fn lower_loop(&mut self, index: &str, lo: KExpr, hi: KExpr, body: Stmt) -> Result<Vec<KStmt>> {
         let mut body = body;
+        if lo == hi {
+            body = self.searched_at_one_index(body, index)?;
+        }
         if lo != hi {
             // A position an enclosing loop handed out is written at every iteration.
             crate::looplets::for_each_claim(&mut body, &mut |h| h.repeated = true);
@@ -1685,6 +1732,49 @@ impl Lowerer {
             }
         }
         self.dispatch(index, lo, hi, body)
+    }
+
+    /// The reads of a loop over one index (a concordized read, a spike's tail, a point of
+    /// a phase) searched rather than walked: a walk over one index is its seek and its
+    /// stepper's two loops, each with a copy of the rest of the statement for every phase
+    /// (five to eight copies per read, multiplied across the reads of a level read at one
+    /// index twice, `A[i, ~i]`), where a search is one branch on the hit, at the same cost
+    /// (the walk's seek is the same binary search). Only reads at the index itself, and
+    /// none with a permissive index: those keep their walks, whose padding phases read
+    /// `missing` where a `coalesce` takes it (searched, a read of a level below a missing
+    /// fiber read its fill where the reference reads `missing`).
+    fn searched_at_one_index(&self, body: Stmt, index: &str) -> Result<Stmt> {
+        map_exprs(body, &mut |e| {
+            map_accesses(e, &mut |mut t, idx| {
+                if last_is(&idx, index) && !idx.iter().any(is_permissive) {
+                    if let Tensor::Fiber(f) | Tensor::Present { fiber: f, .. } = &mut t {
+                        if self.searchable(f) {
+                            f.protocols |= 1 << f.depth;
+                        }
+                    }
+                }
+                Ok(Expr::Access(Box::new(t), idx))
+            })
+        })
+    }
+
+    /// Can fiber `f`'s level, read, be searched (`follow`) where it would be walked?
+    /// Sorted lists (a SparseList, a SparseCOO mode, a written list or hash table read
+    /// back) and structured levels are; Dense levels are looked up anyway.
+    fn searchable(&self, f: &crate::looplets::Fiber) -> bool {
+        if f.protocols & crate::looplets::WRITTEN != 0 || f.depth >= 31 {
+            return false;
+        }
+        matches!(
+            self.tensors[f.tensor].levels.get(f.depth),
+            Some(
+                LevelParams::SparseList { .. }
+                    | LevelParams::Structured { .. }
+                    | LevelParams::Coo { .. }
+                    | LevelParams::SparseListOut { .. }
+                    | LevelParams::HashOut { .. }
+            )
+        )
     }
 
     /// Is the extent `lo:hi` known to be non-empty here?
@@ -1726,7 +1816,6 @@ impl Lowerer {
         let v = self.index_value(&value, fiber.tensor)?;
         let k = self.fresh("concordant", ScalarType::I64);
         let name = format!("concordant:{}", k.0);
-        let searched = self.search_term(s, &fiber, &exprs)?;
         // The statement with that access's last index renamed to the new loop's index.
         let target = fiber.clone();
         let mut replaced = false;
@@ -1736,15 +1825,6 @@ impl Lowerer {
                     *last = Expr::Index(name.clone());
                 }
                 replaced = true;
-                if searched {
-                    let searching = |f: &mut crate::looplets::Fiber| f.protocols |= 1 << f.depth;
-                    let mut t = t;
-                    match &mut t {
-                        Tensor::Fiber(f) | Tensor::Present { fiber: f, .. } => searching(f),
-                        _ => {}
-                    }
-                    return Ok(Expr::Access(Box::new(t), idx));
-                }
             }
             Ok(Expr::Access(Box::new(t), idx))
         };
@@ -1829,49 +1909,111 @@ impl Lowerer {
         Ok(Some(code))
     }
 
-    /// Should a read at a bound index be concordized by binary search (`follow`) rather
-    /// than by its walk? Where the statement has two or more such reads and this one is a
-    /// SparseList or structured level whose fill does not decide the statement (a term of
-    /// a sum): a search's miss is a Switch, which [`Self::select_missing_leaves`] reads as
-    /// a select, where each walk's phases would copy the rest of the statement (`2^n`). A
-    /// term read where present (a row of a sparse list of rows walked with other terms)
-    /// searches only where it is.
-    fn search_term(
-        &mut self,
-        s: &Stmt,
-        fiber: &crate::looplets::Fiber,
-        exprs: &[Expr],
-    ) -> Result<bool> {
-        let level = self.tensors[fiber.tensor].levels.get(fiber.depth);
-        let listed = match level {
-            Some(
-                LevelParams::SparseList { .. }
-                | LevelParams::Structured { .. }
-                | LevelParams::Coo { .. },
-            ) => true,
-            Some(LevelParams::SparseListOut { .. }) => {
-                fiber.protocols & crate::looplets::WRITTEN == 0
+    /// Reads at bound indices (random accesses, concordized one at a time) each read into
+    /// a local of their own first, where concordizing them in the statement would copy it
+    /// for every case of every read (the product of their phases, found or not, walked or
+    /// searched, at each level): then the code is their sum. That is where a statement
+    /// reads two or more, but the last (which stays, so that a factor's fill still skips
+    /// the statement), and every one in the condition of an `if` or the value of a `let`,
+    /// whose branches or body would be copied. Reads that may be `missing` (permissive)
+    /// stay, as no local holds `missing`, unless a `coalesce` takes them (which moves
+    /// with them); so does every read of a statement whose write is itself concordized
+    /// (its range check comes first). The reads keep the order in which concordizing would
+    /// take them, so the first out of range still stops the kernel. `None` when nothing
+    /// moves.
+    fn hoist_bound_reads(&mut self, s: &Stmt) -> Result<Option<Vec<KStmt>>> {
+        let (keep, rebuild): (usize, &dyn Fn(Stmt, Expr) -> Stmt) = match s {
+            Stmt::Assign { lhs, .. } if bound_access(&lhs.0, &lhs.1).is_some() => return Ok(None),
+            Stmt::Assign { lhs, .. } if lhs.1.iter().any(|x| bound_reads(x) > 0) => {
+                return Ok(None)
             }
-            _ => false,
+            Stmt::Assign { .. } => (1, &|s, e| match s {
+                Stmt::Assign { lhs, op, .. } => Stmt::Assign { lhs, op, rhs: e },
+                s => s,
+            }),
+            Stmt::Sieve { .. } => (0, &|s, e| match s {
+                Stmt::Sieve {
+                    then, otherwise, ..
+                } => Stmt::Sieve {
+                    cond: e,
+                    then,
+                    otherwise,
+                },
+                s => s,
+            }),
+            Stmt::Define { .. } => (0, &|s, e| match s {
+                Stmt::Define { var, body, .. } => Stmt::Define {
+                    var,
+                    value: e,
+                    body,
+                },
+                s => s,
+            }),
+            _ => return Ok(None),
         };
-        if !listed || fiber.protocols & (1 << fiber.depth) != 0 {
-            return Ok(false);
+        let e = match s {
+            Stmt::Assign { rhs: e, .. }
+            | Stmt::Sieve { cond: e, .. }
+            | Stmt::Define { value: e, .. } => e,
+            _ => return Ok(None),
+        };
+        let mut found = 0;
+        count_hoistable(e, &mut found);
+        if found <= keep {
+            return Ok(None);
         }
-        if exprs.iter().map(bound_reads).sum::<usize>() < 2 {
-            return Ok(false);
+        let mut reads = Vec::new();
+        let mut take = found - keep;
+        let e = self.hoisted(e.clone(), &mut take, &mut reads)?;
+        let mut code = Vec::new();
+        for (l, read) in reads {
+            code.extend(self.lower(Stmt::Assign {
+                lhs: (Tensor::Local(l), vec![]),
+                op: None,
+                rhs: read,
+            })?);
         }
-        let fill = self.fill_of(fiber.tensor);
-        let mut gone = false;
-        let without = map_exprs(s.clone(), &mut |e| {
-            map_accesses(e, &mut |t, idx| {
-                if !gone && bound_access(&t, &idx) == Some(fiber) {
-                    gone = true;
-                    return Ok(Expr::Lit(fill));
+        code.extend(self.lower(rebuild(s.clone(), e))?);
+        Ok(Some(code))
+    }
+
+    /// `e` with its first `take` hoistable reads (see [`hoistable_expr`]) replaced by
+    /// fresh locals, pushed to `reads` with the read each takes.
+    fn hoisted(
+        &mut self,
+        e: Expr,
+        take: &mut usize,
+        reads: &mut Vec<(LocalId, Expr)>,
+    ) -> Result<Expr> {
+        if hoistable_expr(&e) {
+            if *take == 0 {
+                return Ok(e);
+            }
+            *take -= 1;
+            let Some(ty) = type_of(&e, self) else {
+                return Ok(e);
+            };
+            let l = self.fresh("read", ty);
+            reads.push((l, e));
+            return Ok(Expr::Access(Box::new(Tensor::Local(l)), vec![]));
+        }
+        Ok(match e {
+            Expr::Access(t, idx) => {
+                let mut out = Vec::new();
+                for x in idx {
+                    out.push(self.hoisted(x, take, reads)?);
                 }
-                Ok(Expr::Access(Box::new(t), idx))
-            })
-        })?;
-        Ok(!self.fill_decides(without))
+                Expr::Access(t, out)
+            }
+            Expr::Call(op, args) => {
+                let mut out = Vec::new();
+                for x in args {
+                    out.push(self.hoisted(x, take, reads)?);
+                }
+                Expr::Call(op, out)
+            }
+            e => e,
+        })
     }
 
     /// Applies the rule of the highest-priority looplet style in the body.
@@ -2762,7 +2904,10 @@ impl Lowerer {
             .enumerate()
             .filter_map(|(n, s)| s.outside.clone().map(|x| (n, x)))
             .collect();
+        // What one step costs (statements lowered), for the counted loop below.
+        let before = self.lowered;
         let all = self.step_code(index, &body, &steppers, lo_step.clone(), st_step.clone())?;
+        let step_cost = self.lowered - before;
         if segments.is_empty() {
             step.extend(all);
         } else {
@@ -2824,7 +2969,7 @@ impl Lowerer {
         // One stepper over stored positions (Finch's common case: a SparseList walked
         // against dense operands): where the extent reaches its last stop, every remaining
         // step is whole, so the loop counts positions with no per-step clipping.
-        if let [only] = steppers.as_slice() {
+        if let ([only], true) = (steppers.as_slice(), step_cost <= COUNTED_STEP_PAST) {
             if let Some(counted) = &only.counted {
                 let mut fast = leave;
                 fast.extend(only.preamble.iter().cloned());

@@ -40,6 +40,23 @@ impl Lowerer {
         cond: &KExpr,
         fill: Value,
     ) -> Result<Looplet> {
+        if *cond == KExpr::Lit(Value::Bool(false)) {
+            // A fiber that is never present (a level's missing fiber keeping its bounds,
+            // `absent_fibers_keep_bounds`) is its fill at every index, and so is each of
+            // its subfibers, still never present: walking its level would copy the
+            // statement into every phase of a walk over nothing.
+            let below = Tensor::Present {
+                cond: cond.clone(),
+                fiber: Fiber {
+                    depth: f.depth + 1,
+                    pos: KExpr::int(0),
+                    end: None,
+                    ..f.clone()
+                },
+                fill,
+            };
+            return Ok(Looplet::Run(Box::new(below)));
+        }
         let level = self.tensors[f.tensor].levels.get(f.depth).cloned();
         let level = match level {
             Some(LevelParams::Dense { .. }) => level,

@@ -329,6 +329,12 @@ pub fn simplify_expr(e: Expr, ty: &dyn Typer) -> Expr {
             let idx: Vec<Expr> = idx.into_iter().map(|x| simplify_expr(x, ty)).collect();
             match *t {
                 Tensor::FillLeaf(v) => Expr::Lit(v),
+                // A leaf that is never present is its fill.
+                Tensor::Present {
+                    cond: crate::kernel::KExpr::Lit(Value::Bool(false)),
+                    fill,
+                    ..
+                } if idx.is_empty() => Expr::Lit(fill),
                 Tensor::Value(v) if idx.is_empty() => simplify_expr(v, ty),
                 t => Expr::Access(Box::new(t), idx),
             }
