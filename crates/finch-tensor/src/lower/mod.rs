@@ -16,7 +16,7 @@ mod print;
 mod unfurl;
 
 pub use convert::{
-    convert, Bound, Converted, LevelParams, OutArray, Size, TensorInfo, WindowCheck,
+    convert, Bound, Converted, LevelParams, OutArray, RangeCheck, Size, TensorInfo, WindowCheck,
 };
 pub use print::print_converted;
 
@@ -41,6 +41,8 @@ pub struct Lowered {
     pub output_shapes: HashMap<usize, Vec<Option<Size>>>,
     /// Windows to check inside their modes when tensors are bound.
     pub windows: Vec<WindowCheck>,
+    /// Loop ranges to check against the offset reads they run over.
+    pub ranges: Vec<RangeCheck>,
     /// Warnings for the user (costly but correct constructs).
     pub warnings: Vec<String>,
 }
@@ -136,6 +138,7 @@ fn lower_converted(c: Converted, compact: bool) -> Result<Lowered> {
         constraints: c.constraints,
         output_shapes: c.output_shapes,
         windows: c.windows,
+        ranges: c.ranges,
         warnings: c.warnings,
     })
 }
