@@ -1053,15 +1053,18 @@ fn each_stmt(s: &notation::Stmt, f: &mut dyn FnMut(&notation::Stmt)) {
     }
 }
 
-/// Whether `s` stores (`=`) into `name` anything but the literal `true` (which may clear
-/// an index of a Pattern tensor).
+/// Whether `s` updates `name` with anything but `|=`, `<<||>>=` or a store of the literal
+/// `true`, which may clear an index of a Pattern tensor set before (`&=`, `<<xor>>=`, a
+/// store of a computed value).
 fn may_clear(s: &notation::Stmt, name: &str) -> bool {
     let mut clears = false;
     each_stmt(s, &mut |s| {
         if let notation::Stmt::Assign { lhs, op, rhs } = s {
-            clears |= lhs.tensor == name
-                && *op == notation::AssignOp::Store
-                && *rhs != notation::Expr::Literal(Value::Bool(true));
+            let sets = match op {
+                notation::AssignOp::Store => *rhs == notation::Expr::Literal(Value::Bool(true)),
+                notation::AssignOp::Reduce(op) => matches!(op, Op::Or | Op::BitOr),
+            };
+            clears |= lhs.tensor == name && !sets;
         }
     });
     clears

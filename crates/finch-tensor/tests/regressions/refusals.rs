@@ -254,3 +254,58 @@ fn an_offset_read_leaving_its_tensor_is_an_error_everywhere() {
         }
     }
 }
+
+/// A 3x4 matrix whose columns hold 1, 2, 3 and 0 entries, positive and negative.
+fn counted_columns() -> DenseArray {
+    array(
+        &[3, 4],
+        &[2.0, 0.0, 0.0, 0.0, -1.0, 3.0, 1.0, -2.0, 4.0, 0.0, 0.0, 0.0],
+    )
+}
+
+/// Updates of a `Pattern()` leaf other than `=` and `|=` were refused. As in Finch.jl,
+/// where a written Pattern subfiber is a scalar over its level's `dirty` flag, `op= c`
+/// sets whether the index is stored to `op(stored, c)`: `<<xor>>=` toggles it, `&=` may
+/// take it back. Written in order once per column (the write repeated over the rows).
+#[test]
+fn every_update_of_a_pattern_leaf_compiles() {
+    for (op, want) in [
+        ("<<xor>>=", [true, false, true, false]),
+        ("&=", [false; 4]),
+        ("<<&&>>=", [false; 4]),
+        ("<<choose(false)>>=", [true, true, true, false]),
+        ("=", [false, true, true, false]),
+    ] {
+        for f in ["SparseList(Pattern())", "SparseByteMap(Pattern())"] {
+            let text = format!("input A :: Dense(SparseList(Element(0.0)))\noutput y :: {f}\ny .= false\nfor j = _, i = _\n  y[j] {op} A[i, j] != 0.0\nend\n");
+            let out = agree(&text, &[("A", counted_columns())]);
+            let got: Vec<bool> = out["y"]
+                .data
+                .iter()
+                .map(|v| v == &Value::Bool(true))
+                .collect();
+            assert_eq!(got, want, "{op} {f}");
+        }
+    }
+    // The minimised programs of seed 101: `&=` of a fresh Pattern matrix stores nothing.
+    let text = "input A :: Dense(SparseList(Element(0.0)))\noutput C :: SparseCOO{2}(Pattern())\ntemp w :: SparseList(Element(false))\nC .= false\nfor j = _\n  w .= false\n  for i = _\n    w[i] = A[follow(i), j] != 0.0\n  end\n  for i = _\n    C[i, j] &= w[i]\n  end\nend\n";
+    agree(text, &[("A", counted_columns())]);
+}
+
+/// `&=` after `=` in another statement: the output is written in any order (a hash
+/// table or a bytemap), whose Pattern leaf keeps a flag per entry, dropped where `false`.
+#[test]
+fn a_pattern_leaf_cleared_by_a_later_statement_drops_its_entries() {
+    for f in [
+        "SparseList(SparseList(Pattern()))",
+        "Dense(SparseByteMap(Pattern()))",
+        "SparseCOO{2}(Pattern())",
+    ] {
+        let text = format!("input A :: Dense(SparseList(Element(0.0)))\noutput C :: {f}\nC .= false\nfor j = _, i = _\n  C[i, j] = A[i, j] != 0.0\nend\nfor j = _, i = _\n  C[i, j] &= A[i, j] > 0.0\nend\n");
+        let out = agree(&text, &[("A", counted_columns())]);
+        let set: Vec<usize> = (0..12)
+            .filter(|&p| out["C"].data[p] == Value::Bool(true))
+            .collect();
+        assert_eq!(set, vec![0, 5, 6, 8], "{f}");
+    }
+}
