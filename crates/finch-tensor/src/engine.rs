@@ -22,7 +22,7 @@ use crate::formats::{
 };
 use crate::kernel::{BufId, Kernel, LocalId};
 use crate::lower::{
-    lower_program_any_order, Bound, LevelParams, Lowered, OutArray, Size, TensorInfo,
+    lower_program_any_order, Bound, LevelParams, Lowered, OutArray, RangeCheck, Size, TensorInfo,
 };
 use crate::notation::DeclKind;
 use crate::tensor::{checked_len, fmt_shape, Buffer, IndexVec, Tensor, TensorStorage};
@@ -365,6 +365,8 @@ impl CompiledProgram {
                 )));
             }
         }
+        // Before the sizes alone, which would blame the lengths.
+        check_ranges(&self.lowered.ranges, infos, &bound, &known)?;
         for (a, b, index) in &self.lowered.constraints {
             if let (Some(x), Some(y)) = (value(a, &known), value(b, &known)) {
                 if x != y {
@@ -1369,4 +1371,37 @@ fn index_vec(n: usize, x: usize) -> Result<Vec<usize>> {
     let mut v = Vec::new();
     crate::tensor::resize_fallibly(&mut v, n, x)?;
     Ok(v)
+}
+
+/// A loop range that runs over an offset read must be the read's in-bounds range, both
+/// limits (the loop runs over that range: the kernel reads no further).
+fn check_ranges(
+    ranges: &[RangeCheck],
+    infos: &[TensorInfo],
+    bound: &dyn Fn(&Bound) -> Option<i64>,
+    known: &HashMap<(usize, usize), usize>,
+) -> Result<()> {
+    for r in ranges {
+        let (Some(lo), Some(hi), Some(&n)) =
+            (bound(&r.lo), bound(&r.hi), known.get(&(r.tensor, r.mode)))
+        else {
+            continue;
+        };
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        let (a, b) = (1i64.saturating_sub(r.offset), n.saturating_sub(r.offset));
+        if (lo, hi) != (a, b) {
+            let name = &infos[r.tensor].name;
+            let read = match r.offset {
+                c if c > 0 => format!("{} + {c}", r.index),
+                c => format!("{} - {}", r.index, -(c as i128)),
+            };
+            return Err(Error::Program(format!(
+                "the loop index `{}` has extent {lo}:{hi} but `{name}` (mode {}, size {n}, shifted by {}) needs {a}:{b}; loop bounds must equal tensor dimensions (a permissive read `{name}[~({read})]` is `missing` outside `{name}`)",
+                r.index,
+                r.mode + 1,
+                -(r.offset as i128),
+            )));
+        }
+    }
+    Ok(())
 }

@@ -664,6 +664,27 @@ pub struct WindowCheck {
     pub hi: Bound,
 }
 
+/// A loop `for index = lo:hi` over a read `A[index + offset]` (Finch's OffsetArray): the
+/// range must be the read's in-bounds range `1 - offset : n - offset`, where `n` is the
+/// size of mode `mode` of tensor `tensor`, checked when tensors are bound (Finch.jl's
+/// `dimensionalize!` checks both limits of a loop against every access; so does the
+/// reference). The loop then runs over that range, where the read is in bounds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RangeCheck {
+    /// The loop index.
+    pub index: String,
+    /// The range's first index.
+    pub lo: Bound,
+    /// The range's last index.
+    pub hi: Bound,
+    /// Tensor index.
+    pub tensor: usize,
+    /// Mode (0-based).
+    pub mode: usize,
+    /// The read's constant offset.
+    pub offset: i64,
+}
+
 /// What lowering needs besides the statements.
 pub struct Converted {
     /// The kernel being built (parameters and locals so far).
@@ -677,6 +698,8 @@ pub struct Converted {
     pub output_shapes: HashMap<usize, Vec<Option<Size>>>,
     /// Windows to check inside their modes.
     pub windows: Vec<WindowCheck>,
+    /// Loop ranges to check against the offset reads they run over.
+    pub ranges: Vec<RangeCheck>,
     /// The body in lowering IR.
     pub body: Stmt,
     /// Things that compile but cost more than the user may expect (a non-concordant read
@@ -1030,15 +1053,18 @@ fn each_stmt(s: &notation::Stmt, f: &mut dyn FnMut(&notation::Stmt)) {
     }
 }
 
-/// Whether `s` stores (`=`) into `name` anything but the literal `true` (which may clear
-/// an index of a Pattern tensor).
+/// Whether `s` updates `name` with anything but `|=`, `<<||>>=` or a store of the literal
+/// `true`, which may clear an index of a Pattern tensor set before (`&=`, `<<xor>>=`, a
+/// store of a computed value).
 fn may_clear(s: &notation::Stmt, name: &str) -> bool {
     let mut clears = false;
     each_stmt(s, &mut |s| {
         if let notation::Stmt::Assign { lhs, op, rhs } = s {
-            clears |= lhs.tensor == name
-                && *op == notation::AssignOp::Store
-                && *rhs != notation::Expr::Literal(Value::Bool(true));
+            let sets = match op {
+                notation::AssignOp::Store => *rhs == notation::Expr::Literal(Value::Bool(true)),
+                notation::AssignOp::Reduce(op) => matches!(op, Op::Or | Op::BitOr),
+            };
+            clears |= lhs.tensor == name && !sets;
         }
     });
     clears
@@ -1224,6 +1250,7 @@ struct Converter<'a> {
     constraints: Vec<(Size, Size, String)>,
     output_shapes: HashMap<usize, Vec<Option<Size>>>,
     windows: Vec<WindowCheck>,
+    ranges: Vec<RangeCheck>,
     /// How many loops enclosed each tensor's last declaration (`X .= v`).
     declared_at: HashMap<usize, usize>,
     /// Outputs written in a loop order their in-order levels cannot take, which can be
@@ -1286,6 +1313,7 @@ fn convert_with(
         constraints: Vec::new(),
         output_shapes: HashMap::new(),
         windows: Vec::new(),
+        ranges: Vec::new(),
         declared_at: HashMap::new(),
         any_order: std::collections::HashSet::new(),
         top_level: true,
@@ -1311,12 +1339,14 @@ fn convert_with(
     let output_shapes = std::mem::take(&mut c.output_shapes);
     let warnings = std::mem::take(&mut c.warnings);
     let windows = std::mem::take(&mut c.windows);
+    let ranges = std::mem::take(&mut c.ranges);
     Ok(Ok(Converted {
         kernel,
         tensors,
         constraints,
         output_shapes,
         windows,
+        ranges,
         body,
         warnings,
     }))
@@ -1548,6 +1578,136 @@ impl Converter<'_> {
             }
         };
         walk_accesses(s, &mut visit);
+    }
+
+    /// The uses of a loop index (`(tensor, mode, offset)`: bare ones at offset 0) must
+    /// agree on the range `1 - c : n - c` over which each is in bounds (Finch's
+    /// OffsetArray); returns the use that gives it (an input first: outputs are sized by
+    /// the loops that write them) and ties the others' sizes to it. `extent` is the
+    /// loop's, for the message.
+    fn agreeing_uses(
+        &mut self,
+        index: &str,
+        extent: &str,
+        mut uses: Vec<(usize, usize, i64)>,
+    ) -> Result<Option<(usize, usize, i64)>> {
+        uses.sort_by_key(|&(t, _, _)| self.tensors[t].kind != DeclKind::Input);
+        let Some(&(t, m, c)) = uses.first() else {
+            return Ok(None);
+        };
+        for &(t2, m2, c2) in &uses[1..] {
+            if c2 != c {
+                let shown = |t: usize, m: usize, c: i64| {
+                    let name = &self.tensors[t].name;
+                    match c {
+                        0 => format!("`{name}` (mode {}) as `{index}`", m + 1),
+                        c if c > 0 => format!("`{name}` (mode {}) as `{index} + {c}`", m + 1),
+                        c => format!("`{name}` (mode {}) as `{index} - {}`", m + 1, -(c as i128)),
+                    }
+                };
+                let hint = if extent == "_" {
+                    " or give the loop a range"
+                } else {
+                    ""
+                };
+                return Err(Error::Program(format!(
+                    "the loop `for {index} = {extent}` reads {} and {}, whose in-bounds ranges of `{index}` differ; make one permissive (`~`){hint}",
+                    shown(t, m, c),
+                    shown(t2, m2, c2)
+                )));
+            }
+            self.constraints
+                .push((Size::Mode(t, m), Size::Mode(t2, m2), index.to_string()));
+        }
+        Ok(Some((t, m, c)))
+    }
+
+    /// A loop `for index = lo:hi` whose body uses no offset of `index`: its size, tied to
+    /// the modes `index` indexes directly, and its own bounds if it does not start at 1.
+    fn plain_range(
+        &mut self,
+        index: &str,
+        (lo, hi): (Bound, Bound),
+        body: &notation::Stmt,
+    ) -> Result<(Size, Option<(KExpr, KExpr)>)> {
+        let mut uses = Vec::new();
+        self.bare_uses(index, body, &mut uses);
+        // A bare read or write of a tensor at the index spans its whole mode, so the
+        // range starts at 1 (the reference's rule).
+        if let (Some(&(t, m)), false) = (uses.first(), lo == Bound::Const(1)) {
+            let name = &self.tensors[t].name;
+            return match lo {
+                Bound::Const(c) => Err(Error::Program(format!(
+                    "the loop `for {index} = {c}:...` indexes `{name}` (mode {}) directly, so it must run over the whole mode from 1; use a window `{name}[(lo:hi)({index})]` to restrict it",
+                    m + 1
+                ))),
+                Bound::Scalar(..) => unsupported(format!(
+                    "a loop range starting at a scalar over `{index}`, which indexes `{name}` directly (start it at 1, or read `{name}` through a window)"
+                )),
+            };
+        }
+        let size = match (lo, hi) {
+            (Bound::Const(1), Bound::Const(n)) => Size::Const(n),
+            (lo, hi) => Size::Span(lo, hi),
+        };
+        for &(t, m) in &uses {
+            self.constraints
+                .push((size.clone(), Size::Mode(t, m), index.to_string()));
+        }
+        let own = if lo != Bound::Const(1) {
+            Some((self.bound_value(lo)?, self.bound_value(hi)?))
+        } else {
+            None
+        };
+        Ok((size, own))
+    }
+
+    /// A loop `for index = lo:hi` whose body reads (or writes) tensors at `index + c`
+    /// (`shifted`, `c != 0`). As in Finch.jl, where `A[i + c]` is `OffsetArray(A, c)[i]`
+    /// whose extent `1 - c : n - c` `dimensionalize!` checks against the loop's (both
+    /// limits), and in the reference, the range must equal that extent; checked when
+    /// tensors are bound ([`RangeCheck`]). The loop then runs over the offset's range, as
+    /// `for index = _` does, so the read needs no check of its own in the kernel. A bare
+    /// use or a window of `index` (in bounds from 1) cannot agree with it.
+    fn shifted_range(
+        &mut self,
+        index: &str,
+        extent: &str,
+        (lo, hi): (Bound, Bound),
+        body: &notation::Stmt,
+        shifted: Vec<(usize, usize, i64)>,
+        windowed: bool,
+    ) -> Result<(usize, usize, i64)> {
+        let mut bare = Vec::new();
+        self.bare_uses(index, body, &mut bare);
+        let mut uses: Vec<(usize, usize, i64)> = bare.into_iter().map(|(t, m)| (t, m, 0)).collect();
+        uses.extend(shifted);
+        let Some((t, m, c)) = self.agreeing_uses(index, extent, uses)? else {
+            return Err(Error::Program(format!(
+                "internal: no offset read of `{index}`"
+            )));
+        };
+        if windowed {
+            return Err(Error::Program(format!(
+                "the loop `for {index} = {extent}` reads `{}` at an offset of `{index}` and a window indexed by `{index}`, whose in-bounds ranges differ (the window's starts at 1); read one of them permissively (`~`)",
+                self.tensors[t].name
+            )));
+        }
+        let span = match (lo, hi) {
+            (Bound::Const(1), Bound::Const(n)) => Size::Const(n),
+            (lo, hi) => Size::Span(lo, hi),
+        };
+        self.constraints
+            .push((span, Size::Mode(t, m), index.to_string()));
+        self.ranges.push(RangeCheck {
+            index: index.to_string(),
+            lo,
+            hi,
+            tensor: t,
+            mode: m,
+            offset: c,
+        });
+        Ok((t, m, c))
     }
 
     fn stmt(&mut self, s: &notation::Stmt) -> Result<Stmt> {
@@ -1787,10 +1947,7 @@ impl Converter<'_> {
                         self.bare_uses(index, body, &mut bare);
                         uses.extend(bare.into_iter().map(|(t, m)| (t, m, 0)));
                         self.offset_uses(index, body, &mut uses);
-                        // Sizes come from tensors whose shape is known when the kernel runs:
-                        // inputs first (an output is sized by the loops that write it).
-                        uses.sort_by_key(|&(t, _, _)| self.tensors[t].kind != DeclKind::Input);
-                        let Some(&(t, m, c)) = uses.first() else {
+                        let Some((t, m, c)) = self.agreeing_uses(index, "_", uses)? else {
                             let mut indexed = false;
                             walk_accesses(body, &mut |a| {
                                 indexed |= a.indices.iter().any(|e| mentions_index(e, index));
@@ -1804,67 +1961,35 @@ impl Converter<'_> {
                                 "cannot determine the extent of `for {index} = _`: no tensor is indexed by `{index}` in its body"
                             )));
                         };
-                        for &(t2, m2, c2) in &uses[1..] {
-                            if c2 != c {
-                                let shown = |t: usize, m: usize, c: i64| {
-                                    let name = &self.tensors[t].name;
-                                    match c {
-                                        0 => format!("`{name}` (mode {}) as `{index}`", m + 1),
-                                        c if c > 0 => {
-                                            format!("`{name}` (mode {}) as `{index} + {c}`", m + 1)
-                                        }
-                                        c => format!(
-                                            "`{name}` (mode {}) as `{index} - {}`",
-                                            m + 1,
-                                            -c
-                                        ),
-                                    }
-                                };
-                                return Err(Error::Program(format!(
-                                    "the loop `for {index} = _` reads {} and {}, whose in-bounds ranges of `{index}` differ; make one permissive (`~`) or give the loop a range",
-                                    shown(t, m, c),
-                                    shown(t2, m2, c2)
-                                )));
-                            }
-                            self.constraints.push((
-                                Size::Mode(t, m),
-                                Size::Mode(t2, m2),
-                                index.clone(),
-                            ));
-                        }
                         offset = c;
                         Some(Size::Mode(t, m))
                     }
-                    Extent::Range(lo, hi) => {
-                        let (lo, hi) = (self.bound(lo)?, self.bound(hi)?);
-                        let mut uses = Vec::new();
-                        self.bare_uses(index, body, &mut uses);
-                        // A bare read or write of a tensor at the index spans its whole
-                        // mode, so the range starts at 1 (the reference's rule).
-                        if let (Some(&(t, m)), false) = (uses.first(), lo == Bound::Const(1)) {
-                            let name = &self.tensors[t].name;
-                            return match lo {
-                                Bound::Const(c) => Err(Error::Program(format!(
-                                    "the loop `for {index} = {c}:...` indexes `{name}` (mode {}) directly, so it must run over the whole mode from 1; use a window `{name}[(lo:hi)({index})]` to restrict it",
-                                    m + 1
-                                ))),
-                                Bound::Scalar(..) => unsupported(format!(
-                                    "a loop range starting at a scalar over `{index}`, which indexes `{name}` directly (start it at 1, or read `{name}` through a window)"
-                                )),
-                            };
+                    Extent::Range(lo_expr, hi_expr) => {
+                        let (lo, hi) = (self.bound(lo_expr)?, self.bound(hi_expr)?);
+                        let mut shifted = Vec::new();
+                        self.offset_uses(index, body, &mut shifted);
+                        if shifted.is_empty() {
+                            let (size, own) = self.plain_range(index, (lo, hi), body)?;
+                            range = own;
+                            Some(size)
+                        } else {
+                            let extent = format!(
+                                "{}:{}",
+                                notation::print_expr(lo_expr),
+                                notation::print_expr(hi_expr)
+                            );
+                            let windowed = !(spans.is_empty() && dynamic.is_empty());
+                            let (t, m, c) = self.shifted_range(
+                                index,
+                                &extent,
+                                (lo, hi),
+                                body,
+                                shifted,
+                                windowed,
+                            )?;
+                            offset = c;
+                            Some(Size::Mode(t, m))
                         }
-                        let size = match (lo, hi) {
-                            (Bound::Const(1), Bound::Const(n)) => Size::Const(n),
-                            (lo, hi) => Size::Span(lo, hi),
-                        };
-                        for &(t, m) in &uses {
-                            self.constraints
-                                .push((size.clone(), Size::Mode(t, m), index.clone()));
-                        }
-                        if lo != Bound::Const(1) {
-                            range = Some((self.bound_value(lo)?, self.bound_value(hi)?));
-                        }
-                        Some(size)
                     }
                 };
                 // Windows computed from enclosing indices: each lies inside its mode and
@@ -1927,22 +2052,12 @@ impl Converter<'_> {
                         if span != size {
                             if offset != 0 {
                                 return unsupported(format!(
-                                    "a window and an offset read of `{index}` in one loop (give the loop a range)"
+                                    "a window and an offset read of `{index}` in one loop (read one of them permissively, `~`)"
                                 ));
                             }
                             self.constraints
                                 .push((span.clone(), size.clone(), index.clone()));
                         }
-                    }
-                }
-                if offset == 0 && matches!(extent, Extent::Range(..)) {
-                    let mut shifted = Vec::new();
-                    self.offset_uses(index, body, &mut shifted);
-                    if let Some(&(t, _, _)) = shifted.first() {
-                        return unsupported(format!(
-                            "reading `{}` at an offset of `{index}` inside `for {index} = lo:hi` (use `for {index} = _`, which runs over the offset's range, or a permissive read)",
-                            self.tensors[t].name
-                        ));
                     }
                 }
                 self.loops.push((index.clone(), size));

@@ -16,7 +16,7 @@ mod print;
 mod unfurl;
 
 pub use convert::{
-    convert, Bound, Converted, LevelParams, OutArray, Size, TensorInfo, WindowCheck,
+    convert, Bound, Converted, LevelParams, OutArray, RangeCheck, Size, TensorInfo, WindowCheck,
 };
 pub use print::print_converted;
 
@@ -41,6 +41,8 @@ pub struct Lowered {
     pub output_shapes: HashMap<usize, Vec<Option<Size>>>,
     /// Windows to check inside their modes when tensors are bound.
     pub windows: Vec<WindowCheck>,
+    /// Loop ranges to check against the offset reads they run over.
+    pub ranges: Vec<RangeCheck>,
     /// Warnings for the user (costly but correct constructs).
     pub warnings: Vec<String>,
 }
@@ -136,6 +138,7 @@ fn lower_converted(c: Converted, compact: bool) -> Result<Lowered> {
         constraints: c.constraints,
         output_shapes: c.output_shapes,
         windows: c.windows,
+        ranges: c.ranges,
         warnings: c.warnings,
     })
 }
@@ -3657,6 +3660,68 @@ impl Lowerer {
         Ok(code)
     }
 
+    /// An update of a written Pattern leaf, which stores nothing: its value is whether the
+    /// index is claimed (`h.dirty`, which the level above records). `=` and `|=` of `true`
+    /// claim it; any other update `op= c` sets the claim to `op(claimed, c)`, as Finch.jl
+    /// does (a Pattern subfiber written is a scalar over the level's `dirty` flag), so
+    /// `&=` or a store of `false` takes back a claim an earlier write of the index made.
+    fn emit_pattern_update(
+        &mut self,
+        h: &crate::looplets::Hollow,
+        t: usize,
+        op: Option<Op>,
+        rhs: Expr,
+    ) -> Result<Vec<KStmt>> {
+        let name = self.tensors[t].name.clone();
+        let unclaimed = KExpr::Op(Op::Not, vec![KExpr::Local(h.dirty)]);
+        let sets = matches!(op, None | Some(Op::Or | Op::BitOr));
+        let value = match op {
+            Some(op) if !sets => {
+                // A level that records an index only where its flag ends up set can take
+                // a claim back; the others (SparseByteMap, SparseHash) keep a flag per
+                // entry instead where the program may clear one (`convert::may_clear`).
+                if !h.skip_fill {
+                    return Err(Error::Program(format!(
+                        "internal: an update of the Pattern tensor `{name}` that may clear an index"
+                    )));
+                }
+                let value = Expr::Call(op, vec![Expr::Code(KExpr::Local(h.dirty)), rhs]);
+                simplify_expr(value, self)
+            }
+            _ => rhs,
+        };
+        let (c, ty) = self.kexpr(&value)?;
+        let c = if sets {
+            if ty != ScalarType::Bool {
+                return Err(Error::Program(format!(
+                    "`{name}` is a Pattern (bool) tensor but the value written is {ty}"
+                )));
+            }
+            c
+        } else {
+            self.convert_for_store(c, ty, ScalarType::Bool, &name)?
+        };
+        if (op.is_none() && h.repeated && h.skip_fill) || !sets {
+            // An earlier run of the write may have claimed the index, and the claim is the
+            // entry (the level records what is claimed): a `false` takes it back.
+            return Ok(vec![KStmt::If {
+                cond: c,
+                then: vec![KStmt::If {
+                    cond: unclaimed,
+                    then: h.claim.clone(),
+                    otherwise: vec![],
+                }],
+                otherwise: vec![KStmt::Assign(h.dirty, KExpr::Lit(Value::Bool(false)))],
+            }]);
+        }
+        // `|= c`, or `= c` written once per index: `false` changes nothing.
+        Ok(vec![KStmt::If {
+            cond: KExpr::Op(Op::And, vec![c, unclaimed]),
+            then: h.claim.clone(),
+            otherwise: vec![],
+        }])
+    }
+
     /// A write to a position an extruding sparse level hands out: the first write of the
     /// index claims the position (growing the buffers by doubling), then the value is
     /// updated. Storing the fill value into an unclaimed position does nothing.
@@ -3674,44 +3739,7 @@ impl Lowerer {
             self.tensors[f.tensor].levels.get(f.depth),
             Some(LevelParams::Pattern)
         ) {
-            // A Pattern leaf stores nothing: writing `true` (`= c` or `|= c`) claims the
-            // index, which the level above records; writing `false` changes nothing.
-            if !matches!(op, None | Some(Op::Or | Op::BitOr)) {
-                return Err(Error::Unsupported(format!(
-                    "the update `{}` of the Pattern tensor `{}` (only `=` and `|=`)",
-                    op.map_or("=".to_string(), |o| format!("<<{o}>>=")),
-                    self.tensors[f.tensor].name
-                )));
-            }
-            let (c, ty) = self.kexpr(&rhs)?;
-            if ty != ScalarType::Bool {
-                return Err(Error::Program(format!(
-                    "`{}` is a Pattern (bool) tensor but the value written is {ty}",
-                    self.tensors[f.tensor].name
-                )));
-            }
-            if op.is_none() && h.repeated && h.skip_fill {
-                // An earlier run of the write may have claimed the index, and the claim is
-                // the entry (the level records what is claimed): storing `false` takes it
-                // back.
-                return Ok(vec![KStmt::If {
-                    cond: c,
-                    then: vec![KStmt::If {
-                        cond: KExpr::Op(Op::Not, vec![KExpr::Local(h.dirty)]),
-                        then: h.claim.clone(),
-                        otherwise: vec![],
-                    }],
-                    otherwise: vec![KStmt::Assign(h.dirty, KExpr::Lit(Value::Bool(false)))],
-                }]);
-            }
-            return Ok(vec![KStmt::If {
-                cond: KExpr::Op(
-                    Op::And,
-                    vec![c, KExpr::Op(Op::Not, vec![KExpr::Local(h.dirty)])],
-                ),
-                then: h.claim.clone(),
-                otherwise: vec![],
-            }]);
+            return self.emit_pattern_update(&h, f.tensor, op, rhs);
         }
         let plain = Tensor::Fiber(crate::looplets::Fiber {
             hollow: None,

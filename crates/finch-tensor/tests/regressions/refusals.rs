@@ -167,3 +167,145 @@ fn gathers_and_walks_under_a_branch_on_a_sparse_read_compile() {
         );
     }
 }
+
+/// A read at an offset inside a loop with an explicit range (`for i = 2:6` over
+/// `x[i - 1]`) was refused. As in Finch.jl, where `x[i + c]` is `OffsetArray(x, c)[i]`
+/// whose extent `1 - c : n - c` must equal the loop's, and in the reference, the range
+/// must be that extent; the loop then runs over it, reading `x` like `for i = _` does.
+#[test]
+fn offset_reads_inside_explicit_ranges_compile() {
+    let x = array(&[5], &[1.0, 0.0, -2.0, 0.0, 4.0]);
+    for f in [
+        "Dense(Element(0.0))",
+        "SparseList(Element(0.0))",
+        "RunList(Element(0.0))",
+        "SparseBand(Element(0.0))",
+    ] {
+        let text = format!("input x :: {f}\noutput s :: Scalar(0.0)\noutput y :: Dense(Element(0.0))\ns .= 0\nfor i = 2:6\n  s[] += x[i - 1] * i\nend\ny .= 0\nfor k = -1:3\n  y[k + 2] = x[k + 2] + 1.0\nend\n");
+        let out = agree(&text, &[("x", x.clone())]);
+        // 1 * 2 - 2 * 4 + 4 * 6 = 18; y is x + 1, sized by the loop.
+        assert_eq!(out["s"].data, array(&[1], &[18.0]).data, "{f}");
+        assert_eq!(out["y"], array(&[5], &[2.0, 1.0, -1.0, 1.0, 5.0]), "{f}");
+    }
+    // A matrix read at an offset in its rows beside a constant column, and a range of
+    // input scalars.
+    let text = "input A :: Dense(SparseList(Element(0.0)))\ninput n :: Scalar(0)\noutput s :: Scalar(0.0)\noutput t :: Scalar(0.0)\ns .= 0\nfor i = 0:2\n  s[] += A[i + 1, 4]\nend\nt .= 0\nfor i = 0:n[] - 1\n  t[] += A[i + 1, 2] * i\nend\n";
+    let scalar = DenseArray::from_data(ScalarType::I64, &[], vec![Value::I64(3)], Value::I64(0))
+        .expect("a scalar");
+    let out = agree(text, &[("A", matrix()), ("n", scalar)]);
+    // Column 4: 2 + 0 - 1; column 2: 5 * 1 + 1 * 2.
+    assert_eq!(out["s"].data, array(&[1], &[1.0]).data);
+    assert_eq!(out["t"].data, array(&[1], &[7.0]).data);
+}
+
+/// A range that is not the offset read's in-bounds range (it would read outside the
+/// tensor) is an error in every engine before any kernel runs (the C kernels do not
+/// check their reads), as in the reference and in Finch.jl (`DimensionMismatch`).
+#[test]
+fn an_offset_read_leaving_its_tensor_is_an_error_everywhere() {
+    let x = array(&[5], &[1.0, 0.0, -2.0, 0.0, 4.0]);
+    let scalar = |n: i64| {
+        DenseArray::from_data(ScalarType::I64, &[], vec![Value::I64(n)], Value::I64(0))
+            .expect("a scalar")
+    };
+    for (range, n) in [
+        ("1:5", 5),
+        ("0:5", 5),
+        ("0:3", 5),
+        ("0:n[]", 5),
+        ("0:n[] - 1", 6),
+    ] {
+        let text = format!("input x :: SparseList(Element(0.0))\ninput n :: Scalar(0)\noutput s :: Scalar(0.0)\ns .= 0\nfor i = {range}\n  s[] += x[i + 1] * n[]\nend\n");
+        let program = Program::parse(&text).expect("a valid program");
+        let mut bindings = Bindings::new();
+        bindings.insert("x", x.clone());
+        bindings.insert("n", scalar(n));
+        let e = program
+            .run_reference(&mut bindings, &RunOptions::default())
+            .expect_err("the reference reads outside `x`");
+        assert!(e.to_string().contains("loop bounds must equal"), "{e}");
+        for (engine, reassociate, compact) in CONFIGS {
+            let options = CompileOptions {
+                reassociate,
+                compact,
+            };
+            let compiled = program
+                .compile_with(engine, &options)
+                .unwrap_or_else(|e| panic!("{engine:?}: {e}\n{text}"));
+            let format = |name: &str| program.decl(name).expect("declared").format.clone();
+            let mut tensors = HashMap::from([
+                (
+                    "x".to_string(),
+                    Tensor::from_dense(&format("x"), &x).expect("x"),
+                ),
+                (
+                    "n".to_string(),
+                    Tensor::from_dense(&format("n"), &scalar(n)).expect("n"),
+                ),
+            ]);
+            let e = compiled
+                .run(&mut tensors, &HashMap::new())
+                .expect_err("an engine read outside `x`");
+            let e = e.to_string();
+            assert!(
+                e.contains("needs 0:4") && e.contains("`x[~(i + 1)]`"),
+                "{engine:?} {range}: {e}"
+            );
+        }
+    }
+}
+
+/// A 3x4 matrix whose columns hold 1, 2, 3 and 0 entries, positive and negative.
+fn counted_columns() -> DenseArray {
+    array(
+        &[3, 4],
+        &[2.0, 0.0, 0.0, 0.0, -1.0, 3.0, 1.0, -2.0, 4.0, 0.0, 0.0, 0.0],
+    )
+}
+
+/// Updates of a `Pattern()` leaf other than `=` and `|=` were refused. As in Finch.jl,
+/// where a written Pattern subfiber is a scalar over its level's `dirty` flag, `op= c`
+/// sets whether the index is stored to `op(stored, c)`: `<<xor>>=` toggles it, `&=` may
+/// take it back. Written in order once per column (the write repeated over the rows).
+#[test]
+fn every_update_of_a_pattern_leaf_compiles() {
+    for (op, want) in [
+        ("<<xor>>=", [true, false, true, false]),
+        ("&=", [false; 4]),
+        ("<<&&>>=", [false; 4]),
+        ("<<choose(false)>>=", [true, true, true, false]),
+        ("=", [false, true, true, false]),
+    ] {
+        for f in ["SparseList(Pattern())", "SparseByteMap(Pattern())"] {
+            let text = format!("input A :: Dense(SparseList(Element(0.0)))\noutput y :: {f}\ny .= false\nfor j = _, i = _\n  y[j] {op} A[i, j] != 0.0\nend\n");
+            let out = agree(&text, &[("A", counted_columns())]);
+            let got: Vec<bool> = out["y"]
+                .data
+                .iter()
+                .map(|v| v == &Value::Bool(true))
+                .collect();
+            assert_eq!(got, want, "{op} {f}");
+        }
+    }
+    // The minimised programs of seed 101: `&=` of a fresh Pattern matrix stores nothing.
+    let text = "input A :: Dense(SparseList(Element(0.0)))\noutput C :: SparseCOO{2}(Pattern())\ntemp w :: SparseList(Element(false))\nC .= false\nfor j = _\n  w .= false\n  for i = _\n    w[i] = A[follow(i), j] != 0.0\n  end\n  for i = _\n    C[i, j] &= w[i]\n  end\nend\n";
+    agree(text, &[("A", counted_columns())]);
+}
+
+/// `&=` after `=` in another statement: the output is written in any order (a hash
+/// table or a bytemap), whose Pattern leaf keeps a flag per entry, dropped where `false`.
+#[test]
+fn a_pattern_leaf_cleared_by_a_later_statement_drops_its_entries() {
+    for f in [
+        "SparseList(SparseList(Pattern()))",
+        "Dense(SparseByteMap(Pattern()))",
+        "SparseCOO{2}(Pattern())",
+    ] {
+        let text = format!("input A :: Dense(SparseList(Element(0.0)))\noutput C :: {f}\nC .= false\nfor j = _, i = _\n  C[i, j] = A[i, j] != 0.0\nend\nfor j = _, i = _\n  C[i, j] &= A[i, j] > 0.0\nend\n");
+        let out = agree(&text, &[("A", counted_columns())]);
+        let set: Vec<usize> = (0..12)
+            .filter(|&p| out["C"].data[p] == Value::Bool(true))
+            .collect();
+        assert_eq!(set, vec![0, 5, 6, 8], "{f}");
+    }
+}
