@@ -161,3 +161,50 @@ end
     );
     assert_eq!(out["y8"].data, [Value::Bool(true); 3]);
 }
+
+/// Difftest seed 103 #724 (8 of 9059 programs on d18cb50): `x3[~I6[i], 1]`, a permissive
+/// computed index beside a literal one, read outside `x3` gave its fill (-Inf) where the
+/// read is `missing` and the assignment does nothing (`y5` keeps 0.0), in every compiled
+/// configuration. Reads at bound indices now go into locals before their statement
+/// (`Read a statement's random accesses into locals`), which keeps the read's bounds.
+#[test]
+fn a_permissive_computed_index_beside_a_literal_one_is_missing_outside() {
+    let text = "input x3 :: SparseList(SparseList(Element(-Inf)))
+input x4 :: SparseList(Element(0.0))
+input I6 :: Dense(Element(0))
+input I7 :: SparseList(Element(0))
+output y5 :: Dense(SparseList(Element(0.0)))
+y5 .= 0.0
+for i = _
+  for j = _
+    y5[j, i] = x3[~I6[i], 1] + coalesce(x4[~I7[j]], 1.5)
+  end
+end
+";
+    let ninf = f64::NEG_INFINITY;
+    let inputs = [
+        ("x3", array(&[0, 1], &[])),
+        ("x4", array(&[0], &[])),
+        ("I6", ints(&[1], &[0])),
+        ("I7", ints(&[1], &[0])),
+    ];
+    let out = agree(text, &inputs);
+    assert_eq!(out["y5"].data, array(&[1, 1], &[0.0]).data);
+    // Rows 0 and 3 of `x3` are outside it; row 2 lacks column 1 (its fill, -Inf).
+    let x3 = array(&[2, 2], &[4.0, ninf, ninf, 2.0]);
+    let x4 = array(&[3], &[0.5, 0.0, 2.0]);
+    let inputs = [
+        ("x3", x3),
+        ("x4", x4),
+        ("I6", ints(&[4], &[1, 0, 2, 3])),
+        ("I7", ints(&[3], &[1, 0, 3])),
+    ];
+    let out = agree(text, &inputs);
+    let col = |a: f64| [a + 0.5, a + 1.5, a + 2.0];
+    let mut want = Vec::new();
+    want.extend(col(4.0));
+    want.extend([0.0; 3]);
+    want.extend([ninf; 3]);
+    want.extend([0.0; 3]);
+    assert_eq!(out["y5"].data, array(&[3, 4], &want).data);
+}
