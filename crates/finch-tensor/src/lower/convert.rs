@@ -1804,7 +1804,7 @@ impl Converter<'_> {
                     self.tensors[t].levels.as_slice(),
                     [
                         LevelParams::SparseByteMapOut { .. },
-                        LevelParams::Element { .. }
+                        LevelParams::Element { .. } | LevelParams::Pattern
                     ]
                 );
                 let runs = readable_runs(&self.tensors[t]);

@@ -122,3 +122,33 @@ end
         }
     }
 }
+
+/// Difftest seed 104 #532: a `SparseByteMap(Pattern())` workspace declared inside a loop
+/// was taken for a format that needs rewriting as a hash group (only a SparseByteMap
+/// over an `Element` leaf was reset in place), and the conversion, asked to do that
+/// twice, failed with "internal: an output written in any order twice". A Pattern leaf
+/// under a SparseByteMap is reset in place as an Element leaf is.
+#[test]
+fn a_byte_map_pattern_workspace_declared_in_a_loop_is_reset_in_place() {
+    let text = "input A :: Dense(SparseList(Element(1.0)))
+output y :: Dense(Dense(Element(0.0)))
+temp w :: SparseByteMap(Pattern())
+y .= 0.0
+for i = _
+  w .= false
+  for j = _
+    for k = _
+      w[j] |= A[j, k] == 0.0
+    end
+  end
+  for j = _
+    y[j, i] = ifelse(w[j], 1.0, 2.0) * A[j, i]
+  end
+end
+";
+    // Column-major 3×3: row 2 holds a zero (column 3); rows 1 and 3 none.
+    let a = array(&[3, 3], &[1.0, 5.0, 1.0, 2.0, 1.0, 1.0, 1.0, 0.0, 3.0]);
+    let out = agree(text, &[("A", a)]);
+    let want = [2.0, 5.0, 2.0, 4.0, 1.0, 2.0, 2.0, 0.0, 6.0];
+    assert_eq!(out["y"], array(&[3, 3], &want));
+}
