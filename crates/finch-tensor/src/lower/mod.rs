@@ -739,6 +739,32 @@ fn present_read_shifted(
     })
 }
 
+/// A child of a level's looplet with the fiber the level lacks (its fill) replaced by an
+/// empty fiber of the level below, which keeps that level's bounds
+/// (`Lowerer::absent_fibers_keep_bounds`); also in either branch of a search's hit or
+/// miss (`follow`), where the miss is the fill.
+fn empty_keeps_bounds(t: Tensor, fill: Value, below: &crate::looplets::Fiber) -> Tensor {
+    match t {
+        Tensor::FillLeaf(v) if v == fill => Tensor::Present {
+            cond: KExpr::Lit(Value::Bool(false)),
+            fiber: below.clone(),
+            fill: v,
+        },
+        Tensor::Switch {
+            pre,
+            cond,
+            then,
+            otherwise,
+        } => Tensor::Switch {
+            pre,
+            cond,
+            then: Box::new(empty_keeps_bounds(*then, fill, below)),
+            otherwise: Box::new(empty_keeps_bounds(*otherwise, fill, below)),
+        },
+        t => t,
+    }
+}
+
 /// Adds to `out` the reads (tensor, printed indices) of `e` at a shifted index where a
 /// read outside the tensor is told apart from its fill: permissive reads other than
 /// `coalesce(x[~(..)], fill)`, and unchecked ones (out of range). Only those need a fiber
@@ -1611,14 +1637,8 @@ impl Lowerer {
             hollow: None,
             protocols: f.protocols,
         };
-        let empty: Rc<dyn Fn(Tensor) -> Tensor> = Rc::new(move |t| match t {
-            Tensor::FillLeaf(v) if v == fill => Tensor::Present {
-                cond: KExpr::Lit(Value::Bool(false)),
-                fiber: below.clone(),
-                fill: v,
-            },
-            t => t,
-        });
+        let empty: Rc<dyn Fn(Tensor) -> Tensor> =
+            Rc::new(move |t| empty_keeps_bounds(t, fill, &below));
         crate::looplets::map_children(&l, &empty)
     }
 

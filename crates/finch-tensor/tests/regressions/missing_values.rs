@@ -208,3 +208,42 @@ end
     want.extend([0.0; 3]);
     assert_eq!(out["y5"].data, array(&[3, 4], &want).data);
 }
+
+/// Difftest seed 105 #3283 (on 70ac8f6, and on d18cb50 once minimised): a sparse list
+/// of columns searched at a bound index (`follow(i)`) that lacks the column read its
+/// missing fiber as the fill (0.0) for every row, so `x[~(4:7)(i), follow(i)]`, outside
+/// the one row `x` has, was 0.0 and not `missing`, and `y` was written where the
+/// reference leaves it. A search's miss now keeps the level's bounds as a walk's gap
+/// does (`absent_fibers_keep_bounds`).
+#[test]
+fn a_searched_column_a_list_lacks_keeps_its_bounds() {
+    let text = "input x2 :: SparseList(Dense(Element(0.0)))
+input I3 :: SparseList(Element(1))
+output y1 :: SparseList(SparseList(Element(Inf)))
+y1 .= Inf
+for i = _
+  for j = _
+    y1[i, j] = x2[I3[j], j] * x2[~(4:7)(i), follow(i)]
+  end
+end
+";
+    let inf = f64::INFINITY;
+    let inputs = [
+        ("x2", array(&[1, 4], &[0.0; 4])),
+        ("I3", ints(&[4], &[1; 4])),
+    ];
+    let out = agree(text, &inputs);
+    assert_eq!(out["y1"].data, array(&[4, 4], &[inf; 16]).data);
+    // Six rows, columns 1 and 3 stored: `(4:7)(i)` reads rows 4 to 6 for i = 1 to 3.
+    let mut x = vec![0.0; 24];
+    for r in 0..6 {
+        x[r] = (r + 1) as f64;
+        x[12 + r] = -((r + 1) as f64);
+    }
+    let inputs = [("x2", array(&[6, 4], &x)), ("I3", ints(&[4], &[2; 4]))];
+    let out = agree(text, &inputs);
+    let y = &out["y1"].data;
+    // y[i, j] = x2[2, j] * x2[i + 3, i] for i <= 3; i = 4 reads row 7, outside.
+    assert_eq!(y[0], array(&[1], &[2.0 * 4.0]).data[0]);
+    assert_eq!(y[3], array(&[1], &[inf]).data[0]);
+}
