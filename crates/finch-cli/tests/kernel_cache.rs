@@ -12,14 +12,10 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Whether the system has a C compiler (else kernels run in the interpreter and there is
-/// no cache to test).
+/// Whether the system has a C compiler the `finch` binary would use (else kernels run in
+/// the interpreter and there is no cache to test).
 fn have_cc() -> bool {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let ok = Command::new(cc)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let ok = finch::backend::c::available();
     if !ok {
         eprintln!("no C compiler: the kernel cache is not used, nothing to test");
     }
