@@ -272,6 +272,24 @@ fn pattern_stores_only_true_and_rejects_false_under_dense() {
     assert!(Tensor::from_dense(&fmt("Dense(Pattern())"), &a).is_err());
 }
 
+/// Found by the `format_text` fuzz target: a 0-d `Pattern()` tensor given `false` was
+/// stored, and read back `true`.
+#[test]
+fn a_bare_pattern_leaf_holds_true_and_refuses_false() {
+    let pattern = fmt("Pattern()");
+    for (v, ok) in [(false, false), (true, true)] {
+        let mut a = DenseArray::filled(ScalarType::Bool, &[], Value::Bool(false)).unwrap();
+        a.data[0] = Value::Bool(v);
+        match Tensor::from_dense(&pattern, &a) {
+            Ok(t) => {
+                assert!(ok, "a 0-d Pattern() stored `false`");
+                assert_eq!(t.to_dense().unwrap(), a);
+            }
+            Err(e) => assert!(!ok && e.to_string().contains("Element(false)"), "{e}"),
+        }
+    }
+}
+
 #[test]
 fn tree_printer_snapshot() {
     let a = DenseArray::from_rows_f64(&[&[1.0, 0.0, 2.0], &[0.0, 3.0, 0.0]]).unwrap();

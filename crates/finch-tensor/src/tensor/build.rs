@@ -319,7 +319,11 @@ fn build_level(
             Ok(LevelStorage::Element(ElementStorage { fill: *fill, val }))
         }
         LevelFormat::Pattern => {
-            if let Some(p) = groups.iter().position(|&(lo, hi)| lo == hi) {
+            // A position with no entry, or (a 0-d tensor) whose entry is `false`.
+            let holds_false = |&(lo, hi): &(usize, usize)| {
+                lo == hi || e.vals[lo..hi].iter().any(|v| v.as_bool() != Some(true))
+            };
+            if let Some(p) = groups.iter().position(holds_false) {
                 return Err(Error::Program(format!(
                     "a Pattern() leaf reads `true` at every stored position, but position {p} \
                      holds `false` (a level above it stores positions that hold the fill: \
