@@ -574,3 +574,14 @@ fn swizzle_permutes_the_access() {
         assert!(err.contains(needle), "{e}: {err}");
     }
 }
+
+/// Found by the `program_text` fuzz target: a declaration's format of two numbers in a
+/// row (`0.5 1`) was printed as one (`0.51`), so print then parse changed the program.
+#[test]
+fn a_format_with_adjacent_numbers_round_trips() {
+    let p = round_trip("input A :: SparseList(Element(0.5 1.0))\n");
+    assert_eq!(p.decls[0].format, "SparseList(Element(0.5 1.0))");
+    // The checker refuses it, naming the format.
+    let e = finch::Program::parse("input A :: SparseList(Element(0.5 1.0))\n").unwrap_err();
+    assert!(e.to_string().contains("format"), "{e}");
+}

@@ -302,8 +302,17 @@ impl<'a> Parser<'a> {
             )?;
             let fmt_tok = self.token().clone();
             let mut format = String::new();
+            // Two names or numbers in a row keep a space between them, so that the text
+            // reads back as the same tokens (`0.5 1` is not `0.51`); the format checker
+            // then refuses it by name.
+            let mut after_word = false;
             while !matches!(self.peek(), Tok::Newline | Tok::Eof) && !self.is_sym(";") {
                 let t = self.bump();
+                let word = matches!(t, Tok::Ident(_) | Tok::Literal(_));
+                if word && after_word {
+                    format.push(' ');
+                }
+                after_word = word;
                 if matches!(t, Tok::Macro(_))
                     || matches!(t, Tok::Sym(s) if !matches!(s, "(" | ")" | "{" | "}" | "," | "-"))
                 {
