@@ -17,20 +17,41 @@ pub struct SourceError {
     pub source_line: String,
 }
 
+/// The widest part of a source line an error shows (a generated program may put
+/// thousands of characters on one line).
+const SHOWN_COLUMNS: usize = 80;
+
 impl fmt::Display for SourceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let gutter = self.line.to_string();
         let pad = " ".repeat(gutter.len());
-        let caret_pad: String = self
-            .source_line
-            .chars()
-            .take(self.col.saturating_sub(1))
-            .map(|c| if c == '\t' { '\t' } else { ' ' })
+        let chars: Vec<char> = self.source_line.chars().collect();
+        let at = self.col.saturating_sub(1).min(chars.len());
+        // The part of the line around the column.
+        let (start, end) = if chars.len() <= SHOWN_COLUMNS {
+            (0, chars.len())
+        } else {
+            let start = at
+                .saturating_sub(SHOWN_COLUMNS / 2)
+                .min(chars.len() - SHOWN_COLUMNS);
+            (start, start + SHOWN_COLUMNS)
+        };
+        let mut shown: String = chars[start..end].iter().collect();
+        let mut caret_pad: String = chars[start..at.max(start)]
+            .iter()
+            .map(|&c| if c == '\t' { '\t' } else { ' ' })
             .collect();
+        if start > 0 {
+            shown.insert(0, '…');
+            caret_pad.insert(0, ' ');
+        }
+        if end < chars.len() {
+            shown.push('…');
+        }
         write!(
             f,
-            "{}:{}: {}\n{pad} |\n{gutter} | {}\n{pad} | {caret_pad}^",
-            self.line, self.col, self.message, self.source_line
+            "{}:{}: {}\n{pad} |\n{gutter} | {shown}\n{pad} | {caret_pad}^",
+            self.line, self.col, self.message
         )
     }
 }

@@ -66,6 +66,33 @@ struct Parser<'a> {
     scopes: Vec<(String, bool)>,
     /// Nesting of `[...]`, where `~` and protocols are allowed.
     in_index: usize,
+    /// Expressions being parsed inside one another (parentheses, operands, arguments).
+    expr_depth: usize,
+    /// Compound statements being parsed inside one another.
+    stmt_depth: usize,
+}
+
+/// The deepest expression tree (and parser recursion) accepted: every later pass walks
+/// expressions recursively, and a deeper tree (`((((...))))`, or `1 + 1 + ... + 1` with
+/// tens of thousands of terms) would overflow the stack of the thread compiling it.
+const MAX_EXPR_DEPTH: usize = 1000;
+
+const SPLIT_EXPR: &str = "split it into parts held by `let` or summed by several statements";
+
+/// The deepest nesting of compound statements (`for`, `if`, `let`, `begin`) accepted.
+const MAX_STMT_DEPTH: usize = 200;
+
+/// The depth of an expression tree (a leaf is 1). Only called on trees the parser built
+/// within [`MAX_EXPR_DEPTH`], so its recursion is bounded.
+fn tree_depth(e: &Expr) -> usize {
+    let below = match e {
+        Expr::Call { args, .. } => args.iter().map(tree_depth).max().unwrap_or(0),
+        Expr::Access(a) => a.indices.iter().map(tree_depth).max().unwrap_or(0),
+        Expr::Permissive(x) | Expr::Protocol(_, x) => tree_depth(x),
+        Expr::Window { lo, hi, index } => tree_depth(lo).max(tree_depth(hi)).max(tree_depth(index)),
+        _ => 0,
+    };
+    below + 1
 }
 
 const PREFIX_BP: u8 = 9;
@@ -123,6 +150,8 @@ impl<'a> Parser<'a> {
             tensors,
             scopes: Vec::new(),
             in_index: 0,
+            expr_depth: 0,
+            stmt_depth: 0,
         }
     }
 
@@ -395,6 +424,16 @@ impl<'a> Parser<'a> {
     }
 
     fn stmt(&mut self) -> Result<Stmt> {
+        if self.stmt_depth >= MAX_STMT_DEPTH {
+            return Err(self.too_deep("a statement", MAX_STMT_DEPTH, "write fewer nested blocks"));
+        }
+        self.stmt_depth += 1;
+        let s = self.stmt_inner();
+        self.stmt_depth -= 1;
+        s
+    }
+
+    fn stmt_inner(&mut self) -> Result<Stmt> {
         let t = self.token().clone();
         match self.peek().clone() {
             Tok::Ident(w) if w == "for" => {
@@ -753,8 +792,25 @@ impl<'a> Parser<'a> {
 
     /// Precedence climbing: parses an expression whose infix operators bind tighter than
     /// `min_bp`.
+    fn too_deep(&self, what: &str, limit: usize, instead: &str) -> Error {
+        self.err_here(format!("{what} nested more than {limit} deep; {instead}"))
+    }
+
     fn expr(&mut self, min_bp: u8) -> Result<Expr> {
+        if self.expr_depth >= MAX_EXPR_DEPTH {
+            return Err(self.too_deep("an expression", MAX_EXPR_DEPTH, SPLIT_EXPR));
+        }
+        self.expr_depth += 1;
+        let e = self.expr_chain(min_bp);
+        self.expr_depth -= 1;
+        e
+    }
+
+    /// An operand and the infix operators after it; a left-associative chain deepens the
+    /// tree without recursing here, so its depth is counted as it grows.
+    fn expr_chain(&mut self, min_bp: u8) -> Result<Expr> {
         let mut lhs = self.prefix()?;
+        let mut depth: Option<usize> = None;
         while let Some(op) = match self.peek() {
             Tok::Sym(s) => sym_op(s),
             _ => None,
@@ -768,6 +824,14 @@ impl<'a> Parser<'a> {
             self.bump();
             // `^` is right-associative: its right operand may contain `^` again.
             let rhs = self.expr(if op == Op::Pow { bp - 1 } else { bp })?;
+            let d = depth
+                .unwrap_or_else(|| tree_depth(&lhs))
+                .max(tree_depth(&rhs))
+                + 1;
+            if d > MAX_EXPR_DEPTH {
+                return Err(self.too_deep("an expression", MAX_EXPR_DEPTH, SPLIT_EXPR));
+            }
+            depth = Some(d);
             lhs = Expr::Call {
                 op,
                 args: vec![lhs, rhs],
