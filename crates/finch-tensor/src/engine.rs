@@ -423,97 +423,18 @@ impl CompiledProgram {
                     Error::Program(format!("`{}` cannot be initialized with {init}", info.name))
                 })?;
                 let shape = &shape_of[&k];
-                let sparse_depth = info.levels.iter().position(LevelParams::is_sparse_out);
-                let bufs = match sparse_depth {
-                    None => {
-                        // An output left in the map by an earlier run, of the same format
-                        // and shape, lends its value buffer (refilled, not reallocated).
-                        let reusable = tensors.get(&info.name).is_some_and(|t| {
-                            info.kind == DeclKind::Output
-                                && t.format() == &info.format
-                                && t.shape() == shape.as_slice()
-                        });
-                        let mut val = reusable
-                            .then(|| tensors.remove(&info.name))
-                            .flatten()
-                            .and_then(Tensor::into_dense_values)
-                            .unwrap_or_else(|| Buffer::new(ty));
-                        val.resize_filled(checked_len(shape)?, init)?;
-                        OutBufs::values(val)
+                let bufs = allocate_output(info, shape, ty, init, tensors).map_err(|e| {
+                    match e {
+                        // The budget's refusal, said of the output.
+                        Error::Program(m) if m.contains("would take") => Error::Program(format!(
+                            "the output `{}` ({}) of shape {}: {m}",
+                            info.name,
+                            info.format,
+                            fmt_shape(shape)
+                        )),
+                        e => e,
                     }
-                    Some(d) => {
-                        // Parent positions (the product of the Dense sizes above the level)
-                        // and the level's size; buffers a written level grows start empty.
-                        let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
-                        let parents = checked_len(&outer)?;
-                        let n = shape[shape.len() - d - 1];
-                        let mut b = OutBufs {
-                            val: Buffer::new(ty),
-                            ptr: index_vec(parents.saturating_add(1), 0)?,
-                            idx: Vec::new(),
-                            flags: Buffer::new(ScalarType::Bool),
-                            aux: Vec::new(),
-                        };
-                        match &info.levels[d] {
-                            LevelParams::SparseByteMapOut { .. } => {
-                                // Dense child positions (all at the initial value) and a
-                                // flag per position: the modes from the root down to this
-                                // level (the last `d + 1` of the shape).
-                                let total = checked_len(&shape[shape.len() - d - 1..])?;
-                                // (A Pattern leaf has no values: the flags are the entries.)
-                                if matches!(info.levels.last(), Some(LevelParams::Element { .. })) {
-                                    b.val = Buffer::filled(ty, total, init)?;
-                                }
-                                b.flags =
-                                    Buffer::filled(ScalarType::Bool, total, Value::Bool(false))?;
-                            }
-                            LevelParams::SparsePointOut { .. } => {
-                                // One child position per fiber; every fiber starts empty.
-                                b.val = Buffer::filled(ty, parents, init)?;
-                                b.ptr = Vec::new();
-                                b.idx = index_vec(parents, n)?;
-                            }
-                            // Per-fiber last index and width (in `ptr`).
-                            LevelParams::SparseBandOut { .. } => b.idx = index_vec(parents, 0)?,
-                            LevelParams::SparseIntervalOut { .. } => {
-                                // Every fiber starts empty (`left = 1`, `right = 0`); one
-                                // value slot per fiber plus a scratch slot for the run being
-                                // written.
-                                b.val = Buffer::filled(ty, parents + 1, init)?;
-                                b.ptr = index_vec(parents, 0)?;
-                                b.idx = index_vec(parents, 1)?;
-                            }
-                            // Block ends start with the first block's start.
-                            LevelParams::SparseBlockListOut { .. } => b.aux = vec![0],
-                            // Entries are recorded by their linear position over every
-                            // mode from the root down to the group's last, which must fit
-                            // the kernel's `i64`.
-                            l @ (LevelParams::HashOut { modes, .. }
-                            | LevelParams::CooOut { modes, .. }) => {
-                                let below = shape.len() - d - modes;
-                                let fits = checked_len(&shape[below..])
-                                    .ok()
-                                    .is_some_and(|n| i64::try_from(n).is_ok());
-                                let hash = matches!(l, LevelParams::HashOut { .. });
-                                if !fits {
-                                    return Err(Error::Program(format!(
-                                        "`{}` ({}) of shape {} is too large to be written: its {} levels record entries by their position in 64 bits",
-                                        info.name,
-                                        info.format,
-                                        fmt_shape(shape),
-                                        if hash { "SparseHash" } else { "sparse" }
-                                    )));
-                                }
-                                if hash {
-                                    b.ptr = Vec::new();
-                                }
-                            }
-                            // SparseList and run-length levels: per-fiber counts in `ptr`.
-                            _ => {}
-                        }
-                        b
-                    }
-                };
+                })?;
                 out_vals.insert(k, bufs);
             }
         }
@@ -1218,6 +1139,106 @@ fn freeze_runs(bufs: &mut OutBufs, dense: bool, size: usize, fill: &Value) -> Re
     bufs.aux = if dense { Vec::new() } else { left };
     bufs.val = vals;
     Ok(())
+}
+
+/// The buffers of output `info` of `shape` before the kernel runs: dense values filled
+/// with the initial value `init` (reusing the buffer of an output of the same format and
+/// shape left in `tensors` by an earlier run); for a sparse output, per-fiber counts (one
+/// per parent position, plus one) and the buffers its level starts with.
+fn allocate_output(
+    info: &TensorInfo,
+    shape: &[usize],
+    ty: ScalarType,
+    init: Value,
+    tensors: &mut HashMap<String, Tensor>,
+) -> Result<OutBufs> {
+    let sparse_depth = info.levels.iter().position(LevelParams::is_sparse_out);
+    Ok(match sparse_depth {
+        None => {
+            // An output left in the map by an earlier run, of the same format
+            // and shape, lends its value buffer (refilled, not reallocated).
+            let reusable = tensors.get(&info.name).is_some_and(|t| {
+                info.kind == DeclKind::Output && t.format() == &info.format && t.shape() == shape
+            });
+            let mut val = reusable
+                .then(|| tensors.remove(&info.name))
+                .flatten()
+                .and_then(Tensor::into_dense_values)
+                .unwrap_or_else(|| Buffer::new(ty));
+            val.resize_filled(checked_len(shape)?, init)?;
+            OutBufs::values(val)
+        }
+        Some(d) => {
+            // Parent positions (the product of the Dense sizes above the level)
+            // and the level's size; buffers a written level grows start empty.
+            let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
+            let parents = checked_len(&outer)?;
+            let n = shape[shape.len() - d - 1];
+            let mut b = OutBufs {
+                val: Buffer::new(ty),
+                ptr: index_vec(parents.saturating_add(1), 0)?,
+                idx: Vec::new(),
+                flags: Buffer::new(ScalarType::Bool),
+                aux: Vec::new(),
+            };
+            match &info.levels[d] {
+                LevelParams::SparseByteMapOut { .. } => {
+                    // Dense child positions (all at the initial value) and a
+                    // flag per position: the modes from the root down to this
+                    // level (the last `d + 1` of the shape).
+                    let total = checked_len(&shape[shape.len() - d - 1..])?;
+                    // (A Pattern leaf has no values: the flags are the entries.)
+                    if matches!(info.levels.last(), Some(LevelParams::Element { .. })) {
+                        b.val = Buffer::filled(ty, total, init)?;
+                    }
+                    b.flags = Buffer::filled(ScalarType::Bool, total, Value::Bool(false))?;
+                }
+                LevelParams::SparsePointOut { .. } => {
+                    // One child position per fiber; every fiber starts empty.
+                    b.val = Buffer::filled(ty, parents, init)?;
+                    b.ptr = Vec::new();
+                    b.idx = index_vec(parents, n)?;
+                }
+                // Per-fiber last index and width (in `ptr`).
+                LevelParams::SparseBandOut { .. } => b.idx = index_vec(parents, 0)?,
+                LevelParams::SparseIntervalOut { .. } => {
+                    // Every fiber starts empty (`left = 1`, `right = 0`); one
+                    // value slot per fiber plus a scratch slot for the run being
+                    // written.
+                    b.val = Buffer::filled(ty, parents + 1, init)?;
+                    b.ptr = index_vec(parents, 0)?;
+                    b.idx = index_vec(parents, 1)?;
+                }
+                // Block ends start with the first block's start.
+                LevelParams::SparseBlockListOut { .. } => b.aux = vec![0],
+                // Entries are recorded by their linear position over every
+                // mode from the root down to the group's last, which must fit
+                // the kernel's `i64`.
+                l @ (LevelParams::HashOut { modes, .. } | LevelParams::CooOut { modes, .. }) => {
+                    let below = shape.len() - d - modes;
+                    let fits = checked_len(&shape[below..])
+                        .ok()
+                        .is_some_and(|n| i64::try_from(n).is_ok());
+                    let hash = matches!(l, LevelParams::HashOut { .. });
+                    if !fits {
+                        return Err(Error::Program(format!(
+                            "`{}` ({}) of shape {} is too large to be written: its {} levels record entries by their position in 64 bits",
+                            info.name,
+                            info.format,
+                            fmt_shape(shape),
+                            if hash { "SparseHash" } else { "sparse" }
+                        )));
+                    }
+                    if hash {
+                        b.ptr = Vec::new();
+                    }
+                }
+                // SparseList and run-length levels: per-fiber counts in `ptr`.
+                _ => {}
+            }
+            b
+        }
+    })
 }
 
 /// The storage of an output: Dense levels, possibly one SparseList or SparseByteMap level,

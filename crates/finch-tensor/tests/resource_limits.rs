@@ -5,8 +5,10 @@
 use std::collections::HashMap;
 
 use finch::engine::Engine;
+use finch::formats::Format;
 use finch::reference::{Bindings, RunOptions};
-use finch::Program;
+use finch::tensor::{Coo, Tensor};
+use finch::{Program, ScalarType, Value};
 
 /// A thread with the default stack of spawned threads (2 MiB), as in a test harness, a
 /// worker pool or a Python thread.
@@ -103,4 +105,110 @@ fn an_error_on_a_long_line_shows_the_part_around_it() {
     let caret = e.lines().nth(3).unwrap().chars().count();
     let plus = shown.chars().count() - shown.trim_start_matches(|c: char| c != '…').len();
     assert!(caret > plus, "{e}");
+}
+
+/// Every level format, as written in format strings.
+const LEVELS: [&str; 12] = [
+    "Dense",
+    "SparseList",
+    "SparseList{UInt32}",
+    "SparsePoint",
+    "SparseInterval",
+    "SparseBand",
+    "SparseBlockList",
+    "RunList",
+    "SparseRunList",
+    "SparseByteMap",
+    "SparseHash",
+    "SparseCOO{1}",
+];
+
+/// The budget every memory test of this binary runs under (the same in each, as tests
+/// run in parallel in one process).
+fn budget() {
+    finch::tensor::memory::set_limit(Some(1 << 30));
+}
+
+fn is_budget_error(e: &finch::Error) -> bool {
+    let t = e.to_string();
+    t.contains("would take") && t.contains("more than the budget of 1.0 GiB set")
+}
+
+/// A huge mode holding one entry: a level whose storage grows with its size (Dense,
+/// SparseByteMap) is refused before allocating, by the budget; the others store it.
+#[test]
+fn every_level_of_a_huge_mode_is_stored_or_refused_by_the_budget() {
+    budget();
+    let huge = 1usize << 40;
+    for level in LEVELS {
+        for (format, shape) in [
+            (format!("{level}(Element(0.0))"), vec![huge]),
+            (
+                format!("Dense({level}(Element(0.0)))"),
+                vec![1 << 20, 1 << 20],
+            ),
+            (
+                format!("{level}(Dense(Element(0.0)))"),
+                vec![1 << 30, 1 << 10],
+            ),
+        ] {
+            let f = Format::parse(&format).unwrap();
+            let mut coo = Coo::new(ScalarType::F64, &shape);
+            coo.push(&vec![5; shape.len()], Value::F64(2.0)).unwrap();
+            match Tensor::from_coo(&f, &coo) {
+                Ok(t) => {
+                    assert_eq!(t.get(&vec![5; shape.len()]).unwrap(), Value::F64(2.0));
+                    assert!(
+                        !format.starts_with("Dense(Element")
+                            && !format.starts_with("SparseByteMap(Element"),
+                        "{format}"
+                    );
+                }
+                Err(e) => assert!(is_budget_error(&e), "{format} {shape:?}: {e}"),
+            }
+        }
+    }
+}
+
+/// An output sized by inference from a huge sparse input: refused by the budget before
+/// the kernel runs where its storage grows with the size, on every engine; stored where
+/// it does not.
+#[test]
+fn outputs_sized_by_inference_are_checked_against_the_budget() {
+    budget();
+    let huge = 1usize << 40;
+    let mut engines = vec![Engine::Interp];
+    if finch::backend::c::available() {
+        engines.push(Engine::C);
+    }
+    for level in LEVELS {
+        let text = format!(
+            "input x :: SparseList(Element(0.0))\noutput y :: {level}(Element(0.0))\n\
+             y .= 0\nfor i = _\n  y[i] += x[i] * 2.0\nend\n"
+        );
+        let p = Program::parse(&text).unwrap();
+        let x_format = p.decl("x").unwrap().format.clone();
+        let mut coo = Coo::new(ScalarType::F64, &[huge]);
+        coo.push(&[7], Value::F64(1.5)).unwrap();
+        let x = Tensor::from_coo(&x_format, &coo).unwrap();
+        for &engine in &engines {
+            let k = match p.compile(engine) {
+                Ok(k) => k,
+                // Levels that cannot be written in this order are refused by name.
+                Err(finch::Error::Unsupported(_)) => continue,
+                Err(e) => panic!("{level}: {e}"),
+            };
+            let mut t = HashMap::new();
+            t.insert("x".to_string(), x.clone());
+            match k.run(&mut t, &HashMap::new()) {
+                Ok(_) => {
+                    let y = &t["y"];
+                    assert_eq!(y.shape(), &[huge]);
+                    assert_eq!(y.get(&[7]).unwrap(), Value::F64(3.0), "{level} {engine:?}");
+                    assert!(!matches!(level, "Dense" | "SparseByteMap"), "{level}");
+                }
+                Err(e) => assert!(is_budget_error(&e), "{level} {engine:?}: {e}"),
+            }
+        }
+    }
 }

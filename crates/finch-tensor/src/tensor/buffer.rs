@@ -144,6 +144,7 @@ impl Buffer {
     pub fn try_reserve(&mut self, n: usize) -> Result<()> {
         fn reserve<T>(v: &mut Vec<T>, n: usize) -> Result<()> {
             let len = v.len().saturating_add(n);
+            super::memory::check(len, std::mem::size_of::<T>(), || "a buffer".into())?;
             v.try_reserve(n)
                 .map_err(|_| out_of_memory(len, std::mem::size_of::<T>()))
         }
@@ -245,6 +246,7 @@ impl Buffer {
 /// `v` made `n` long, new elements `x`, or an error when memory cannot hold it (a size
 /// computed from input data is an error, not an aborted process).
 pub(crate) fn resize_fallibly<T: Clone>(v: &mut Vec<T>, n: usize, x: T) -> Result<()> {
+    super::memory::check(n, std::mem::size_of::<T>(), || "a buffer".into())?;
     v.try_reserve(n.saturating_sub(v.len()))
         .map_err(|_| out_of_memory(n, std::mem::size_of::<T>()))?;
     v.resize(n, x);

@@ -725,6 +725,7 @@ fn positions(parents: usize, size: usize, level: &str) -> Result<usize> {
 /// Room for `n` more elements of a level being built, or an error naming it (a huge size
 /// read from a file is an error, not an aborted process).
 fn reserve<T>(v: &mut Vec<T>, n: usize, level: &str) -> Result<()> {
+    super::memory::check(n, std::mem::size_of::<T>(), || format!("a {level} level"))?;
     v.try_reserve(n).map_err(|_| {
         Error::Program(format!(
             "a {level} level of {n} positions needs more memory than is available ({} bytes)",

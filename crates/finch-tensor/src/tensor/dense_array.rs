@@ -30,10 +30,15 @@ impl DenseArray {
             )));
         }
         let len = dense_len(shape)?;
+        super::memory::check(len, std::mem::size_of::<Value>(), || {
+            format!("a dense array of shape {}", super::fmt_shape(shape))
+        })?;
+        let mut data = Vec::new();
+        super::resize_fallibly(&mut data, len, fill)?;
         Ok(DenseArray {
             ty,
             shape: shape.to_vec(),
-            data: vec![fill; len],
+            data,
             fill,
         })
     }

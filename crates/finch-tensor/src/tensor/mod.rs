@@ -6,6 +6,7 @@ mod build;
 mod coo;
 mod dense_array;
 mod index_vec;
+pub mod memory;
 mod storage;
 mod tree;
 
