@@ -260,3 +260,35 @@ fn a_running_process_survives_its_cache_being_truncated_and_pruned() {
         "the runs finished: {stderr}"
     );
 }
+
+/// A C compiler that does not finish is stopped after `FINCH_CC_TIMEOUT` seconds, and the
+/// kernel runs in the interpreter with a warning saying why.
+#[test]
+fn a_compiler_that_hangs_is_stopped_and_the_interpreter_runs_the_kernel() {
+    if !have_cc() {
+        return;
+    }
+    let cache = Cache::new("hanging-cc");
+    std::fs::create_dir_all(&cache.0).unwrap();
+    // Answers `--version` like the real compiler (the cache key asks), then hangs.
+    let fake = cache.0.join("slow-cc");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then exec cc --version; fi\nexec sleep 60\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&fake).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&fake, perms).unwrap();
+    let o = spmv(&cache.0.join("kernels"), &[])
+        .env("CC", &fake)
+        .env("FINCH_CC_TIMEOUT", "1")
+        .output()
+        .unwrap();
+    let warned = ran_right(&o);
+    assert!(
+        warned.contains("did not finish compiling a kernel within 1 s")
+            && warned.contains("kernel interpreter"),
+        "{warned}"
+    );
+}

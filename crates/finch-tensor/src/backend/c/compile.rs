@@ -13,9 +13,11 @@
 //! cannot be written costs only the caching: kernels are then compiled in the system's
 //! temporary directory, for this process, with a warning.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
@@ -242,17 +244,17 @@ fn compile_in(
         let _ = std::fs::remove_file(&src_path);
         return Ok(Err(e));
     }
-    let out = Command::new(&cc.program)
+    let mut command = Command::new(&cc.program);
+    command
         .args(&cc.flags)
         .args(["-std=c99", "-fPIC", "-shared", "-o"])
         .arg(&tmp_lib)
         .arg(&src_path)
-        .arg("-lm")
-        .output()
-        .map_err(|source| Error::Os {
-            path: cc.program.clone(),
-            cause: source,
-        });
+        .arg("-lm");
+    let out = output_within(&mut command, compile_timeout()).map_err(|source| Error::Os {
+        path: cc.program.clone(),
+        cause: source,
+    });
     let _ = std::fs::remove_file(&src_path);
     let out = out?;
     if !out.status.success() {
@@ -264,6 +266,76 @@ fn compile_in(
         )));
     }
     Ok(Ok(tmp_lib))
+}
+
+/// How long the C compiler may take on one kernel: `FINCH_CC_TIMEOUT` seconds, else
+/// [`DEFAULT_COMPILE_TIMEOUT`]. The kernel budget keeps generated C to seconds of `cc`;
+/// the bound is for a compiler that hangs or a machine far slower than expected.
+fn compile_timeout() -> Duration {
+    std::env::var("FINCH_CC_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map_or(DEFAULT_COMPILE_TIMEOUT, Duration::from_secs_f64)
+}
+
+/// The default of [`compile_timeout`].
+const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Runs `command` to completion as `Command::output` does, but kills it past `limit` and
+/// returns a `TimedOut` error (which makes the C engine run the kernel in the
+/// interpreter, with a warning).
+fn output_within(command: &mut Command, limit: Duration) -> std::io::Result<Output> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // Drain both pipes on threads, so a chatty compiler cannot block on a full pipe.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "did not finish compiling a kernel within {:.0} s (FINCH_CC_TIMEOUT)",
+                    limit.as_secs_f64()
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Ok(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
 }
 
 fn read_library(path: &Path) -> Result<Vec<u8>> {
