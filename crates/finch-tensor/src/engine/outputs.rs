@@ -1,0 +1,343 @@
+//! Output buffers: allocated before the kernel runs (dense values filled with the initial
+//! value; for a sparse output, per-fiber counts and the buffers its written level starts
+//! with), and assembled into level storage after it.
+
+use std::collections::HashMap;
+
+use crate::algebra::{ScalarType, Value};
+use crate::error::{Error, Result};
+use crate::formats::{DenseStorage, ElementStorage, LevelFormat, LevelStorage};
+use crate::lower::{LevelParams, TensorInfo};
+use crate::notation::DeclKind;
+use crate::tensor::{checked_len, fmt_shape, Buffer, IndexVec, Tensor};
+
+/// The buffers of an output: values, and for a sparse output its counts and indices (for
+/// a SparseByteMap: `ptr`, the flags and the set positions in `idx`).
+pub(super) struct OutBufs {
+    pub(super) val: Buffer,
+    pub(super) ptr: Vec<usize>,
+    pub(super) idx: Vec<usize>,
+    pub(super) flags: Buffer,
+    /// A second index array (a SparseBlockList's block ends).
+    pub(super) aux: Vec<usize>,
+}
+
+impl OutBufs {
+    /// Only values (the leaf below a sparse level).
+    pub(super) fn values(val: Buffer) -> OutBufs {
+        OutBufs {
+            val,
+            ptr: vec![],
+            idx: vec![],
+            flags: Buffer::new(ScalarType::Bool),
+            aux: vec![],
+        }
+    }
+}
+
+/// The buffers of every output, and of every input the program updates, by tensor index.
+pub(super) fn allocate_outputs(
+    infos: &[TensorInfo],
+    shape_of: &HashMap<usize, Vec<usize>>,
+    tensors: &mut HashMap<String, Tensor>,
+) -> Result<HashMap<usize, OutBufs>> {
+    // Output buffers: dense values filled with the declared initial value; for a sparse
+    // output, per-fiber counts (one per parent position, plus one) and empty idx/val.
+    let mut out_vals: HashMap<usize, OutBufs> = HashMap::new();
+    // Inputs the program updates (Dense levels over an Element leaf) are written like
+    // an output starting from a copy of their values, and replaced after a successful
+    // run (a failed run leaves them as they were).
+    for (k, info) in infos.iter().enumerate() {
+        if info.kind == DeclKind::Input && info.written && info.scalar.is_none() {
+            let val = tensors
+                .get(&info.name)
+                .cloned()
+                .and_then(Tensor::into_dense_values)
+                .ok_or_else(|| {
+                    Error::Program(format!("internal: the updated input `{}`", info.name))
+                })?;
+            out_vals.insert(k, OutBufs::values(val));
+        }
+    }
+    for (k, info) in infos.iter().enumerate() {
+        if info.kind != DeclKind::Input && info.scalar.is_none() {
+            let ty = info.format.element_type();
+            let init = info.init.unwrap_or(info.format.fill_value());
+            let init = init.convert_exact(ty).ok_or_else(|| {
+                Error::Program(format!("`{}` cannot be initialized with {init}", info.name))
+            })?;
+            let shape = &shape_of[&k];
+            let bufs = allocate_output(info, shape, ty, init, tensors).map_err(|e| {
+                match e {
+                    // The budget's refusal, said of the output.
+                    Error::Program(m) if m.contains("would take") => Error::Program(format!(
+                        "the output `{}` ({}) of shape {}: {m}",
+                        info.name,
+                        info.format,
+                        fmt_shape(shape)
+                    )),
+                    e => e,
+                }
+            })?;
+            out_vals.insert(k, bufs);
+        }
+    }
+    Ok(out_vals)
+}
+
+/// The buffers of output `info` of `shape` before the kernel runs: dense values filled
+/// with the initial value `init` (reusing the buffer of an output of the same format and
+/// shape left in `tensors` by an earlier run); for a sparse output, per-fiber counts (one
+/// per parent position, plus one) and the buffers its level starts with.
+fn allocate_output(
+    info: &TensorInfo,
+    shape: &[usize],
+    ty: ScalarType,
+    init: Value,
+    tensors: &mut HashMap<String, Tensor>,
+) -> Result<OutBufs> {
+    let sparse_depth = info.levels.iter().position(LevelParams::is_sparse_out);
+    Ok(match sparse_depth {
+        None => {
+            // An output left in the map by an earlier run, of the same format
+            // and shape, lends its value buffer (refilled, not reallocated).
+            let reusable = tensors.get(&info.name).is_some_and(|t| {
+                info.kind == DeclKind::Output && t.format() == &info.format && t.shape() == shape
+            });
+            let mut val = reusable
+                .then(|| tensors.remove(&info.name))
+                .flatten()
+                .and_then(Tensor::into_dense_values)
+                .unwrap_or_else(|| Buffer::new(ty));
+            val.resize_filled(checked_len(shape)?, init)?;
+            OutBufs::values(val)
+        }
+        Some(d) => {
+            // Parent positions (the product of the Dense sizes above the level)
+            // and the level's size; buffers a written level grows start empty.
+            let outer: Vec<usize> = shape.iter().rev().take(d).copied().collect();
+            let parents = checked_len(&outer)?;
+            let n = shape[shape.len() - d - 1];
+            let mut b = OutBufs {
+                val: Buffer::new(ty),
+                ptr: index_vec(parents.saturating_add(1), 0)?,
+                idx: Vec::new(),
+                flags: Buffer::new(ScalarType::Bool),
+                aux: Vec::new(),
+            };
+            match &info.levels[d] {
+                LevelParams::SparseByteMapOut { .. } => {
+                    // Dense child positions (all at the initial value) and a
+                    // flag per position: the modes from the root down to this
+                    // level (the last `d + 1` of the shape).
+                    let total = checked_len(&shape[shape.len() - d - 1..])?;
+                    // (A Pattern leaf has no values: the flags are the entries.)
+                    if matches!(info.levels.last(), Some(LevelParams::Element { .. })) {
+                        b.val = Buffer::filled(ty, total, init)?;
+                    }
+                    b.flags = Buffer::filled(ScalarType::Bool, total, Value::Bool(false))?;
+                }
+                LevelParams::SparsePointOut { .. } => {
+                    // One child position per fiber; every fiber starts empty.
+                    b.val = Buffer::filled(ty, parents, init)?;
+                    b.ptr = Vec::new();
+                    b.idx = index_vec(parents, n)?;
+                }
+                // Per-fiber last index and width (in `ptr`).
+                LevelParams::SparseBandOut { .. } => b.idx = index_vec(parents, 0)?,
+                LevelParams::SparseIntervalOut { .. } => {
+                    // Every fiber starts empty (`left = 1`, `right = 0`); one
+                    // value slot per fiber plus a scratch slot for the run being
+                    // written.
+                    b.val = Buffer::filled(ty, parents + 1, init)?;
+                    b.ptr = index_vec(parents, 0)?;
+                    b.idx = index_vec(parents, 1)?;
+                }
+                // Block ends start with the first block's start.
+                LevelParams::SparseBlockListOut { .. } => b.aux = vec![0],
+                // Entries are recorded by their linear position over every
+                // mode from the root down to the group's last, which must fit
+                // the kernel's `i64`.
+                l @ (LevelParams::HashOut { modes, .. } | LevelParams::CooOut { modes, .. }) => {
+                    let below = shape.len() - d - modes;
+                    let fits = checked_len(&shape[below..])
+                        .ok()
+                        .is_some_and(|n| i64::try_from(n).is_ok());
+                    let hash = matches!(l, LevelParams::HashOut { .. });
+                    if !fits {
+                        return Err(Error::Program(format!(
+                            "`{}` ({}) of shape {} is too large to be written: its {} levels record entries by their position in 64 bits",
+                            info.name,
+                            info.format,
+                            fmt_shape(shape),
+                            if hash { "SparseHash" } else { "sparse" }
+                        )));
+                    }
+                    if hash {
+                        b.ptr = Vec::new();
+                    }
+                }
+                // SparseList and run-length levels: per-fiber counts in `ptr`.
+                _ => {}
+            }
+            b
+        }
+    })
+}
+
+/// The storage of an output: Dense levels, possibly one SparseList or SparseByteMap level,
+/// an Element leaf.
+pub(super) fn output_storage(
+    lf: &LevelFormat,
+    shape: &[usize],
+    bufs: OutBufs,
+) -> Result<LevelStorage> {
+    match lf {
+        LevelFormat::Element(fill) => Ok(LevelStorage::Element(ElementStorage {
+            fill: *fill,
+            val: bufs.val,
+        })),
+        LevelFormat::Inner { kind, index, child } => {
+            let (last, rest) = shape
+                .split_last()
+                .ok_or_else(|| Error::Program(format!("internal: shape {}", fmt_shape(shape))))?;
+            match kind {
+                crate::formats::LevelKind::SparseByteMap => {
+                    let OutBufs {
+                        val,
+                        ptr,
+                        idx,
+                        flags,
+                        ..
+                    } = bufs;
+                    Ok(LevelStorage::SparseByteMap(
+                        crate::formats::SparseByteMapStorage {
+                            shape: *last,
+                            ptr,
+                            tbl: flags,
+                            srt: idx,
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                        },
+                    ))
+                }
+                crate::formats::LevelKind::SparseCoo(modes) => {
+                    // The kernel recorded each entry's linear position over the modes
+                    // from the root down to the level's last (outermost most significant):
+                    // the level's own modes are its last `modes` digits.
+                    let split = shape.len().checked_sub(*modes).ok_or_else(|| {
+                        Error::Program(format!("internal: shape {}", fmt_shape(shape)))
+                    })?;
+                    let (rest, own) = shape.split_at(split);
+                    let OutBufs { val, ptr, idx, .. } = bufs;
+                    let mut tbl = vec![Vec::with_capacity(idx.len()); *modes];
+                    for mut lin in idx {
+                        for (k, &n) in own.iter().enumerate() {
+                            tbl[k].push(lin % n.max(1));
+                            lin /= n.max(1);
+                        }
+                    }
+                    Ok(LevelStorage::SparseCoo(crate::formats::SparseCooStorage {
+                        shape: own.to_vec(),
+                        ptr,
+                        tbl,
+                        child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                    }))
+                }
+                crate::formats::LevelKind::SparsePoint => {
+                    let OutBufs { val, idx, .. } = bufs;
+                    Ok(LevelStorage::SparsePoint(
+                        crate::formats::SparsePointStorage {
+                            shape: *last,
+                            idx,
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                        },
+                    ))
+                }
+                crate::formats::LevelKind::SparseInterval => {
+                    let OutBufs { val, ptr, idx, .. } = bufs;
+                    Ok(LevelStorage::SparseInterval(
+                        crate::formats::SparseIntervalStorage {
+                            shape: *last,
+                            left: idx,
+                            right: ptr,
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                        },
+                    ))
+                }
+                crate::formats::LevelKind::RunList => {
+                    let OutBufs { val, ptr, idx, .. } = bufs;
+                    Ok(LevelStorage::RunList(crate::formats::RunListStorage {
+                        shape: *last,
+                        ptr,
+                        right: idx,
+                        child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                    }))
+                }
+                crate::formats::LevelKind::SparseRunList => {
+                    let OutBufs {
+                        val, ptr, idx, aux, ..
+                    } = bufs;
+                    Ok(LevelStorage::SparseRunList(
+                        crate::formats::SparseRunListStorage {
+                            shape: *last,
+                            ptr,
+                            left: aux,
+                            right: idx,
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                        },
+                    ))
+                }
+                crate::formats::LevelKind::SparseBlockList => {
+                    let OutBufs {
+                        val, ptr, idx, aux, ..
+                    } = bufs;
+                    Ok(LevelStorage::SparseBlockList(
+                        crate::formats::SparseBlockListStorage {
+                            shape: *last,
+                            ptr,
+                            idx,
+                            ofs: aux,
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                        },
+                    ))
+                }
+                crate::formats::LevelKind::SparseBand => {
+                    let OutBufs { val, ptr, idx, .. } = bufs;
+                    Ok(LevelStorage::SparseBand(
+                        crate::formats::SparseBandStorage {
+                            shape: *last,
+                            idx,
+                            ofs: ptr,
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                        },
+                    ))
+                }
+                crate::formats::LevelKind::SparseList => {
+                    let OutBufs { val, ptr, idx, .. } = bufs;
+                    Ok(LevelStorage::SparseList(
+                        crate::formats::SparseListStorage {
+                            shape: *last,
+                            ptr: IndexVec::with_width(ptr, *index, "a SparseList output's ptr")?,
+                            idx: IndexVec::with_width(idx, *index, "a SparseList output's idx")?,
+                            child: Box::new(output_storage(child, rest, OutBufs::values(val))?),
+                        },
+                    ))
+                }
+                _ => Ok(LevelStorage::Dense(DenseStorage {
+                    shape: *last,
+                    child: Box::new(output_storage(child, rest, bufs)?),
+                })),
+            }
+        }
+        // A Pattern leaf stores nothing (its level records the positions).
+        LevelFormat::Pattern => Ok(LevelStorage::Pattern(crate::formats::PatternStorage)),
+    }
+}
+
+/// `n` copies of `x` (an output level's initial positions), or an error when memory
+/// cannot hold them: a size taken from a huge input is an error, not an aborted process.
+fn index_vec(n: usize, x: usize) -> Result<Vec<usize>> {
+    let mut v = Vec::new();
+    crate::tensor::resize_fallibly(&mut v, n, x)?;
+    Ok(v)
+}
