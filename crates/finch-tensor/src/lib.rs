@@ -2,10 +2,14 @@
 //!
 //! ## Pipeline
 //!
-//! text → [`notation`] (parse) → [`Program`] (formats checked) → [`reference`] interpreter
-//! (the dense oracle). Files come in through [`io`] as a [`tensor::Coo`] and are stored in
-//! a format as a [`tensor::Tensor`]. The compiler (looplets, lowering, kernel IR, C and
-//! interpreter backends) is the next milestone; see `ARCHITECTURE.md`.
+//! text → [`notation`] (parse) → [`Program`] (formats checked) → [`lower`] (each level
+//! unfurled into [`looplets`], lowered recursively, with [`simplify`] after every step) →
+//! [`kernel`] IR → a [`backend`]: generated C, compiled with the system compiler and
+//! cached, or the kernel-IR interpreter. [`engine`] binds tensors to a compiled kernel and
+//! runs it. The [`reference`](mod@reference) interpreter runs every program on dense
+//! copies: it is the oracle the compiled engines are tested against. Files come in through
+//! [`io`] as a [`tensor::Coo`] and are stored in a format as a [`tensor::Tensor`]. See
+//! `ARCHITECTURE.md`.
 #![deny(missing_docs)]
 
 pub mod algebra;

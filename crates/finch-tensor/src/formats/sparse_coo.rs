@@ -9,7 +9,8 @@
 //! * **I6** `tbl[k][q] < shape[k]`
 //! * **I7** tuples strictly increasing within a fiber, `tbl[N-1]` most significant
 //!
-//! Properties: ordered, unique, compact. Protocols (compiler): read walk; update extrude.
+//! Properties: ordered, unique, compact. Protocols (compiler): read walk, gallop, follow;
+//! update extrude.
 
 use super::level::LevelStorage;
 use super::sparse_list::validate_ptr;

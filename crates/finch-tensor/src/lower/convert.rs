@@ -3,11 +3,19 @@
 //! statically: `_` is the size of a tensor mode indexed by the bare loop index), the
 //! dimension constraints to check when tensors are bound, and output shapes.
 //!
-//! Accepted programs (the rest is `Unsupported` with the issue that brings it): accesses
-//! use bare loop indices in concordant order (no offsets, permissive or indirect indices:
-//! issue #5); written tensors are scalars or Dense levels over an Element leaf declared at
-//! the top level (sparse outputs come with the rest of issue #3); read tensors use Dense,
-//! SparseList, Element and Pattern levels.
+//! It also collects the checks the kernel does not make itself: windows inside their modes
+//! and loop ranges against the offset reads they run over ([`WindowCheck`],
+//! [`RangeCheck`]), and lifecycles (a tensor read and updated in one statement is refused).
+//! Reads that several statements of a scope repeat are read once around them. An output
+//! its in-order levels cannot take (read back, written by more than one statement, out of
+//! loop order, at shifted or computed indices) is found during the conversion, which then
+//! runs again with it written as a SparseHash group ([`convert`]).
+//!
+//! What the compiled engines do not take is refused here as `Unsupported`, naming the
+//! construct: for instance a loop bound other than an integer literal or an input scalar
+//! plus or minus a literal, a write into a Pattern leaf under a Dense level, a sparse
+//! tensor declared with a value other than its fill, or an in-place update of an input
+//! other than Dense levels over an Element leaf. The reference engine runs these programs.
 
 use std::collections::{HashMap, HashSet};
 

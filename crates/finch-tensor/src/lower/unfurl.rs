@@ -6,9 +6,12 @@
 //! * SparseList (read, walk): `Thunk(q = ptr[p]; q_stop = ptr[p+1]; i_last = idx[q_stop-1]+1
 //!   or 0) -> Sequence(Phase(stop = i_last, Stepper(seek: scansearch; preamble: i = idx[q]+1;
 //!   stop = i; chunk = Spike(FillLeaf(fill), child(q)); next: q += 1)), Phase(Run(FillLeaf(fill))))`.
+//! * The structured levels (`unfurl_structured`, `structured_follow`), SparseCOO modes
+//!   (`coo_list`) and the output levels (`unfurl_*_out`; SparseHash groups in `hash.rs`)
+//!   follow the same pattern.
 //!
-//! This lives with the lowerer for now; it moves into the level files when more levels
-//! arrive (issue #4).
+//! The looplets of every level live here, with the lowerer; `formats/` holds each level's
+//! storage and invariants.
 
 use std::rc::Rc;
 
