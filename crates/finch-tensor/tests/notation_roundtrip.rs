@@ -585,3 +585,24 @@ fn a_format_with_adjacent_numbers_round_trips() {
     let e = finch::Program::parse("input A :: SparseList(Element(0.5 1.0))\n").unwrap_err();
     assert!(e.to_string().contains("format"), "{e}");
 }
+
+/// Found by the `program_text` fuzz target: a format with an unclosed `(` ended by `;`
+/// parsed, but printed on a line of its own it ran on into the next declaration (a
+/// newline inside brackets is a space), so the printed program did not parse. Brackets
+/// in a format must pair up.
+#[test]
+fn a_format_with_unpaired_brackets_is_an_error_at_the_bracket() {
+    let (line, col, message) = err("input x :: Dense(Element(0.0) ;\ninput y :: Scalar(0.0)\n");
+    assert_eq!((line, col), (1, 17), "{message}");
+    assert!(
+        message.contains("not closed") && message.contains("`x`"),
+        "{message}"
+    );
+    let paired = |m: &str| m.contains("unmatched") || m.contains("without its opening bracket");
+    let (line, col, message) = err("input x :: Dense)Element(0.0)\n");
+    assert_eq!((line, col), (1, 17), "{message}");
+    assert!(paired(&message), "{message}");
+    let (_, _, message) = err("input x :: SparseCOO{2)(Element(0.0))\n");
+    assert!(paired(&message), "{message}");
+    round_trip("input x :: SparseCOO{2}(Element(0.0)) ; input y :: Scalar(0.0)\n");
+}

@@ -329,39 +329,7 @@ impl<'a> Parser<'a> {
                     kind.keyword()
                 ),
             )?;
-            let fmt_tok = self.token().clone();
-            let mut format = String::new();
-            // Two names or numbers in a row keep a space between them, so that the text
-            // reads back as the same tokens (`0.5 1` is not `0.51`); the format checker
-            // then refuses it by name.
-            let mut after_word = false;
-            while !matches!(self.peek(), Tok::Newline | Tok::Eof) && !self.is_sym(";") {
-                let t = self.bump();
-                let word = matches!(t, Tok::Ident(_) | Tok::Literal(_));
-                if word && after_word {
-                    format.push(' ');
-                }
-                after_word = word;
-                if matches!(t, Tok::Macro(_))
-                    || matches!(t, Tok::Sym(s) if !matches!(s, "(" | ")" | "{" | "}" | "," | "-"))
-                {
-                    return Err(error_at(
-                        self.text,
-                        fmt_tok.line,
-                        fmt_tok.col,
-                        format!("unexpected {} in the format of `{name}`", describe(&t)),
-                    ));
-                }
-                format.push_str(&tok_text(&t));
-            }
-            if format.is_empty() {
-                return Err(error_at(
-                    self.text,
-                    fmt_tok.line,
-                    fmt_tok.col,
-                    format!("missing format for `{name}` after `::`"),
-                ));
-            }
+            let format = self.decl_format(&name)?;
             self.tensors.push(name.clone());
             decls.push(Decl {
                 kind,
@@ -382,6 +350,76 @@ impl<'a> Parser<'a> {
 
     /// Statements until one of the `terminators` words (not consumed) or end of file; a
     /// single statement stands for itself, several form a `Block`.
+    /// The format after `NAME ::`, up to the end of the line or a `;`, as text (the
+    /// format checker reads it). Brackets must pair up: an unclosed `(` would swallow the
+    /// lines after it once the program is printed.
+    fn decl_format(&mut self, name: &str) -> Result<String> {
+        let fmt_tok = self.token().clone();
+        let mut format = String::new();
+        // Two names or numbers in a row keep a space between them, so that the text
+        // reads back as the same tokens (`0.5 1` is not `0.51`); the format checker
+        // then refuses it by name.
+        let mut after_word = false;
+        let mut open: Vec<(&'static str, usize, usize)> = Vec::new();
+        while !matches!(self.peek(), Tok::Newline | Tok::Eof) && !self.is_sym(";") {
+            let at = self.token().clone();
+            let t = self.bump();
+            let word = matches!(t, Tok::Ident(_) | Tok::Literal(_));
+            if word && after_word {
+                format.push(' ');
+            }
+            after_word = word;
+            match t {
+                Tok::Sym("(") => open.push((")", at.line, at.col)),
+                Tok::Sym("{") => open.push(("}", at.line, at.col)),
+                // (The guard pops the bracket a closing one pairs with.)
+                Tok::Sym(close @ (")" | "}")) if open.pop().map(|(c, _, _)| c) != Some(close) => {
+                    return Err(error_at(
+                        self.text,
+                        at.line,
+                        at.col,
+                        format!("`{close}` without its opening bracket in the format of `{name}`"),
+                    ));
+                }
+                Tok::Macro(_) => {
+                    return Err(error_at(
+                        self.text,
+                        fmt_tok.line,
+                        fmt_tok.col,
+                        format!("unexpected {} in the format of `{name}`", describe(&t)),
+                    ))
+                }
+                Tok::Sym(s) if !matches!(s, "," | "-" | ")" | "}") => {
+                    return Err(error_at(
+                        self.text,
+                        fmt_tok.line,
+                        fmt_tok.col,
+                        format!("unexpected {} in the format of `{name}`", describe(&t)),
+                    ))
+                }
+                _ => {}
+            }
+            format.push_str(&tok_text(&t));
+        }
+        if let Some((close, line, col)) = open.pop() {
+            return Err(error_at(
+                self.text,
+                line,
+                col,
+                format!("this bracket is not closed (`{close}`) in the format of `{name}`"),
+            ));
+        }
+        if format.is_empty() {
+            return Err(error_at(
+                self.text,
+                fmt_tok.line,
+                fmt_tok.col,
+                format!("missing format for `{name}` after `::`"),
+            ));
+        }
+        Ok(format)
+    }
+
     fn stmts(&mut self, terminators: &[&str]) -> Result<Stmt> {
         let mut v = self.stmt_list(terminators)?;
         Ok(if v.len() == 1 {
