@@ -8,4 +8,4 @@ mod scalar;
 pub use eval::promote;
 pub use op::{Fixity, Op};
 pub use properties::{type_max, type_min, Side};
-pub use scalar::{ScalarType, Value};
+pub use scalar::{NativeScalar, ScalarType, Value};

@@ -496,6 +496,32 @@ impl fmt::Display for Value {
 }
 
 /// `PartialEq` is [`Value::same`]: exact identity with NaN equal to NaN.
+/// A Rust type that a tensor's values convert to exactly: the element types
+/// (`f64`, `f32`, `i64`, ..., `u8`, `bool`). A value of another type does not convert.
+pub trait NativeScalar: Sized {
+    /// The element type.
+    const TYPE: ScalarType;
+    /// The value as this type, if it has this type.
+    fn from_value(v: Value) -> Option<Self>;
+}
+
+macro_rules! native_scalar {
+    ($($t:ty => $variant:ident),*) => {$(
+        impl NativeScalar for $t {
+            const TYPE: ScalarType = ScalarType::$variant;
+            fn from_value(v: Value) -> Option<$t> {
+                match v {
+                    Value::$variant(x) => Some(x),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+native_scalar!(f64 => F64, f32 => F32, i64 => I64, i32 => I32, i16 => I16, i8 => I8,
+    u64 => U64, u32 => U32, u16 => U16, u8 => U8, bool => Bool);
+
 impl PartialEq for Value {
     fn eq(&self, other: &Value) -> bool {
         self.same(other)

@@ -21,10 +21,12 @@ use crate::lower::{lower_program_any_order, Lowered};
 use crate::tensor::Tensor;
 
 mod bind;
+mod call;
 mod freeze;
 mod outputs;
 mod shapes;
 
+pub use call::Outputs;
 use freeze::{conflict, may_conflict};
 
 /// Which backend runs a compiled program.

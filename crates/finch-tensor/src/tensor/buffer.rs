@@ -21,6 +21,20 @@ pub enum Buffer {
     Bool(Vec<bool>),
 }
 
+/// A typed vector moves into a buffer without a copy: `Buffer::from(vec![1.0, 2.0])`.
+macro_rules! buffer_from_vec {
+    ($($t:ty => $variant:ident),*) => {$(
+        impl From<Vec<$t>> for Buffer {
+            fn from(v: Vec<$t>) -> Buffer {
+                Buffer::$variant(v)
+            }
+        }
+    )*};
+}
+
+buffer_from_vec!(f64 => F64, f32 => F32, i64 => I64, i32 => I32, i16 => I16, i8 => I8,
+    u64 => U64, u32 => U32, u16 => U16, u8 => U8, bool => Bool);
+
 /// Applies `$body` to the inner vector whatever its type.
 macro_rules! each {
     ($buf:expr, $v:ident => $body:expr) => {

@@ -60,6 +60,43 @@ impl Tensor {
         build(format, &a.shape, Entries { n, keys, vals })
     }
 
+    /// A dense tensor of `shape` holding `values` in column-major order (the first index
+    /// varies fastest), stored as `Dense(...Dense(Element(0))...)`, one Dense level per
+    /// mode, with a zero of the values' type as its fill. The vector moves in without a
+    /// copy: `Tensor::from_values(&[3], vec![1.0, 2.0, 3.0])`.
+    pub fn from_values(shape: &[usize], values: impl Into<Buffer>) -> Result<Tensor> {
+        let val = values.into();
+        let len = checked_len(shape)?;
+        if shape.is_empty() || val.len() != len {
+            return Err(Error::Program(format!(
+                "{} values for a dense tensor of shape {} ({len} entries{})",
+                val.len(),
+                fmt_shape(shape),
+                if shape.is_empty() {
+                    "; a 0-d tensor is a Scalar"
+                } else {
+                    ""
+                }
+            )));
+        }
+        let fill = Value::zero_of(val.scalar_type());
+        let mut format = LevelFormat::Element(fill);
+        let mut storage = LevelStorage::Element(ElementStorage { fill, val });
+        // The first mode is the innermost level; the last, the root.
+        for &n in shape {
+            format = LevelFormat::inner(LevelKind::Dense, format);
+            storage = LevelStorage::Dense(DenseStorage {
+                shape: n,
+                child: Box::new(storage),
+            });
+        }
+        Tensor::from_parts(
+            Format::Levels(format),
+            shape.to_vec(),
+            TensorStorage::Levels(storage),
+        )
+    }
+
     /// Stores coordinate data in a format; duplicate coordinates are combined with `+`.
     /// Explicitly listed fill values are stored (a file's explicit zeros stay), except
     /// under a `Pattern()` leaf, which can only store `true`.
@@ -125,8 +162,9 @@ impl Tensor {
         ncols: usize,
         colptr: impl Into<IndexVec>,
         rowidx: impl Into<IndexVec>,
-        data: Buffer,
+        data: impl Into<Buffer>,
     ) -> Result<Tensor> {
+        let data = data.into();
         let ty = data.scalar_type();
         let fill = Value::zero_of(ty);
         let (ptr, idx) = (colptr.into(), rowidx.into());
@@ -156,7 +194,7 @@ impl Tensor {
         ncols: usize,
         rowptr: impl Into<IndexVec>,
         colidx: impl Into<IndexVec>,
-        data: Buffer,
+        data: impl Into<Buffer>,
     ) -> Result<Tensor> {
         Tensor::from_csc(ncols, nrows, rowptr, colidx, data)
     }
@@ -169,7 +207,7 @@ impl Tensor {
         ncols: usize,
         rowptr: impl Into<IndexVec>,
         colidx: impl Into<IndexVec>,
-        data: Buffer,
+        data: impl Into<Buffer>,
     ) -> Result<Tensor> {
         let at = Tensor::from_csr_transposed(nrows, ncols, rowptr, colidx, data)?;
         let ty = at.element_type();
