@@ -160,6 +160,10 @@ impl ScalarKind {
     }
 }
 
+/// The most modes a format may have: sizes, loops and indices are kept per mode, and no
+/// real tensor comes near it (a dense copy of 64 modes of size 2 would not fit in memory).
+pub const MAX_MODES: usize = 64;
+
 /// A tensor's format: a scalar kind, or a tree of levels.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Format {

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use super::format::{Format, IndexWidth, LevelFormat, LevelKind, ScalarKind};
+use super::format::{Format, IndexWidth, LevelFormat, LevelKind, ScalarKind, MAX_MODES};
 use crate::algebra::Value;
 use crate::error::{Error, Result};
 
@@ -27,6 +27,7 @@ impl Format {
             text,
             chars: text.char_indices().collect(),
             at: 0,
+            modes: 0,
         };
         let f = p.format()?;
         p.skip_ws();
@@ -48,6 +49,8 @@ struct FormatParser<'a> {
     text: &'a str,
     chars: Vec<(usize, char)>,
     at: usize,
+    /// Modes of the levels parsed so far, outermost first.
+    modes: usize,
 }
 
 impl FormatParser<'_> {
@@ -203,6 +206,16 @@ impl FormatParser<'_> {
             }
             return Err(self.error(format!("unknown level `{name}`{hint}")));
         };
+        // Parsing recurses once per level, and every tensor of the format holds a size
+        // per mode: both stay small.
+        self.modes = self.modes.saturating_add(kind.modes());
+        if self.modes > MAX_MODES {
+            self.at = start;
+            return Err(self.error(format!(
+                "a format of more than {MAX_MODES} modes (this level reaches {})",
+                self.modes
+            )));
+        }
         let index = self.index_width(kind)?;
         self.expect('(', &format!("after `{name}`"))?;
         self.skip_ws();
@@ -349,6 +362,35 @@ mod tests {
                 other => panic!("{text}: {other:?}"),
             }
         }
+    }
+
+    /// Found by the `format_text` fuzz target: `SparseCOO{4000000000}` was accepted, and
+    /// a tensor of it asked for a size per mode (tens of gigabytes); a format nested
+    /// 100,000 deep overflowed the parser's stack.
+    #[test]
+    fn formats_of_more_than_64_modes_are_refused() {
+        for text in [
+            "SparseCOO{4000000000}(Element(0.0))".to_string(),
+            format!("SparseCOO{{{}}}(Element(0.0))", usize::MAX),
+            format!("{}Element(0.0){}", "Dense(".repeat(65), ")".repeat(65)),
+            format!(
+                "{}Element(0.0){}",
+                "Dense(".repeat(100_000),
+                ")".repeat(100_000)
+            ),
+            "Dense(SparseCOO{64}(Element(0.0)))".to_string(),
+        ] {
+            let e = Format::parse(&text).unwrap_err().to_string();
+            assert!(e.contains("more than 64 modes"), "{e}");
+        }
+        let deepest = format!("{}Element(0.0){}", "Dense(".repeat(64), ")".repeat(64));
+        assert_eq!(Format::parse(&deepest).unwrap().ndims(), 64);
+        assert_eq!(
+            Format::parse("SparseCOO{64}(Element(0.0))")
+                .unwrap()
+                .ndims(),
+            64
+        );
     }
 
     fn leaf() -> impl Strategy<Value = LevelFormat> {
