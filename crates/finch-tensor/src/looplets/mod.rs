@@ -30,10 +30,8 @@ pub struct Fiber {
     pub end: Option<KExpr>,
     /// For a leaf position a sparse output level is extruding: how a write claims it.
     pub hollow: Option<Hollow>,
-    /// Read protocols requested per level: bit `d` set means `follow` (random access) at
-    /// depth `d`, bit `32 + d` means `gallop` (a Jumper); neither means `walk` (`d < 31`).
-    /// Bit 63 ([`WRITTEN`]) marks the access a statement writes.
-    pub protocols: u64,
+    /// The read protocol the access asks of each level, and whether it is a write.
+    pub protocols: Protocols,
 }
 
 impl Fiber {
@@ -46,7 +44,7 @@ impl Fiber {
             pos,
             end: None,
             hollow: Some(hollow),
-            protocols: 0,
+            protocols: Protocols::default(),
         })
     }
 }
@@ -66,9 +64,55 @@ impl Hollow {
     }
 }
 
-/// The bit of [`Fiber::protocols`] marking a written access (levels that are both written
-/// and read in one kernel, such as a SparseByteMap workspace, unfurl differently).
-pub const WRITTEN: u64 = 1 << 63;
+/// What an access asks of its tensor's levels: at each depth, `follow` (random access),
+/// `gallop` (a Jumper) or, by default, `walk`; and whether a statement writes it (levels
+/// both written and read in one kernel, such as a SparseByteMap workspace, unfurl
+/// differently). Depths from [`Protocols::MAX_DEPTH`] on always walk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Protocols {
+    follow: u32,
+    gallop: u32,
+    written: bool,
+}
+
+impl Protocols {
+    /// The deepest level (exclusive) a protocol other than `walk` can be asked of.
+    pub const MAX_DEPTH: usize = 31;
+
+    /// Whether the level at `depth` is read by random access.
+    pub fn follows(self, depth: usize) -> bool {
+        depth < Self::MAX_DEPTH && self.follow & (1 << depth) != 0
+    }
+
+    /// Whether the level at `depth` is galloped over.
+    pub fn gallops(self, depth: usize) -> bool {
+        depth < Self::MAX_DEPTH && self.gallop & (1 << depth) != 0
+    }
+
+    /// Whether a statement writes the access.
+    pub fn is_written(self) -> bool {
+        self.written
+    }
+
+    /// Asks the level at `depth` for random access (ignored from `MAX_DEPTH` on).
+    pub fn set_follow(&mut self, depth: usize) {
+        if depth < Self::MAX_DEPTH {
+            self.follow |= 1 << depth;
+        }
+    }
+
+    /// Asks the level at `depth` to gallop (ignored from `MAX_DEPTH` on).
+    pub fn set_gallop(&mut self, depth: usize) {
+        if depth < Self::MAX_DEPTH {
+            self.gallop |= 1 << depth;
+        }
+    }
+
+    /// Marks the access as written.
+    pub fn set_written(&mut self) {
+        self.written = true;
+    }
+}
 
 /// A leaf position handed out by a sparse level being written (Finch's hollow subfiber):
 /// the first write of an index runs the level's `claim` (growing buffers, fixing an

@@ -2259,7 +2259,7 @@ impl Converter<'_> {
         }
         let mut depths = Vec::new();
         let mut idx = Vec::new();
-        let mut protocols = 0u64;
+        let mut protocols = crate::looplets::Protocols::default();
         let ndims = a.indices.len();
         for (m, e) in a.indices.iter().enumerate() {
             // `(lo:hi)(j)`: index `lo + j - 1`, `j` in `1:hi-lo+1` (Finch's WindowedTensor
@@ -2473,10 +2473,13 @@ impl Converter<'_> {
             }
             let name = match e {
                 notation::Expr::Index(i) => i,
-                notation::Expr::Protocol(p @ (notation::Protocol::Follow | notation::Protocol::Gallop), x) if !is_write && ndims - 1 - m < 31 => match &**x {
+                notation::Expr::Protocol(p @ (notation::Protocol::Follow | notation::Protocol::Gallop), x) if !is_write && ndims - 1 - m < crate::looplets::Protocols::MAX_DEPTH => match &**x {
                     notation::Expr::Index(i) => {
-                        let shift = if *p == notation::Protocol::Follow { 0 } else { 32 };
-                        protocols |= 1 << (shift + ndims - 1 - m);
+                        if *p == notation::Protocol::Follow {
+                            protocols.set_follow(ndims - 1 - m);
+                        } else {
+                            protocols.set_gallop(ndims - 1 - m);
+                        }
                         i
                     }
                     _ => return unsupported(format!("a protocol around a non-index in `{}[...]`", a.tensor)),
@@ -2560,7 +2563,7 @@ impl Converter<'_> {
             }
         }
         if is_write {
-            protocols |= crate::looplets::WRITTEN;
+            protocols.set_written();
         }
         let root = Tensor::Fiber(Fiber {
             tensor: t,

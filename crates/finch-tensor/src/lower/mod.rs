@@ -1390,10 +1390,7 @@ impl Lowerer {
                 ) = (&t, idx.is_empty())
                 {
                     if let (Tensor::Fiber(f), Tensor::FillLeaf(fill)) = (&**then, &**otherwise) {
-                        if self.is_leaf(f)
-                            && f.hollow.is_none()
-                            && f.protocols & crate::looplets::WRITTEN == 0
-                        {
+                        if self.is_leaf(f) && f.hollow.is_none() && !f.protocols.is_written() {
                             candidates.push((n, pre.clone(), cond.clone(), f.clone(), *fill));
                         }
                     }
@@ -1625,7 +1622,7 @@ impl Lowerer {
         };
         let read = (f.tensor, read_key(idx));
         let apart = bounded.contains(&read);
-        if !shifted || !one_mode || !apart || f.protocols & crate::looplets::WRITTEN != 0 {
+        if !shifted || !one_mode || !apart || f.protocols.is_written() {
             return l;
         }
         let fill = self.fill_of(f.tensor);
@@ -1772,7 +1769,7 @@ impl Lowerer {
                 if last_is(&idx, index) && !idx.iter().any(is_permissive) {
                     if let Tensor::Fiber(f) | Tensor::Present { fiber: f, .. } = &mut t {
                         if self.searchable(f) {
-                            f.protocols |= 1 << f.depth;
+                            f.protocols.set_follow(f.depth);
                         }
                     }
                 }
@@ -1785,7 +1782,7 @@ impl Lowerer {
     /// Sorted lists (a SparseList, a SparseCOO mode, a written list or hash table read
     /// back) and structured levels are; Dense levels are looked up anyway.
     fn searchable(&self, f: &crate::looplets::Fiber) -> bool {
-        if f.protocols & crate::looplets::WRITTEN != 0 || f.depth >= 31 {
+        if f.protocols.is_written() || f.depth >= crate::looplets::Protocols::MAX_DEPTH {
             return false;
         }
         matches!(

@@ -79,7 +79,7 @@ impl Lowerer {
             Some(LevelParams::SparseList { ptr, idx, shape })
             | Some(LevelParams::SparseListOut {
                 ptr, idx, shape, ..
-            }) if f.protocols & crate::looplets::WRITTEN == 0 => {
+            }) if !f.protocols.is_written() => {
                 let mut list = SortedList::of_list(ptr, idx, shape);
                 list.entries = Entries::FiberWhere(ptr, cond.clone());
                 Ok(self.sorted_read(f, list))
@@ -96,15 +96,13 @@ impl Lowerer {
                 Ok(self.sorted_read(f, list))
             }
             Some(LevelParams::Structured { kind, shape, bufs })
-                if f.protocols & (1 << f.depth) == 0
-                    && f.protocols & crate::looplets::WRITTEN == 0 =>
+                if !f.protocols.follows(f.depth) && !f.protocols.is_written() =>
             {
                 self.check_protocols(f, kind)?;
                 self.unfurl_structured(f, kind, shape, &bufs, Some(cond))
             }
             Some(LevelParams::Structured { .. })
-                if f.protocols & (1 << f.depth) != 0
-                    && f.protocols & crate::looplets::WRITTEN == 0 =>
+                if f.protocols.follows(f.depth) && !f.protocols.is_written() =>
             {
                 // Searched: each search runs, and its hit counts, only where `cond` holds.
                 let Looplet::Lookup(search) = self.unfurl(f)? else {
@@ -146,7 +144,7 @@ impl Lowerer {
             }
             LevelParams::SparseListOut {
                 ptr, idx, shape, ..
-            } if f.protocols & crate::looplets::WRITTEN == 0 => {
+            } if !f.protocols.is_written() => {
                 // Read by a later statement, after the kernel froze it: a sorted list.
                 Ok(self.sorted_read(f, SortedList::of_list(ptr, idx, shape)))
             }
@@ -176,7 +174,7 @@ impl Lowerer {
                 let (h, view) = hash.ok_or_else(|| {
                     Error::Program(format!("internal: `{name}`'s SparseHash table"))
                 })?;
-                if f.protocols & crate::looplets::WRITTEN == 0 {
+                if !f.protocols.is_written() {
                     self.unfurl_hash_read(f, shape, [mode, modes], h, view)
                 } else {
                     self.unfurl_hash_out(f, shape, [mode, modes], h)
@@ -296,7 +294,7 @@ impl Lowerer {
                 dirty,
                 conflict,
             } => {
-                if f.protocols & crate::looplets::WRITTEN == 0 && f.depth == 0 {
+                if !f.protocols.is_written() && f.depth == 0 {
                     // A run-length workspace read back after its writes: bound the one
                     // fiber by the runs written so far and walk it like stored runs.
                     let (kind, bufs) = match left {
@@ -549,7 +547,7 @@ impl Lowerer {
 
     /// Levels written in order cannot be read back in the same kernel.
     pub(super) fn written_only(&self, f: &Fiber, name: &str) -> Result<()> {
-        if f.protocols & crate::looplets::WRITTEN == 0 {
+        if !f.protocols.is_written() {
             return Err(Error::Unsupported(format!(
                 "reading the output `{name}` in the kernel that writes it"
             )));
@@ -1057,13 +1055,13 @@ impl Lowerer {
         let l = KExpr::Local;
         let fill = self.fill_of(t);
         let base = KExpr::bin(Op::Mul, pos.clone(), l(shape));
-        if f.protocols & crate::looplets::WRITTEN == 0 {
+        if !f.protocols.is_written() {
             if f.depth != 0 {
                 return Err(Error::Unsupported(format!(
                     "reading the SparseByteMap level of `{name}` below the root after writing it (only a SparseByteMap vector can be read back so far)"
                 )));
             }
-            if f.protocols & (1 << f.depth) != 0 {
+            if f.protocols.follows(f.depth) {
                 return Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
                     let q =
                         KExpr::bin(Op::Add, base.clone(), KExpr::bin(Op::Sub, i, KExpr::int(1)));
@@ -1101,7 +1099,7 @@ impl Lowerer {
                 },
             ];
             let child_of: ChildOf = Rc::new(move |q| KExpr::load(srt, q));
-            let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+            let gallop = f.protocols.gallops(f.depth);
             let walk = self.sorted_walk(
                 t,
                 depth,
@@ -1367,8 +1365,8 @@ impl Lowerer {
 
     /// Rejects a read protocol the level does not support, naming both.
     fn check_protocols(&self, f: &Fiber, kind: LevelKind) -> Result<()> {
-        let follow = f.protocols & (1 << f.depth) != 0;
-        let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+        let follow = f.protocols.follows(f.depth);
+        let gallop = f.protocols.gallops(f.depth);
         let (can_follow, can_gallop) = match kind {
             LevelKind::SparseByteMap => (true, true),
             LevelKind::SparseHash
@@ -1449,8 +1447,8 @@ impl Lowerer {
                 ))
             })
         };
-        let follow = f.protocols & (1 << f.depth) != 0;
-        let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+        let follow = f.protocols.follows(f.depth);
+        let gallop = f.protocols.gallops(f.depth);
         if follow && kind != LevelKind::SparseByteMap && kind != LevelKind::SparseHash {
             return self.structured_follow(f, kind, bufs);
         }
@@ -1698,7 +1696,7 @@ impl Lowerer {
             LevelKind::SparseByteMap => {
                 let (ptr, tbl, srt) = (buf(0)?, buf(1)?, buf(2)?);
                 let base = KExpr::bin(Op::Mul, pos.clone(), l(shape));
-                if f.protocols & (1 << f.depth) != 0 {
+                if f.protocols.follows(f.depth) {
                     // follow: the flag decides between the child and fill.
                     return Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
                         let q = KExpr::bin(Op::Add, base.clone(), minus1(i));
@@ -1747,10 +1745,10 @@ impl Lowerer {
     /// or walk.
     pub(super) fn sorted_read(&mut self, f: &Fiber, list: SortedList) -> Looplet {
         let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
-        if f.protocols & (1 << f.depth) != 0 {
+        if f.protocols.follows(f.depth) {
             self.sorted_follow(t, depth, pos, protocols, list)
         } else {
-            let gallop = f.protocols & (1 << (32 + f.depth)) != 0;
+            let gallop = f.protocols.gallops(f.depth);
             self.sorted_walk(t, depth, pos, protocols, list, gallop)
         }
     }
@@ -1763,7 +1761,7 @@ impl Lowerer {
         t: usize,
         depth: usize,
         pos: KExpr,
-        protocols: u64,
+        protocols: crate::looplets::Protocols,
         list: SortedList,
         gallop: bool,
     ) -> Looplet {
@@ -1853,7 +1851,7 @@ impl Lowerer {
         t: usize,
         depth: usize,
         pos: KExpr,
-        protocols: u64,
+        protocols: crate::looplets::Protocols,
         list: SortedList,
     ) -> Looplet {
         let fill = self.fill_of(t);
