@@ -323,10 +323,15 @@ pub(super) fn output_storage(
                         },
                     ))
                 }
-                _ => Ok(LevelStorage::Dense(DenseStorage {
+                crate::formats::LevelKind::Dense => Ok(LevelStorage::Dense(DenseStorage {
                     shape: *last,
                     child: Box::new(output_storage(child, rest, bufs)?),
                 })),
+                // Written SparseHash levels are recorded as entries and built when frozen
+                // (`freeze_entries`), never assembled from buffers.
+                crate::formats::LevelKind::SparseHash => Err(Error::Program(
+                    "internal: a SparseHash output assembled from buffers".into(),
+                )),
             }
         }
         // A Pattern leaf stores nothing (its level records the positions).
