@@ -337,3 +337,34 @@ fn sparse_scalar_dirty_flag_follows_its_value() {
     let msg = bad.unwrap_err().to_string();
     assert!(msg.contains("I2"), "{msg}");
 }
+
+/// The level table of `docs/capabilities.md` says what each level's capabilities say:
+/// `gallop` and `follow` ("no" where the level lacks them), and written in any order
+/// ("yes" where the level inserts, "through a hash table" where it does not).
+#[test]
+fn the_documented_level_table_matches_the_capabilities() {
+    use finch::formats::LevelKind;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/capabilities.md");
+    let docs = std::fs::read_to_string(&path).unwrap();
+    let mut kinds: Vec<LevelKind> = LevelKind::ONE_MODE.to_vec();
+    kinds.push(LevelKind::SparseCoo(1));
+    for kind in kinds {
+        let name = match kind {
+            LevelKind::SparseCoo(_) => "`SparseCOO{N}`".to_string(),
+            k => format!("`{}`", k.name()),
+        };
+        let row = docs
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no row for {name} in {}", path.display()));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let can = kind.capabilities();
+        assert_eq!(cells[2] != "no", can.gallop, "gallop of {name}: {row}");
+        assert_eq!(cells[3] != "no", can.follow, "follow of {name}: {row}");
+        assert_eq!(
+            cells[5].starts_with("yes"),
+            can.insert,
+            "any order of {name}: {row}"
+        );
+    }
+}

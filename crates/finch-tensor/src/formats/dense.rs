@@ -7,8 +7,18 @@
 //! Properties: ordered, unique, full, locate. Protocols (compiler, issue #3): read
 //! default/follow (Lookup); update extrude/laminate.
 
+use super::format::Capabilities;
 use super::level::LevelStorage;
 use crate::error::{Error, Result};
+
+/// What the level can do (a lookup either way; written at any index).
+pub const CAPABILITIES: Capabilities = Capabilities {
+    gallop: true,
+    follow: true,
+    append: true,
+    insert: true,
+    accept_run: false,
+};
 
 /// Storage of a Dense level.
 #[derive(Clone, Debug, PartialEq)]

@@ -44,6 +44,24 @@ impl LevelKind {
         LevelKind::SparseByteMap,
     ];
 
+    /// What the level can do.
+    pub fn capabilities(self) -> Capabilities {
+        use super::*;
+        match self {
+            LevelKind::Dense => dense::CAPABILITIES,
+            LevelKind::SparseList => sparse_list::CAPABILITIES,
+            LevelKind::SparseCoo(_) => sparse_coo::CAPABILITIES,
+            LevelKind::SparsePoint => sparse_point::CAPABILITIES,
+            LevelKind::SparseInterval => sparse_interval::CAPABILITIES,
+            LevelKind::SparseBand => sparse_band::CAPABILITIES,
+            LevelKind::SparseBlockList => sparse_block_list::CAPABILITIES,
+            LevelKind::RunList => run_list::CAPABILITIES,
+            LevelKind::SparseRunList => sparse_run_list::CAPABILITIES,
+            LevelKind::SparseByteMap => sparse_byte_map::CAPABILITIES,
+            LevelKind::SparseHash => sparse_hash::CAPABILITIES,
+        }
+    }
+
     /// The level's name as written in format strings (without COO's `{N}`).
     pub fn name(self) -> &'static str {
         match self {
@@ -67,6 +85,37 @@ impl LevelKind {
             LevelKind::SparseCoo(n) => n,
             _ => 1,
         }
+    }
+}
+
+/// What a level can do, by name (as TACO's mode formats name theirs): how compiled code
+/// may read it besides walking it, and how it may be written. Each level's module holds
+/// its own ([`LevelKind::capabilities`] gathers them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Galloped over (`gallop`): a walk that skips ahead to the other operands' indices.
+    pub gallop: bool,
+    /// Read by random access (`follow`): a lookup, a search, or a check of its one entry.
+    pub follow: bool,
+    /// Written in increasing index order, one fiber after another.
+    pub append: bool,
+    /// Written at any index, an index again and again.
+    pub insert: bool,
+    /// Takes a run of equal values at once.
+    pub accept_run: bool,
+}
+
+impl Capabilities {
+    /// The read protocols, `walk` first.
+    pub fn protocols(self) -> Vec<&'static str> {
+        let mut p = vec!["walk"];
+        if self.gallop {
+            p.push("gallop");
+        }
+        if self.follow {
+            p.push("follow");
+        }
+        p
     }
 }
 

@@ -12,9 +12,19 @@
 //!
 //! Properties: ordered, unique, not full. Protocols: read walk, follow.
 
+use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
+
+/// What the level can do (one block per fiber: a check, nothing to gallop over).
+pub const CAPABILITIES: Capabilities = Capabilities {
+    gallop: false,
+    follow: true,
+    append: true,
+    insert: false,
+    accept_run: false,
+};
 
 /// Storage of a SparseBand level.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,9 +13,19 @@
 //! Properties: ordered, unique, not full. Protocols: read walk, gallop,
 //! follow (a binary search over the block ends).
 
+use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
+
+/// What the level can do (sorted block ends: searched or galloped).
+pub const CAPABILITIES: Capabilities = Capabilities {
+    gallop: true,
+    follow: true,
+    append: true,
+    insert: false,
+    accept_run: false,
+};
 
 /// Storage of a SparseBlockList level.
 #[derive(Clone, Debug, PartialEq)]

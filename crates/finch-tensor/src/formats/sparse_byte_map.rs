@@ -14,10 +14,20 @@
 //! Properties: ordered, unique, not full, random access. Protocols: read walk, gallop,
 //! follow.
 
+use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
 use crate::tensor::Buffer;
+
+/// What the level can do (a flag per index: read directly; written at any index, again and again).
+pub const CAPABILITIES: Capabilities = Capabilities {
+    gallop: true,
+    follow: true,
+    append: true,
+    insert: true,
+    accept_run: false,
+};
 
 /// Storage of a SparseByteMap level.
 #[derive(Clone, Debug, PartialEq)]

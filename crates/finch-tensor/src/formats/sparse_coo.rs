@@ -12,9 +12,19 @@
 //! Properties: ordered, unique, compact. Protocols (compiler): read walk, gallop, follow;
 //! update extrude.
 
+use super::format::Capabilities;
 use super::level::LevelStorage;
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
+
+/// What the level can do (sorted tuples: searched or galloped; appended in order).
+pub const CAPABILITIES: Capabilities = Capabilities {
+    gallop: true,
+    follow: true,
+    append: true,
+    insert: false,
+    accept_run: false,
+};
 
 /// Storage of a SparseCOO{N} level.
 #[derive(Clone, Debug, PartialEq)]

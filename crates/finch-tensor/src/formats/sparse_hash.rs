@@ -11,9 +11,19 @@
 //! Properties: ordered (when frozen), unique, not full, random access. Protocols: read
 //! walk, gallop, follow.
 
+use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
+
+/// What the level can do (read back sorted; written at any index through an in-kernel hash table).
+pub const CAPABILITIES: Capabilities = Capabilities {
+    gallop: true,
+    follow: true,
+    append: true,
+    insert: true,
+    accept_run: false,
+};
 
 /// Storage of a SparseHash level.
 #[derive(Clone, Debug, PartialEq)]

@@ -11,8 +11,18 @@
 //!
 //! Properties: ordered, unique, not full. Protocols: read walk, follow.
 
+use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
 use crate::error::{Error, Result};
+
+/// What the level can do (one run per fiber: a check, nothing to gallop over; takes a whole run).
+pub const CAPABILITIES: Capabilities = Capabilities {
+    gallop: false,
+    follow: true,
+    append: true,
+    insert: false,
+    accept_run: true,
+};
 
 /// Storage of a SparseInterval level.
 #[derive(Clone, Debug, PartialEq)]

@@ -12,9 +12,19 @@
 //! Properties: ordered, unique, compact, not full. Protocols (compiler, issue #3): read
 //! walk, gallop, follow; update extrude.
 
+use super::format::Capabilities;
 use super::level::LevelStorage;
 use crate::error::{Error, Result};
 use crate::tensor::{IndexInt, IndexVec};
+
+/// What the level can do (sorted indices: searched or galloped; appended in order).
+pub const CAPABILITIES: Capabilities = Capabilities {
+    gallop: true,
+    follow: true,
+    append: true,
+    insert: false,
+    accept_run: false,
+};
 
 /// Storage of a SparseList level.
 #[derive(Clone, Debug, PartialEq)]

@@ -10,8 +10,18 @@
 //!
 //! Properties: ordered, unique, not full. Protocols: read walk, follow.
 
+use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
 use crate::error::{Error, Result};
+
+/// What the level can do (one entry per fiber: a check, nothing to gallop over).
+pub const CAPABILITIES: Capabilities = Capabilities {
+    gallop: false,
+    follow: true,
+    append: true,
+    insert: false,
+    accept_run: false,
+};
 
 /// Storage of a SparsePoint level.
 #[derive(Clone, Debug, PartialEq)]

@@ -10,9 +10,19 @@
 //! Properties: ordered, unique, not full. Protocols: read walk, gallop,
 //! follow (a binary search over the run ends).
 
+use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
+
+/// What the level can do (sorted run ends: searched or galloped; takes whole runs).
+pub const CAPABILITIES: Capabilities = Capabilities {
+    gallop: true,
+    follow: true,
+    append: true,
+    insert: false,
+    accept_run: true,
+};
 
 /// Storage of a SparseRunList level.
 #[derive(Clone, Debug, PartialEq)]

@@ -1367,29 +1367,13 @@ impl Lowerer {
     fn check_protocols(&self, f: &Fiber, kind: LevelKind) -> Result<()> {
         let follow = f.protocols.follows(f.depth);
         let gallop = f.protocols.gallops(f.depth);
-        let (can_follow, can_gallop) = match kind {
-            LevelKind::SparseByteMap => (true, true),
-            LevelKind::SparseHash
-            | LevelKind::SparseBlockList
-            | LevelKind::RunList
-            | LevelKind::SparseRunList => (true, true),
-            LevelKind::SparsePoint | LevelKind::SparseInterval | LevelKind::SparseBand => {
-                (true, false)
-            }
-            _ => (false, false),
-        };
-        let asked = match (follow && !can_follow, gallop && !can_gallop) {
+        let can = kind.capabilities();
+        let asked = match (follow && !can.follow, gallop && !can.gallop) {
             (true, _) => "follow",
             (_, true) => "gallop",
             _ => return Ok(()),
         };
-        let mut supported = vec!["walk"];
-        if can_gallop {
-            supported.push("gallop");
-        }
-        if can_follow {
-            supported.push("follow");
-        }
+        let supported = can.protocols();
         Err(Error::Unsupported(format!(
             "the {} level of `{}` (mode {}) does not support the {asked} protocol; it supports {}",
             kind.name(),
