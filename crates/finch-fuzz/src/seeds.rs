@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use finch_difftest::gen::generate;
 use finch_difftest::rng::Rng;
 
-use crate::storage::LEVELS;
+use finch::formats::LevelKind;
 
 /// One seed: a name (for messages and file names) and its bytes.
 pub struct Seed {
@@ -118,7 +118,7 @@ fn first_lines(data: &[u8], n: usize) -> Vec<u8> {
 /// every format the examples declare.
 fn format_seeds(root: &Path) -> Vec<Seed> {
     let mut texts: Vec<String> = Vec::new();
-    for l in LEVELS {
+    for l in LevelKind::registry() {
         texts.push(format!("{l}(Element(0.0))"));
         texts.push(format!("Dense({l}(Pattern()))"));
         texts.push(format!("{l}(SparseList(Element(1u8)))"));

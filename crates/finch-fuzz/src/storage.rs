@@ -8,28 +8,12 @@
 use std::collections::HashMap;
 
 use finch::engine::Engine;
-use finch::formats::{Format, LevelStorage};
+use finch::formats::{Format, LevelKind, LevelStorage};
 use finch::reference::{Bindings, RunOptions};
 use finch::tensor::{Buffer, Coo, IndexVec, Tensor, TensorStorage};
 use finch::{DenseArray, Error, Program, ScalarType, Value};
 
 use crate::bytes::Bytes;
-
-/// Every level format, as written in format strings.
-pub const LEVELS: [&str; 12] = [
-    "Dense",
-    "SparseList",
-    "SparseList{UInt32}",
-    "SparsePoint",
-    "SparseInterval",
-    "SparseBand",
-    "SparseBlockList",
-    "RunList",
-    "SparseRunList",
-    "SparseByteMap",
-    "SparseHash",
-    "SparseCOO{1}",
-];
 
 /// A value of a level's storage a corruption may change.
 pub enum Slot<'a> {
@@ -292,11 +276,12 @@ pub fn corrupted_is_rejected_or_harmless(
 
 /// A format of two or three levels over an `f64` leaf, and a shape for it.
 fn level_format(b: &mut Bytes) -> (String, Vec<usize>) {
-    let outer = *b.pick(&LEVELS);
-    let inner = *b.pick(&LEVELS);
+    let levels = LevelKind::registry();
+    let outer = b.pick(&levels).clone();
+    let inner = b.pick(&levels).clone();
     let (m, n) = (b.below(7), b.below(7));
     if b.below(3) == 0 {
-        let middle = *b.pick(&LEVELS);
+        let middle = b.pick(&levels).clone();
         let f = format!("{outer}({middle}({inner}(Element(0.0))))");
         (f, vec![m, n, (m + n) % 4])
     } else {

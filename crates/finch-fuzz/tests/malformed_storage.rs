@@ -7,8 +7,9 @@
 //! (`to_dense`). The `raw_arrays` fuzz target does the same, guided by coverage.
 
 use finch::formats::Format;
+use finch::formats::LevelKind;
 use finch::tensor::{Tensor, TensorStorage};
-use finch_fuzz::storage::{corrupted_is_rejected_or_harmless, slots, small_dense, LEVELS};
+use finch_fuzz::storage::{corrupted_is_rejected_or_harmless, slots, small_dense};
 use proptest::prelude::*;
 
 proptest! {
@@ -16,9 +17,9 @@ proptest! {
 
     #[test]
     fn corrupted_index_buffers_are_rejected_or_harmless(
-        outer in 0..LEVELS.len(),
-        inner in 0..LEVELS.len(),
-        middle in prop::option::weighted(0.3, 0..LEVELS.len()),
+        outer in 0..LevelKind::registry().len(),
+        inner in 0..LevelKind::registry().len(),
+        middle in prop::option::weighted(0.3, 0..LevelKind::registry().len()),
         m in 0usize..7,
         n in 0usize..7,
         seed in any::<u64>(),
@@ -28,12 +29,13 @@ proptest! {
         arbitrary in 0usize..12,
     ) {
         // Two levels, or three with a middle level.
+        let levels = LevelKind::registry();
         let (format, shape) = match middle {
             Some(mid) => (
-                format!("{}({}({}(Element(0.0))))", LEVELS[outer], LEVELS[mid], LEVELS[inner]),
+                format!("{}({}({}(Element(0.0))))", levels[outer], levels[mid], levels[inner]),
                 vec![m, n, (m + n) % 4],
             ),
-            None => (format!("{}({}(Element(0.0)))", LEVELS[outer], LEVELS[inner]), vec![m, n]),
+            None => (format!("{}({}(Element(0.0)))", levels[outer], levels[inner]), vec![m, n]),
         };
         let f = Format::parse(&format).unwrap();
         let a = small_dense(&shape, seed);

@@ -44,6 +44,26 @@ impl LevelKind {
         LevelKind::SparseByteMap,
     ];
 
+    /// The registry: every level as written in a format string, with each index width a
+    /// level takes (`SparseList{UInt32}`) and COO of one mode (`SparseCOO{1}`). Tests and
+    /// tools iterate it instead of lists of their own, so a new level reaches them all.
+    pub fn registry() -> Vec<String> {
+        let mut names = Vec::new();
+        for kind in LevelKind::ONE_MODE {
+            names.push(kind.name().to_string());
+            if kind.takes_narrow_indices() {
+                names.push(format!("{}{{UInt32}}", kind.name()));
+            }
+        }
+        names.push("SparseCOO{1}".to_string());
+        names
+    }
+
+    /// Whether the level stores 32-bit indices when asked (`{UInt32}`).
+    pub fn takes_narrow_indices(self) -> bool {
+        self == LevelKind::SparseList
+    }
+
     /// What the level can do.
     pub fn capabilities(self) -> Capabilities {
         use super::*;

@@ -261,7 +261,7 @@ impl FormatParser<'_> {
             }
         };
         self.expect('}', "after the index width")?;
-        if width != IndexWidth::U64 && kind != LevelKind::SparseList {
+        if width != IndexWidth::U64 && !kind.takes_narrow_indices() {
             self.at = open;
             return Err(self.error(format!(
                 "`{}{{{}}}`: this release stores 32-bit indices in SparseList levels only",
