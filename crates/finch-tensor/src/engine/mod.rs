@@ -117,6 +117,15 @@ impl crate::Program {
         options: &CompileOptions,
         any_order: HashSet<String>,
     ) -> Result<CompiledProgram> {
+        on_a_deep_stack(|| self.compile_on_this_thread(engine, options, any_order))
+    }
+
+    fn compile_on_this_thread(
+        &self,
+        engine: Engine,
+        options: &CompileOptions,
+        any_order: HashSet<String>,
+    ) -> Result<CompiledProgram> {
         let start = Instant::now();
         let mut lowered = lower_program_any_order(self, options.compact, &any_order)?;
         lowered.kernel.reassociate = options.reassociate;
@@ -270,7 +279,8 @@ impl CompiledProgram {
         let (outs, stats) = match &self.ckernel {
             Some(ck) => (ck.run(args, inputs).map_err(named)?, None),
             None => {
-                let (o, s) = interp::run(kernel, args, inputs).map_err(named)?;
+                let (o, s) =
+                    on_a_deep_stack(|| interp::run(kernel, args, inputs)).map_err(named)?;
                 (o, Some(s))
             }
         };
@@ -302,4 +312,28 @@ impl CompiledProgram {
         let _ = self.fallback.set(Box::new(compiled));
         self.fallback.get().map(|f| &**f)
     }
+}
+
+/// The stack of the threads that lower programs and interpret kernels.
+const DEEP_STACK: usize = 64 << 20;
+
+/// Runs `f` on a thread of its own with a [`DEEP_STACK`]: lowering and interpreting
+/// recurse over expressions and nested statements (up to the parser's limits), deeper
+/// than the 2 MiB stacks of spawned threads, a test harness's or a Python thread's, hold.
+/// The stack is reserved, not touched: only the depth used costs memory. A panic in `f`
+/// continues in the caller.
+fn on_a_deep_stack<T: Send>(f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("finch-compile".into())
+            .stack_size(DEEP_STACK)
+            .spawn_scoped(scope, f)
+            .map_err(|cause| Error::Os {
+                path: "a thread for the compiler".into(),
+                cause,
+            })?;
+        worker
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }
