@@ -12,7 +12,10 @@
 # allocation expect the error).
 set -eu
 cd "$(dirname "$0")/.."
-TESTS=${*:-"regressions compile_paper backend_kernels reassociate_scalar reassociate_avx2 compile_oracle"}
+# The kernel tests: compile_oracle and the binaries split from it share tests/common/.
+KERNEL_TESTS="regressions compile_paper backend_kernels reassociate_scalar reassociate_avx2
+  compile_oracle kernel_size c_text compile_work compile_semantics compile_errors"
+TESTS=${*:-$KERNEL_TESTS}
 CC=${CC:-cc}
 ASAN=$($CC -print-file-name=libasan.so)
 UBSAN=$($CC -print-file-name=libubsan.so)
