@@ -1,0 +1,513 @@
+//! Structured levels read (SparsePoint, SparseInterval, SparseBand, SparseBlockList,
+//! RunList, SparseRunList, SparseByteMap, SparseHash): walked segment by segment, or
+//! searched (`follow`).
+
+use super::*;
+
+impl Lowerer {
+    /// Follow (random access) into a structured level: a check against the fiber's single
+    /// entry, run or block (SparsePoint, SparseInterval, SparseBand), or a binary search
+    /// over the sorted ends of its runs or blocks (RunList, SparseRunList,
+    /// SparseBlockList); a miss reads fill.
+    pub(in crate::lower) fn structured_follow(
+        &mut self,
+        f: &Fiber,
+        kind: LevelKind,
+        bufs: &[crate::kernel::BufId],
+    ) -> Result<Looplet> {
+        let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
+        let fill = self.fill_of(t);
+        let buf = |k: usize| {
+            bufs.get(k).copied().ok_or_else(|| {
+                Error::Program(format!(
+                    "internal: {} level without buffer {k}",
+                    kind.name()
+                ))
+            })
+        };
+        let l = KExpr::Local;
+        let one = || KExpr::int(1);
+        let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+        let child = move |q: KExpr| {
+            Box::new(Tensor::Fiber(Fiber {
+                tensor: t,
+                depth,
+                pos: q,
+                end: None,
+                hollow: None,
+                protocols,
+            }))
+        };
+        let within = |lo: KExpr, x: KExpr, hi: KExpr| {
+            KExpr::Op(
+                Op::And,
+                vec![KExpr::bin(Op::Le, lo, x.clone()), KExpr::bin(Op::Le, x, hi)],
+            )
+        };
+        // The 0-based target is `i - 1` throughout.
+        Ok(match kind {
+            LevelKind::SparsePoint => {
+                let idx = buf(0)?;
+                Looplet::Lookup(Rc::new(move |i: KExpr| Tensor::Switch {
+                    pre: vec![],
+                    cond: KExpr::bin(Op::Eq, plus1(KExpr::load(idx, pos.clone())), i),
+                    then: child(pos.clone()),
+                    otherwise: Box::new(Tensor::FillLeaf(fill)),
+                }))
+            }
+            LevelKind::SparseInterval => {
+                let (left, right) = (buf(0)?, buf(1)?);
+                Looplet::Lookup(Rc::new(move |i: KExpr| Tensor::Switch {
+                    pre: vec![],
+                    cond: within(
+                        plus1(KExpr::load(left, pos.clone())),
+                        i,
+                        plus1(KExpr::load(right, pos.clone())),
+                    ),
+                    then: child(pos.clone()),
+                    otherwise: Box::new(Tensor::FillLeaf(fill)),
+                }))
+            }
+            LevelKind::SparseBand => {
+                let (idx, ofs) = (buf(0)?, buf(1)?);
+                // Block `last - width + 1 ..= last` at child positions ending at ofs[p+1].
+                Looplet::Lookup(Rc::new(move |i: KExpr| {
+                    let last = plus1(KExpr::load(idx, pos.clone()));
+                    let end = KExpr::load(ofs, plus1(pos.clone()));
+                    let width = KExpr::bin(Op::Sub, end.clone(), KExpr::load(ofs, pos.clone()));
+                    let first = plus1(KExpr::bin(Op::Sub, last.clone(), width));
+                    Tensor::Switch {
+                        pre: vec![],
+                        cond: within(first, i.clone(), last.clone()),
+                        then: child(KExpr::bin(
+                            Op::Sub,
+                            KExpr::bin(Op::Sub, end, one()),
+                            KExpr::bin(Op::Sub, last, i),
+                        )),
+                        otherwise: Box::new(Tensor::FillLeaf(fill)),
+                    }
+                }))
+            }
+            LevelKind::RunList | LevelKind::SparseRunList | LevelKind::SparseBlockList => {
+                let ptr = buf(0)?;
+                // The sorted ends searched, and how a found entry `r` starts (0-based).
+                let (ends, start): (crate::kernel::BufId, Rc<dyn Fn(KExpr) -> Option<KExpr>>) =
+                    match kind {
+                        LevelKind::RunList => (buf(1)?, Rc::new(|_| None)),
+                        LevelKind::SparseRunList => {
+                            let left = buf(1)?;
+                            (buf(2)?, Rc::new(move |r| Some(KExpr::load(left, r))))
+                        }
+                        _ => {
+                            let (idx, ofs) = (buf(1)?, buf(2)?);
+                            (
+                                idx,
+                                Rc::new(move |r: KExpr| {
+                                    let width = KExpr::bin(
+                                        Op::Sub,
+                                        KExpr::load(
+                                            ofs,
+                                            KExpr::bin(Op::Add, r.clone(), KExpr::int(1)),
+                                        ),
+                                        KExpr::load(ofs, r.clone()),
+                                    );
+                                    Some(KExpr::bin(
+                                        Op::Add,
+                                        KExpr::bin(Op::Sub, KExpr::load(idx, r), width),
+                                        KExpr::int(1),
+                                    ))
+                                }),
+                            )
+                        }
+                    };
+                let block = kind == LevelKind::SparseBlockList;
+                let ofs = if block { Some(buf(2)?) } else { None };
+                let r = self.level_local(t, depth, "r");
+                let hi = self.level_local(t, depth, "r_stop");
+                let found = self.kernel.local(
+                    format!("{}_lvl{depth}_found", self.tensors[t].name),
+                    ScalarType::Bool,
+                );
+                Looplet::Lookup(Rc::new(move |i: KExpr| {
+                    let target = KExpr::bin(Op::Sub, i, KExpr::int(1));
+                    let hit = match start(l(r)) {
+                        Some(s) => KExpr::bin(Op::Le, s, target.clone()),
+                        None => KExpr::Lit(Value::Bool(true)),
+                    };
+                    // A block's values are consecutive, ending at `ofs[r+1]`.
+                    let at = match ofs {
+                        Some(ofs) => KExpr::bin(
+                            Op::Sub,
+                            KExpr::bin(Op::Sub, KExpr::load(ofs, plus1(l(r))), KExpr::int(1)),
+                            KExpr::bin(Op::Sub, KExpr::load(ends, l(r)), target.clone()),
+                        ),
+                        None => l(r),
+                    };
+                    Tensor::Switch {
+                        pre: vec![
+                            KStmt::Assign(hi, KExpr::load(ptr, plus1(pos.clone()))),
+                            KStmt::Assign(
+                                r,
+                                KExpr::Search {
+                                    buf: ends,
+                                    value: Box::new(target),
+                                    lo: Box::new(KExpr::load(ptr, pos.clone())),
+                                    hi: Box::new(l(hi)),
+                                },
+                            ),
+                            KStmt::Assign(found, KExpr::Lit(Value::Bool(false))),
+                            KStmt::If {
+                                cond: KExpr::bin(Op::Lt, l(r), l(hi)),
+                                then: vec![KStmt::Assign(found, hit)],
+                                otherwise: vec![],
+                            },
+                        ],
+                        cond: l(found),
+                        then: child(at),
+                        otherwise: Box::new(Tensor::FillLeaf(fill)),
+                    }
+                }))
+            }
+            other => {
+                return Err(Error::Program(format!(
+                    "internal: follow into a {} level",
+                    other.name()
+                )))
+            }
+        })
+    }
+
+    /// The looplets of the structured levels (finch-language-and-levels.md §4).
+    pub(in crate::lower) fn unfurl_structured(
+        &mut self,
+        f: &Fiber,
+        kind: LevelKind,
+        shape: crate::kernel::LocalId,
+        bufs: &[crate::kernel::BufId],
+        present: Option<&KExpr>,
+    ) -> Result<Looplet> {
+        let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
+        let fill = self.fill_of(t);
+        let l = KExpr::Local;
+        // Under a present condition (see `unfurl_present`) the fiber's bounds are read only
+        // where it holds; elsewhere `empty` sets them to a fiber with no entries.
+        let bounds_where =
+            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
+        let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+        let minus1 = |e: KExpr| KExpr::bin(Op::Sub, e, KExpr::int(1));
+        let child = move |q: KExpr| {
+            Tensor::Fiber(Fiber {
+                tensor: t,
+                depth,
+                pos: q,
+                end: None,
+                hollow: None,
+                protocols,
+            })
+        };
+        let fill_run = || Looplet::Run(Box::new(Tensor::FillLeaf(fill)));
+        let buf = |k: usize| {
+            bufs.get(k).copied().ok_or_else(|| {
+                Error::Program(format!(
+                    "internal: {} level without buffer {k}",
+                    kind.name()
+                ))
+            })
+        };
+        let follow = f.protocols.follows(f.depth);
+        let gallop = f.protocols.gallops(f.depth);
+        if follow && kind != LevelKind::SparseByteMap && kind != LevelKind::SparseHash {
+            return self.structured_follow(f, kind, bufs);
+        }
+        Ok(match kind {
+            // One index `i` per fiber (`shape` when empty): fill, the child at `i`, fill.
+            LevelKind::SparsePoint => {
+                let i = self.level_local(t, depth, "i");
+                // An empty fiber stores index `shape` (0-based): past every index.
+                Looplet::Thunk {
+                    preamble: bounds_where(
+                        vec![KStmt::Assign(i, plus1(KExpr::load(buf(0)?, pos.clone())))],
+                        vec![KStmt::Assign(i, plus1(l(shape)))],
+                    ),
+                    body: Box::new(Looplet::Sequence(vec![
+                        (Some(minus1(l(i))), fill_run()),
+                        (Some(l(i)), Looplet::Run(Box::new(child(pos)))),
+                        (None, fill_run()),
+                    ])),
+                    epilogue: vec![],
+                }
+            }
+            // One run `left..=right` of one child: fill, the child repeated, fill.
+            LevelKind::SparseInterval => {
+                let (lo, hi) = (
+                    self.level_local(t, depth, "left"),
+                    self.level_local(t, depth, "right"),
+                );
+                Looplet::Thunk {
+                    preamble: bounds_where(
+                        vec![
+                            KStmt::Assign(lo, plus1(KExpr::load(buf(0)?, pos.clone()))),
+                            KStmt::Assign(hi, plus1(KExpr::load(buf(1)?, pos.clone()))),
+                        ],
+                        vec![
+                            KStmt::Assign(lo, KExpr::int(1)),
+                            KStmt::Assign(hi, KExpr::int(0)),
+                        ],
+                    ),
+                    body: Box::new(Looplet::Sequence(vec![
+                        (Some(minus1(l(lo))), fill_run()),
+                        (Some(l(hi)), Looplet::Run(Box::new(child(pos)))),
+                        (None, fill_run()),
+                    ])),
+                    epilogue: vec![],
+                }
+            }
+            // One block `first..=last` with consecutive child positions: fill, random
+            // access into the block, fill.
+            LevelKind::SparseBand => {
+                let (idx, ofs) = (buf(0)?, buf(1)?);
+                let q1 = self.level_local(t, depth, "q_stop");
+                let last = self.level_local(t, depth, "last");
+                let before = self.level_local(t, depth, "before");
+                let width = KExpr::bin(Op::Sub, l(q1), KExpr::load(ofs, pos.clone()));
+                // `0 <= before <= last <= shape`: a block lies in the level (I3), and the
+                // clamp holds an empty fiber's `last` (I4 allows `shape + 1`) in it too. So
+                // over the level's whole extent the phases need no clamping of their own.
+                self.at_most.extend([
+                    (last, shape),
+                    (before, last),
+                    (crate::lower::bounds::ZERO, before),
+                ]);
+                Looplet::Thunk {
+                    preamble: bounds_where(
+                        vec![
+                            KStmt::Assign(q1, KExpr::load(ofs, plus1(pos.clone()))),
+                            KStmt::Assign(
+                                last,
+                                KExpr::Op(Op::Min, vec![plus1(KExpr::load(idx, pos)), l(shape)]),
+                            ),
+                            KStmt::Assign(before, KExpr::bin(Op::Sub, l(last), width)),
+                        ],
+                        zeros(&[q1, last, before]),
+                    ),
+                    body: Box::new(Looplet::Sequence(vec![
+                        (Some(l(before)), fill_run()),
+                        (
+                            Some(l(last)),
+                            Looplet::Lookup(Rc::new(move |i: KExpr| {
+                                // child(q_stop - 1 - (last - i))
+                                child(KExpr::bin(
+                                    Op::Add,
+                                    KExpr::bin(Op::Sub, minus1(l(q1)), l(last)),
+                                    i,
+                                ))
+                            })),
+                        ),
+                        (None, fill_run()),
+                    ])),
+                    epilogue: vec![],
+                }
+            }
+            // Runs tiling the fiber: a stepper over runs, each a Run of its child.
+            // Under a present condition (see `unfurl_present`), a fiber where it fails is
+            // one run of fill over the whole dimension: its runs are read only where it
+            // holds.
+            LevelKind::RunList => {
+                let (ptr, right) = (buf(0)?, buf(1)?);
+                let q = self.level_local(t, depth, "q");
+                let q_stop = self.level_local(t, depth, "q_stop");
+                let seek = seek_on(q, q_stop, right);
+                let (seek, stop, run): (SeekCode, KExpr, Tensor) = match present {
+                    None => (Box::new(seek), plus1(KExpr::load(right, l(q))), child(l(q))),
+                    Some(cond) => {
+                        let (c, run) = (cond.clone(), child(l(q)));
+                        let Tensor::Fiber(fiber) = run else {
+                            return Err(Error::Program("internal: a run's child".into()));
+                        };
+                        (
+                            Box::new(move |start| where_present(Some(&c), seek(start), vec![])),
+                            KExpr::Op(
+                                Op::IfElse,
+                                vec![cond.clone(), plus1(KExpr::load(right, l(q))), l(shape)],
+                            ),
+                            Tensor::Present {
+                                cond: cond.clone(),
+                                fiber,
+                                fill,
+                            },
+                        )
+                    }
+                };
+                let stepper = Stepper {
+                    seek,
+                    preamble: vec![],
+                    stop,
+                    chunk: Looplet::Run(Box::new(run)),
+                    next: vec![KStmt::Assign(q, plus1(l(q)))],
+                    counted: Some(Counted {
+                        more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
+                        last: l(shape),
+                        first: None,
+                    }),
+                    outside: None,
+                };
+                Looplet::Thunk {
+                    preamble: bounds_where(
+                        vec![
+                            KStmt::Assign(q, KExpr::load(ptr, pos.clone())),
+                            KStmt::Assign(q_stop, KExpr::load(ptr, plus1(pos))),
+                        ],
+                        vec![
+                            KStmt::Assign(q, KExpr::int(0)),
+                            KStmt::Assign(q_stop, KExpr::int(1)),
+                        ],
+                    ),
+                    body: Box::new(walker(stepper, gallop)),
+                    epilogue: vec![],
+                }
+            }
+            // Sparse runs: a stepper over runs, each fill before `left` then its child.
+            LevelKind::SparseRunList => {
+                let (ptr, left, right) = (buf(0)?, buf(1)?, buf(2)?);
+                let q = self.level_local(t, depth, "q");
+                let q_stop = self.level_local(t, depth, "q_stop");
+                let i_last = self.level_local(t, depth, "i_last");
+                self.at_most.push((i_last, shape));
+                let stepper = Stepper {
+                    seek: Box::new(seek_on(q, q_stop, right)),
+                    preamble: vec![],
+                    stop: plus1(KExpr::load(right, l(q))),
+                    chunk: Looplet::Sequence(vec![
+                        (Some(KExpr::load(left, l(q))), fill_run()),
+                        (None, Looplet::Run(Box::new(child(l(q))))),
+                    ]),
+                    next: vec![KStmt::Assign(q, plus1(l(q)))],
+                    counted: Some(Counted {
+                        more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
+                        last: l(i_last),
+                        first: None,
+                    }),
+                    outside: None,
+                };
+                Looplet::Thunk {
+                    preamble: bounds_where(
+                        fiber_bounds(ptr, right, pos, q, q_stop, i_last),
+                        zeros(&[q, q_stop, i_last]),
+                    ),
+                    body: Box::new(Looplet::Sequence(vec![
+                        (Some(l(i_last)), walker(stepper, gallop)),
+                        (None, fill_run()),
+                    ])),
+                    epilogue: vec![],
+                }
+            }
+            // Blocks: a stepper (or jumper) over blocks, each fill before its first index
+            // then random access into its consecutive child positions.
+            LevelKind::SparseBlockList => {
+                let (ptr, idx, ofs) = (buf(0)?, buf(1)?, buf(2)?);
+                let r = self.level_local(t, depth, "r");
+                let r_stop = self.level_local(t, depth, "r_stop");
+                let i_last = self.level_local(t, depth, "i_last");
+                self.at_most.push((i_last, shape));
+                let b_last = self.level_local(t, depth, "block_last");
+                let b_end = self.level_local(t, depth, "block_q_stop");
+                let b_first = self.level_local(t, depth, "block_first");
+                // A block is never empty: its first index is at most its last.
+                self.at_most.push((b_first, b_last));
+                let stepper = Stepper {
+                    seek: Box::new(seek_on(r, r_stop, idx)),
+                    preamble: vec![
+                        KStmt::Assign(b_last, plus1(KExpr::load(idx, l(r)))),
+                        KStmt::Assign(b_end, KExpr::load(ofs, plus1(l(r)))),
+                        KStmt::Assign(
+                            b_first,
+                            plus1(KExpr::bin(
+                                Op::Sub,
+                                l(b_last),
+                                KExpr::bin(Op::Sub, l(b_end), KExpr::load(ofs, l(r))),
+                            )),
+                        ),
+                    ],
+                    stop: l(b_last),
+                    chunk: Looplet::Sequence(vec![
+                        (Some(minus1(l(b_first))), fill_run()),
+                        (
+                            None,
+                            Looplet::Lookup(Rc::new(move |j: KExpr| {
+                                child(KExpr::bin(
+                                    Op::Add,
+                                    KExpr::bin(Op::Sub, minus1(l(b_end)), l(b_last)),
+                                    j,
+                                ))
+                            })),
+                        ),
+                    ]),
+                    next: vec![KStmt::Assign(r, plus1(l(r)))],
+                    counted: Some(Counted {
+                        more: KExpr::bin(Op::Lt, l(r), l(r_stop)),
+                        last: l(i_last),
+                        first: Some(b_first),
+                    }),
+                    outside: None,
+                };
+                Looplet::Thunk {
+                    preamble: bounds_where(
+                        fiber_bounds(ptr, idx, pos, r, r_stop, i_last),
+                        zeros(&[r, r_stop, i_last]),
+                    ),
+                    body: Box::new(Looplet::Sequence(vec![
+                        (Some(l(i_last)), walker(stepper, gallop)),
+                        (None, fill_run()),
+                    ])),
+                    epilogue: vec![],
+                }
+            }
+            // A sorted list of set indices over dense child positions `pos·shape + i`.
+            LevelKind::SparseByteMap => {
+                let (ptr, tbl, srt) = (buf(0)?, buf(1)?, buf(2)?);
+                let base = KExpr::bin(Op::Mul, pos.clone(), l(shape));
+                if f.protocols.follows(f.depth) {
+                    // follow: the flag decides between the child and fill.
+                    return Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
+                        let q = KExpr::bin(Op::Add, base.clone(), minus1(i));
+                        Tensor::Switch {
+                            pre: vec![],
+                            cond: KExpr::load(tbl, q.clone()),
+                            then: Box::new(child(q)),
+                            otherwise: Box::new(Tensor::FillLeaf(fill)),
+                        }
+                    })));
+                }
+                let child_of: ChildOf =
+                    Rc::new(move |q| KExpr::bin(Op::Add, base.clone(), KExpr::load(srt, q)));
+                let list = SortedList {
+                    entries: Entries::of_fiber(ptr, present),
+                    idx: srt,
+                    child_of,
+                    shape,
+                    runs: false,
+                };
+                self.sorted_walk(t, depth, f.pos.clone(), protocols, list, gallop)
+            }
+            // Sorted entries with a child position each.
+            LevelKind::SparseHash => {
+                let (ptr, idx, posbuf) = (buf(0)?, buf(1)?, buf(2)?);
+                let child_of: ChildOf = Rc::new(move |q| KExpr::load(posbuf, q));
+                let list = SortedList {
+                    entries: Entries::of_fiber(ptr, present),
+                    idx,
+                    child_of,
+                    shape,
+                    runs: false,
+                };
+                self.sorted_read(f, list)
+            }
+            LevelKind::Dense | LevelKind::SparseList | LevelKind::SparseCoo(_) => {
+                return Err(Error::Program(format!(
+                    "internal: {} is not a structured level",
+                    kind.name()
+                )))
+            }
+        })
+    }
+}
