@@ -13,7 +13,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 # The kernel tests: compile_oracle and the binaries split from it share tests/common/.
-KERNEL_TESTS="regressions compile_paper backend_kernels reassociate_scalar reassociate_avx2
+KERNEL_TESTS="regressions compile_paper compile_language backend_kernels reassociate_scalar reassociate_avx2
   compile_oracle kernel_size c_text compile_work compile_semantics compile_errors"
 TESTS=${*:-$KERNEL_TESTS}
 CC=${CC:-cc}

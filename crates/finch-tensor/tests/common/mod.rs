@@ -6,6 +6,8 @@
 // Each test binary includes this module and uses a different subset of it.
 #![allow(dead_code)]
 
+pub mod programs;
+
 use std::collections::HashMap;
 
 use finch::engine::{CompileOptions, Engine};
