@@ -305,6 +305,28 @@ impl KExpr {
     }
 }
 
+/// Arithmetic on kernel expressions reads like the formula it builds: `pos + 1`,
+/// `hi - lo + 1`, `n * width` (each an `Op` node; the simplifier folds what it can).
+macro_rules! kexpr_arithmetic {
+    ($($trait:ident, $method:ident, $op:ident);*) => {$(
+        impl std::ops::$trait<KExpr> for KExpr {
+            type Output = KExpr;
+            fn $method(self, rhs: KExpr) -> KExpr {
+                KExpr::bin(Op::$op, self, rhs)
+            }
+        }
+
+        impl std::ops::$trait<i64> for KExpr {
+            type Output = KExpr;
+            fn $method(self, rhs: i64) -> KExpr {
+                KExpr::bin(Op::$op, self, KExpr::int(rhs))
+            }
+        }
+    )*};
+}
+
+kexpr_arithmetic!(Add, add, Add; Sub, sub, Sub; Mul, mul, Mul);
+
 /// The result type of `op` on arguments of the given types, or `None` when the kernel IR
 /// does not accept that combination (mixed types, `missing`-only operators).
 pub fn op_type(op: Op, args: &[ScalarType]) -> Option<ScalarType> {

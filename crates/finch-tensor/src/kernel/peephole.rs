@@ -74,17 +74,17 @@ pub fn tidy_expr(e: KExpr) -> KExpr {
                 (Op::Add, None, Some(c)) => match a {
                     KExpr::Op(Op::Sub, inner) if inner.len() == 2 && int(&inner[1]).is_some() => {
                         let d = c.wrapping_sub(int(&inner[1]).unwrap_or(0));
-                        tidy_expr(KExpr::bin(Op::Add, inner[0].clone(), KExpr::int(d)))
+                        tidy_expr(inner[0].clone() + d)
                     }
                     _ => KExpr::Op(op, args),
                 },
                 (Op::Sub, None, Some(c)) => match a {
                     KExpr::Op(Op::Add, inner) if inner.len() == 2 && int(&inner[1]).is_some() => {
                         let d = int(&inner[1]).unwrap_or(0).wrapping_sub(c);
-                        tidy_expr(KExpr::bin(Op::Add, inner[0].clone(), KExpr::int(d)))
+                        tidy_expr(inner[0].clone() + d)
                     }
                     // `x - (-c)` reads better as `x + c` (same wrapping result).
-                    _ if c < 0 && c != i64::MIN => KExpr::bin(Op::Add, a.clone(), KExpr::int(-c)),
+                    _ if c < 0 && c != i64::MIN => a.clone() + (-c),
                     _ => KExpr::Op(op, args),
                 },
                 _ => KExpr::Op(op, args),

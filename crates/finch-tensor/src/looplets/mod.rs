@@ -621,11 +621,11 @@ pub fn shift_by(l: &Looplet, c: &KExpr) -> Looplet {
     }
     let back = {
         let c = c.clone();
-        move |s: &KExpr| KExpr::bin(Op::Sub, s.clone(), c.clone())
+        move |s: &KExpr| s.clone() - c.clone()
     };
     let up = {
         let c = c.clone();
-        move |e: KExpr| KExpr::bin(Op::Add, e, c.clone())
+        move |e: KExpr| e + c.clone()
     };
     match l {
         Looplet::Lookup(f) => {
@@ -739,13 +739,13 @@ fn map_stepper_children(s: &Rc<Stepper>, f: &Rc<dyn Fn(Tensor) -> Tensor>) -> St
 fn add_const(e: KExpr, c: &KExpr) -> KExpr {
     match (e, c) {
         (KExpr::Lit(Value::I64(n)), KExpr::Lit(Value::I64(k))) => KExpr::int(n.wrapping_add(*k)),
-        (e, c) => KExpr::bin(Op::Add, e, c.clone()),
+        (e, c) => e + c.clone(),
     }
 }
 
 fn shift_stepper(s: &Rc<Stepper>, c: &KExpr) -> Stepper {
     let inner = s.clone();
-    let back = |e: &KExpr| KExpr::bin(Op::Sub, e.clone(), c.clone());
+    let back = |e: &KExpr| e.clone() - c.clone();
     let up = c.clone();
     Stepper {
         seek: Box::new(move |start| (inner.seek)(add_const(start, &up))),
@@ -776,11 +776,11 @@ pub fn pad_with(l: Looplet, c: &KExpr, n: KExpr, outside: Tensor) -> Looplet {
     let missing = || Looplet::Run(Box::new(outside.clone()));
     let minus_c = match c {
         KExpr::Lit(Value::I64(k)) => KExpr::int(k.wrapping_neg()),
-        c => KExpr::bin(Op::Sub, KExpr::int(0), c.clone()),
+        c => KExpr::int(0) - c.clone(),
     };
     Looplet::Sequence(vec![
         (Some(minus_c), missing()),
-        (Some(KExpr::bin(Op::Sub, n, c.clone())), l),
+        (Some(n - c.clone()), l),
         (None, missing()),
     ])
 }

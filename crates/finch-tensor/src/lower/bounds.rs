@@ -115,7 +115,7 @@ pub fn provably_empty(start: &KExpr, end: &KExpr, facts: &Facts) -> bool {
     lows.iter().any(|lo| {
         highs
             .iter()
-            .any(|hi| provably_le(&KExpr::bin(Op::Add, (*hi).clone(), one.clone()), lo, facts))
+            .any(|hi| provably_le(&((*hi).clone() + one.clone()), lo, facts))
     })
 }
 
@@ -129,7 +129,7 @@ mod tests {
 
     #[test]
     fn same_base_min_max_fold() {
-        let e = KExpr::Op(Op::Min, vec![n(), KExpr::bin(Op::Sub, n(), KExpr::int(-1))]);
+        let e = KExpr::Op(Op::Min, vec![n(), n() - (-1)]);
         assert_eq!(fold_min_max(e, &[]), n());
         let e = KExpr::Op(Op::Max, vec![KExpr::int(1), KExpr::int(3), n()]);
         assert_eq!(
@@ -164,10 +164,7 @@ mod tests {
             &[]
         ));
         // max(1, n + 1) ..= n is empty; max(1, n) ..= n is not.
-        let after = KExpr::Op(
-            Op::Max,
-            vec![lo.clone(), KExpr::bin(Op::Add, n(), KExpr::int(1))],
-        );
+        let after = KExpr::Op(Op::Max, vec![lo.clone(), n() + 1]);
         assert!(provably_empty(&after, &n(), &[]));
         assert!(!provably_empty(
             &KExpr::Op(Op::Max, vec![lo, n()]),
@@ -177,7 +174,7 @@ mod tests {
         // last + 1 ..= n is not empty even knowing last <= n; n + 1 ..= last is.
         let last = KExpr::Local(LocalId(4));
         let facts = [(LocalId(4), LocalId(3))];
-        let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+        let plus1 = |e: KExpr| e + 1;
         assert!(!provably_empty(&plus1(last.clone()), &n(), &facts));
         assert!(provably_empty(&plus1(n()), &last, &facts));
         assert!(!provably_empty(&plus1(n()), &last, &[]));
@@ -189,7 +186,7 @@ mod tests {
         // last + 1 (two facts), and min(0, before) is 0; without them nothing folds.
         let (before, last) = (LocalId(5), LocalId(4));
         let facts = [(ZERO, before), (before, last)];
-        let plus1 = |l: LocalId| KExpr::bin(Op::Add, KExpr::Local(l), KExpr::int(1));
+        let plus1 = |l: LocalId| KExpr::Local(l) + 1;
         let start = |l| KExpr::Op(Op::Max, vec![KExpr::int(1), plus1(l)]);
         assert_eq!(fold_min_max(start(before), &facts), plus1(before));
         assert_eq!(fold_min_max(start(last), &facts), plus1(last));

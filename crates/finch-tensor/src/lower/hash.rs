@@ -57,7 +57,7 @@ fn l(x: LocalId) -> KExpr {
 }
 
 fn add(a: KExpr, b: KExpr) -> KExpr {
-    KExpr::bin(Op::Add, a, b)
+    a + b
 }
 
 /// The multiplier of Fibonacci hashing (2^64 / golden ratio, as an `i64`).
@@ -66,7 +66,7 @@ const GOLDEN: i64 = -7_046_029_254_386_353_131;
 /// The home slot of key `k`: `m ^ (m >> 29)` of `m = k · GOLDEN` (wrapping), masked to
 /// the capacity (a power of two).
 fn home(table: BufId, k: KExpr) -> KExpr {
-    let m = || KExpr::bin(Op::Mul, k.clone(), KExpr::int(GOLDEN));
+    let m = || k.clone() * GOLDEN;
     let mixed = KExpr::bin(Op::Xor, m(), KExpr::bin(Op::Shr, m(), KExpr::int(29)));
     KExpr::bin(Op::BitAnd, mixed, mask(table))
 }
@@ -78,11 +78,11 @@ fn capacity(table: BufId) -> KExpr {
 }
 
 fn mask(table: BufId) -> KExpr {
-    KExpr::bin(Op::Sub, capacity(table), KExpr::int(1))
+    capacity(table) - 1
 }
 
 fn key_slot(h: KExpr) -> KExpr {
-    KExpr::bin(Op::Mul, h, KExpr::int(2))
+    h * 2
 }
 
 fn entry_slot(h: KExpr) -> KExpr {
@@ -162,10 +162,7 @@ impl HashTable {
                 buf: self.table,
                 len: KExpr::Op(
                     Op::Max,
-                    vec![
-                        KExpr::bin(Op::Mul, KExpr::Len(self.table), KExpr::int(2)),
-                        KExpr::int(2 * MIN_CAPACITY),
-                    ],
+                    vec![KExpr::Len(self.table) * 2, KExpr::int(2 * MIN_CAPACITY)],
                 ),
                 fill: Value::I64(0),
             },
@@ -202,7 +199,7 @@ impl HashTable {
         KStmt::If {
             cond: KExpr::bin(
                 Op::Gt,
-                KExpr::bin(Op::Mul, add(l(self.count), KExpr::int(1)), KExpr::int(2)),
+                add(l(self.count), KExpr::int(1)) * 2,
                 capacity(self.table),
             ),
             then: rebuild,
@@ -362,7 +359,7 @@ impl Lowerer {
         // Positions of the levels above: the product of their sizes (Dense levels).
         let parents = shape_of(&self.tensors[t].levels[..f.depth])
             .into_iter()
-            .fold(KExpr::int(1), |p, s| KExpr::bin(Op::Mul, p, l(s)));
+            .fold(KExpr::int(1), |p, s| p * l(s));
         let mut freeze = self.hash_freeze(t, depth, h, &view, &shapes, parents);
         freeze.push(KStmt::Assign(view.frozen, KExpr::Lit(Value::Bool(true))));
         Ok(Looplet::Thunk {
@@ -468,10 +465,7 @@ impl Lowerer {
             body: vec![KStmt::Store {
                 buf: view.ptr,
                 index: l(r),
-                value: add(
-                    KExpr::load(view.ptr, l(r)),
-                    KExpr::load(view.ptr, KExpr::bin(Op::Sub, l(r), KExpr::int(1))),
-                ),
+                value: add(KExpr::load(view.ptr, l(r)), KExpr::load(view.ptr, l(r) - 1)),
             }],
         });
         code

@@ -50,10 +50,7 @@ impl Lowerer {
             0,
             &mut Vec::new(),
         )?);
-        step.push(KStmt::Assign(
-            i,
-            KExpr::bin(Op::Add, KExpr::Local(st), KExpr::int(1)),
-        ));
+        step.push(KStmt::Assign(i, KExpr::Local(st) + 1));
         Ok(vec![
             KStmt::Assign(i, lo),
             KStmt::While {

@@ -92,7 +92,7 @@ impl Lowerer {
             return Ok(vec![KStmt::For {
                 var,
                 lo,
-                hi: KExpr::bin(Op::Add, hi, KExpr::int(1)),
+                hi: hi + 1,
                 body: inner,
             }]);
         };
@@ -109,7 +109,7 @@ impl Lowerer {
             otherwise: vec![KStmt::For {
                 var,
                 lo,
-                hi: KExpr::bin(Op::Add, hi, KExpr::int(1)),
+                hi: hi + 1,
                 body: inner,
             }],
         }])

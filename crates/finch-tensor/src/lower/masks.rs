@@ -50,7 +50,7 @@ impl Lowerer {
             } else {
                 KExpr::Op(Op::Cast(ScalarType::I64), vec![k])
             };
-            let minus1 = KExpr::bin(Op::Sub, k.clone(), KExpr::int(1));
+            let minus1 = k.clone() - 1;
             let run = |v: bool| Looplet::Run(Box::new(Tensor::Value(Expr::Lit(Value::Bool(v)))));
             let phases = match op {
                 Op::Le => vec![(Some(k), run(true)), (None, run(false))],

@@ -654,7 +654,7 @@ impl Lowerer {
                 // Counts to offsets: ptr[p] += ptr[p - 1].
                 let p = self.fresh(&format!("{}_freeze", self.tensors[t].name), ScalarType::I64);
                 let at = |e: KExpr| KExpr::load(ptr, e);
-                let prev = KExpr::bin(Op::Sub, KExpr::Local(p), KExpr::int(1));
+                let prev = KExpr::Local(p) - 1;
                 Ok(vec![KStmt::For {
                     var: p,
                     lo: KExpr::int(1),
@@ -662,7 +662,7 @@ impl Lowerer {
                     body: vec![KStmt::Store {
                         buf: ptr,
                         index: KExpr::Local(p),
-                        value: KExpr::bin(Op::Add, at(KExpr::Local(p)), at(prev)),
+                        value: at(KExpr::Local(p)) + at(prev),
                     }],
                 }])
             }
@@ -864,7 +864,7 @@ impl Lowerer {
                                 if *offset == 0 {
                                     k
                                 } else {
-                                    KExpr::bin(Op::Add, k, KExpr::int(*offset))
+                                    k + (*offset)
                                 }
                             }
                         };
@@ -1126,10 +1126,7 @@ mod tests {
             ))
         }));
         let b = Looplet::Lookup(Rc::new(move |j| {
-            Tensor::Value(Expr::Code(KExpr::load(
-                data,
-                KExpr::bin(Op::Sub, j, KExpr::int(1)),
-            )))
+            Tensor::Value(Expr::Code(KExpr::load(data, j - 1)))
         }));
         let body = c_plus_eq(Expr::Call(Op::Mul, vec![lit(2.0), lit(1.0), at(a), at(b)]));
         let (c, text) = run(l, 1, 3, body, &mut [Buffer::F64(vec![1.0, 2.0, 3.0])]);
@@ -1259,10 +1256,7 @@ mod tests {
                 seek: Box::new(move |start| {
                     vec![KStmt::While {
                         cond: KExpr::bin(Op::Lt, KExpr::load(stops, KExpr::Local(p)), start),
-                        body: vec![KStmt::Assign(
-                            p,
-                            KExpr::bin(Op::Add, KExpr::Local(p), KExpr::int(1)),
-                        )],
+                        body: vec![KStmt::Assign(p, KExpr::Local(p) + 1)],
                     }]
                 }),
                 preamble: vec![],
@@ -1271,10 +1265,7 @@ mod tests {
                     vals,
                     KExpr::Local(p),
                 ))))),
-                next: vec![KStmt::Assign(
-                    p,
-                    KExpr::bin(Op::Add, KExpr::Local(p), KExpr::int(1)),
-                )],
+                next: vec![KStmt::Assign(p, KExpr::Local(p) + 1)],
                 counted: None,
                 outside: None,
             }))
@@ -1316,10 +1307,7 @@ mod tests {
                     vals,
                     KExpr::Local(p),
                 ))))),
-                next: vec![KStmt::Assign(
-                    p,
-                    KExpr::bin(Op::Add, KExpr::Local(p), KExpr::int(1)),
-                )],
+                next: vec![KStmt::Assign(p, KExpr::Local(p) + 1)],
                 counted: None,
                 outside: None,
             }))

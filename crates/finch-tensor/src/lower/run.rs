@@ -98,11 +98,7 @@ impl Lowerer {
         else {
             return Ok(None);
         };
-        let n = KExpr::bin(
-            Op::Add,
-            KExpr::bin(Op::Sub, hi.clone(), lo.clone()),
-            KExpr::int(1),
-        );
+        let n = (hi.clone() - lo.clone()) + 1;
         match op {
             Op::Add | Op::Sub => {
                 let rt = type_of(rhs, self).unwrap_or(ScalarType::F64);

@@ -37,10 +37,7 @@ impl Lowerer {
                 _ => hi.clone(),
             };
             let next = bounds::fold_min_max(
-                KExpr::Op(
-                    Op::Max,
-                    vec![lo.clone(), KExpr::bin(Op::Add, end.clone(), KExpr::int(1))],
-                ),
+                KExpr::Op(Op::Max, vec![lo.clone(), end.clone() + 1]),
                 &self.at_most,
             );
             // A phase that ends one index after the previous one (a SparsePoint's stored
@@ -49,7 +46,7 @@ impl Lowerer {
                 .checked_sub(1)
                 .and_then(|j| phases[j].0.as_ref())
                 .zip(stop.as_ref())
-                .filter(|(prev, s)| **prev == KExpr::bin(Op::Sub, (*s).clone(), KExpr::int(1)))
+                .filter(|(prev, s)| **prev == (*s).clone() - 1)
                 .filter(|_| k + 1 < phases.len())
                 .map(|(_, s)| s.clone());
             // A phase the bounds prover shows empty (its start exceeds its end whatever the
@@ -206,7 +203,7 @@ impl Lowerer {
         if merged.is_empty() {
             return Ok(None);
         }
-        let past = KExpr::bin(Op::Add, hi.clone(), KExpr::int(1));
+        let past = hi.clone() + 1;
         let mut walked = Vec::new();
         let mut shared = Vec::new();
         for (k, part) in parts.into_iter().enumerate() {
@@ -270,7 +267,7 @@ impl Lowerer {
                 before,
                 middle,
             } => {
-                let first = KExpr::bin(Op::Add, before, KExpr::int(1));
+                let first = before + 1;
                 (first, blocks.stop.clone(), middle, Some(blocks))
             }
         };
@@ -319,7 +316,7 @@ impl Lowerer {
                 block: middle,
             }),
         };
-        let minus1 = |e: KExpr| KExpr::bin(Op::Sub, e, KExpr::int(1));
+        let minus1 = |e: KExpr| e - 1;
         let set = |x: LocalId, e: KExpr| KStmt::Assign(x, e);
         let Some(b) = blocks else {
             // One block: the segment before it, the block, the rest; an empty one skipped.
@@ -352,7 +349,7 @@ impl Lowerer {
                     ),
                 ]
             };
-            let next = enter(KExpr::bin(Op::Add, KExpr::Local(stop), KExpr::int(1)));
+            let next = enter(KExpr::Local(stop) + 1);
             let init = enter(KExpr::int(1));
             let seek = move |start: KExpr| match start {
                 KExpr::Lit(Value::I64(1)) => vec![],
@@ -390,7 +387,7 @@ impl Lowerer {
             }]
         };
         let mut on = b.next.clone();
-        on.extend(load(KExpr::bin(Op::Add, KExpr::Local(stop), KExpr::int(1))));
+        on.extend(load(KExpr::Local(stop) + 1));
         let next = vec![KStmt::If {
             cond: KExpr::Local(inside),
             then: on,
@@ -546,7 +543,7 @@ pub(super) fn to_the_end_parts(l: &Looplet) -> Option<(ToTheEnd, Value)> {
                 // A block padded with `missing` is a permissive read of a Dense level: its
                 // `missing` outside reaches a `coalesce` (`Lowerer::coalesce_selects`) or
                 // an assignment, which it makes a branch (the simplifier's `lift-missing`).
-                let first = KExpr::bin(Op::Add, before.clone(), KExpr::int(1));
+                let first = before.clone() + 1;
                 let (last, middle) = (last.clone(), middle.clone());
                 let block = ToTheEnd::Block {
                     first,

@@ -20,7 +20,7 @@ impl Lowerer {
             Looplet::Spike { tail, .. } => Repl::Looplet(Looplet::Run(tail.clone())),
             _ => Repl::Keep,
         })?;
-        let before = KExpr::bin(Op::Sub, hi.clone(), KExpr::int(1));
+        let before = hi.clone() - 1;
         let mut out = Vec::new();
         let first = self.lower(Stmt::Loop {
             index: index.into(),

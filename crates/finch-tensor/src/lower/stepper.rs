@@ -113,10 +113,7 @@ impl Lowerer {
             }
             step.extend(some);
         }
-        step.push(KStmt::Assign(
-            i,
-            KExpr::bin(Op::Add, KExpr::Local(st), KExpr::int(1)),
-        ));
+        step.push(KStmt::Assign(i, KExpr::Local(st) + 1));
         let general = KStmt::While {
             cond: KExpr::bin(Op::Le, KExpr::Local(i), hi.clone()),
             body: step,
@@ -148,10 +145,7 @@ impl Lowerer {
                     1,
                     &mut vec![true],
                 )?);
-                fast.push(KStmt::Assign(
-                    i,
-                    KExpr::bin(Op::Add, KExpr::Local(st), KExpr::int(1)),
-                ));
+                fast.push(KStmt::Assign(i, KExpr::Local(st) + 1));
                 let counted_loop = KStmt::While {
                     cond: counted.more.clone(),
                     body: fast,

@@ -550,13 +550,9 @@ impl Converter<'_> {
                     let length = match &size {
                         Some(Size::Const(n)) => Some(Expr::Lit(Value::I64(*n))),
                         Some(Size::Mode(t, m)) => Some(Expr::Code(self.mode_size(*t, *m)?)),
-                        Some(Size::Span(lo, hi)) => {
-                            Some(Expr::Code(crate::kernel::tidy_expr(KExpr::bin(
-                                Op::Add,
-                                KExpr::bin(Op::Sub, self.bound_value(*hi)?, self.bound_value(*lo)?),
-                                KExpr::int(1),
-                            ))))
-                        }
+                        Some(Size::Span(lo, hi)) => Some(Expr::Code(crate::kernel::tidy_expr(
+                            (self.bound_value(*hi)? - self.bound_value(*lo)?) + 1,
+                        ))),
                         None => None,
                     };
                     if offset != 0 || range.is_some() {
@@ -622,11 +618,9 @@ impl Converter<'_> {
                     (None, Some(Size::Mode(t, m))) => (KExpr::int(1), self.mode_size(t, m)?),
                     (None, Some(Size::Span(lo, hi))) => (
                         KExpr::int(1),
-                        crate::kernel::tidy_expr(KExpr::bin(
-                            Op::Add,
-                            KExpr::bin(Op::Sub, self.bound_value(hi)?, self.bound_value(lo)?),
-                            KExpr::int(1),
-                        )),
+                        crate::kernel::tidy_expr(
+                            (self.bound_value(hi)? - self.bound_value(lo)?) + 1,
+                        ),
                     ),
                     (None, None) => return Err(Error::Program(format!("no extent for `{index}`"))),
                 };

@@ -227,7 +227,7 @@ impl Lowerer {
                 };
                 let at = pos.clone();
                 let record = move |i: KExpr| {
-                    let i0 = KExpr::bin(Op::Sub, i, KExpr::int(1));
+                    let i0 = i - 1;
                     let held = KExpr::load(idx, pos.clone());
                     vec![KStmt::If {
                         cond: l(dirty),
@@ -554,13 +554,7 @@ pub(super) fn linear_position(
     pos: KExpr,
     shape: crate::kernel::LocalId,
 ) -> impl Fn(KExpr) -> KExpr {
-    move |i: KExpr| {
-        KExpr::bin(
-            Op::Add,
-            KExpr::bin(Op::Mul, pos.clone(), KExpr::Local(shape)),
-            KExpr::bin(Op::Sub, i, KExpr::int(1)),
-        )
-    }
+    move |i: KExpr| pos.clone() * KExpr::Local(shape) + (i - 1)
 }
 
 /// `Lookup(i -> child(pos·shape + i - 1))`: the looplet of a Dense level of fiber `f`.
@@ -651,10 +645,7 @@ pub(super) fn grow_to(buf: crate::kernel::BufId, need: KExpr, fill: Value) -> KS
         cond: KExpr::bin(Op::Gt, need.clone(), KExpr::Len(buf)),
         then: vec![KStmt::Resize {
             buf,
-            len: KExpr::Op(
-                Op::Max,
-                vec![KExpr::bin(Op::Mul, KExpr::Len(buf), KExpr::int(2)), need],
-            ),
+            len: KExpr::Op(Op::Max, vec![KExpr::Len(buf) * 2, need]),
             fill,
         }],
         otherwise: vec![],

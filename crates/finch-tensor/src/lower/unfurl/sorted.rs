@@ -34,7 +34,7 @@ impl Lowerer {
         let i_last = self.level_local(t, depth, "i_last");
         let i_cur = self.level_local(t, depth, "i");
         let l = KExpr::Local;
-        let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+        let plus1 = |e: KExpr| e + 1;
         let SortedList {
             entries,
             idx,
@@ -125,7 +125,7 @@ impl Lowerer {
             .local(format!("{name}_lvl{depth}_found"), ScalarType::Bool);
         let hi = self.level_local(t, depth, "q_stop");
         let l = KExpr::Local;
-        let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+        let plus1 = |e: KExpr| e + 1;
         let SortedList {
             entries,
             idx,
@@ -135,7 +135,7 @@ impl Lowerer {
         } = list;
         let run_end = runs.then(|| self.level_local(t, depth, "run_end"));
         Looplet::Lookup(Rc::new(move |i: KExpr| {
-            let target = KExpr::bin(Op::Sub, i, KExpr::int(1));
+            let target = i - 1;
             let (lo, stop) = match &entries {
                 Entries::Until(end) => (pos.clone(), end.clone()),
                 Entries::Fiber(ptr) => (
@@ -249,7 +249,7 @@ pub(in crate::lower) fn fiber_bounds(
     i_last: crate::kernel::LocalId,
 ) -> Vec<KStmt> {
     let first = KExpr::load(ptr, pos.clone());
-    let stop = KExpr::load(ptr, KExpr::bin(Op::Add, pos, KExpr::int(1)));
+    let stop = KExpr::load(ptr, pos + 1);
     entry_bounds(first, stop, last, q, q_stop, i_last)
 }
 
@@ -264,7 +264,7 @@ pub(in crate::lower) fn entry_bounds(
     i_last: crate::kernel::LocalId,
 ) -> Vec<KStmt> {
     let l = KExpr::Local;
-    let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+    let plus1 = |e: KExpr| e + 1;
     vec![
         KStmt::Assign(q, first),
         KStmt::Assign(q_stop, stop),
@@ -272,10 +272,7 @@ pub(in crate::lower) fn entry_bounds(
             cond: KExpr::bin(Op::Lt, l(q), l(q_stop)),
             then: vec![KStmt::Assign(
                 i_last,
-                plus1(KExpr::load(
-                    last,
-                    KExpr::bin(Op::Sub, l(q_stop), KExpr::int(1)),
-                )),
+                plus1(KExpr::load(last, l(q_stop) - 1)),
             )],
             otherwise: vec![KStmt::Assign(i_last, KExpr::int(0))],
         },
@@ -299,16 +296,12 @@ pub(in crate::lower) fn seek_on(
         vec![KStmt::If {
             cond: KExpr::bin(Op::Lt, l(q), l(q_stop)),
             then: vec![KStmt::If {
-                cond: KExpr::bin(
-                    Op::Lt,
-                    KExpr::bin(Op::Add, KExpr::load(last, l(q)), KExpr::int(1)),
-                    start.clone(),
-                ),
+                cond: KExpr::bin(Op::Lt, KExpr::load(last, l(q)) + 1, start.clone()),
                 then: vec![KStmt::Assign(
                     q,
                     KExpr::Search {
                         buf: last,
-                        value: Box::new(KExpr::bin(Op::Sub, start, KExpr::int(1))),
+                        value: Box::new(start - 1),
                         lo: Box::new(l(q)),
                         hi: Box::new(l(q_stop)),
                     },

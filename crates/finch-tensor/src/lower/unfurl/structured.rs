@@ -27,7 +27,7 @@ impl Lowerer {
         };
         let l = KExpr::Local;
         let one = || KExpr::int(1);
-        let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
+        let plus1 = |e: KExpr| e + 1;
         let child = move |q: KExpr| {
             Box::new(Tensor::Fiber(Fiber {
                 tensor: t,
@@ -74,16 +74,12 @@ impl Lowerer {
                 Looplet::Lookup(Rc::new(move |i: KExpr| {
                     let last = plus1(KExpr::load(idx, pos.clone()));
                     let end = KExpr::load(ofs, plus1(pos.clone()));
-                    let width = KExpr::bin(Op::Sub, end.clone(), KExpr::load(ofs, pos.clone()));
-                    let first = plus1(KExpr::bin(Op::Sub, last.clone(), width));
+                    let width = end.clone() - KExpr::load(ofs, pos.clone());
+                    let first = plus1(last.clone() - width);
                     Tensor::Switch {
                         pre: vec![],
                         cond: within(first, i.clone(), last.clone()),
-                        then: child(KExpr::bin(
-                            Op::Sub,
-                            KExpr::bin(Op::Sub, end, one()),
-                            KExpr::bin(Op::Sub, last, i),
-                        )),
+                        then: child((end - one()) - (last - i)),
                         otherwise: Box::new(Tensor::FillLeaf(fill)),
                     }
                 }))
@@ -103,19 +99,9 @@ impl Lowerer {
                             (
                                 idx,
                                 Rc::new(move |r: KExpr| {
-                                    let width = KExpr::bin(
-                                        Op::Sub,
-                                        KExpr::load(
-                                            ofs,
-                                            KExpr::bin(Op::Add, r.clone(), KExpr::int(1)),
-                                        ),
-                                        KExpr::load(ofs, r.clone()),
-                                    );
-                                    Some(KExpr::bin(
-                                        Op::Add,
-                                        KExpr::bin(Op::Sub, KExpr::load(idx, r), width),
-                                        KExpr::int(1),
-                                    ))
+                                    let width = KExpr::load(ofs, r.clone() + 1)
+                                        - KExpr::load(ofs, r.clone());
+                                    Some((KExpr::load(idx, r) - width) + 1)
                                 }),
                             )
                         }
@@ -129,18 +115,17 @@ impl Lowerer {
                     ScalarType::Bool,
                 );
                 Looplet::Lookup(Rc::new(move |i: KExpr| {
-                    let target = KExpr::bin(Op::Sub, i, KExpr::int(1));
+                    let target = i - 1;
                     let hit = match start(l(r)) {
                         Some(s) => KExpr::bin(Op::Le, s, target.clone()),
                         None => KExpr::Lit(Value::Bool(true)),
                     };
                     // A block's values are consecutive, ending at `ofs[r+1]`.
                     let at = match ofs {
-                        Some(ofs) => KExpr::bin(
-                            Op::Sub,
-                            KExpr::bin(Op::Sub, KExpr::load(ofs, plus1(l(r))), KExpr::int(1)),
-                            KExpr::bin(Op::Sub, KExpr::load(ends, l(r)), target.clone()),
-                        ),
+                        Some(ofs) => {
+                            (KExpr::load(ofs, plus1(l(r))) - 1)
+                                - (KExpr::load(ends, l(r)) - target.clone())
+                        }
                         None => l(r),
                     };
                     Tensor::Switch {
@@ -193,8 +178,8 @@ impl Lowerer {
         // where it holds; elsewhere `empty` sets them to a fiber with no entries.
         let bounds_where =
             |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
-        let plus1 = |e: KExpr| KExpr::bin(Op::Add, e, KExpr::int(1));
-        let minus1 = |e: KExpr| KExpr::bin(Op::Sub, e, KExpr::int(1));
+        let plus1 = |e: KExpr| e + 1;
+        let minus1 = |e: KExpr| e - 1;
         let child = move |q: KExpr| {
             Tensor::Fiber(Fiber {
                 tensor: t,
@@ -269,7 +254,7 @@ impl Lowerer {
                 let q1 = self.level_local(t, depth, "q_stop");
                 let last = self.level_local(t, depth, "last");
                 let before = self.level_local(t, depth, "before");
-                let width = KExpr::bin(Op::Sub, l(q1), KExpr::load(ofs, pos.clone()));
+                let width = l(q1) - KExpr::load(ofs, pos.clone());
                 // `0 <= before <= last <= shape`: a block lies in the level (I3), and the
                 // clamp holds an empty fiber's `last` (I4 allows `shape + 1`) in it too. So
                 // over the level's whole extent the phases need no clamping of their own.
@@ -286,7 +271,7 @@ impl Lowerer {
                                 last,
                                 KExpr::Op(Op::Min, vec![plus1(KExpr::load(idx, pos)), l(shape)]),
                             ),
-                            KStmt::Assign(before, KExpr::bin(Op::Sub, l(last), width)),
+                            KStmt::Assign(before, l(last) - width),
                         ],
                         zeros(&[q1, last, before]),
                     ),
@@ -296,11 +281,7 @@ impl Lowerer {
                             Some(l(last)),
                             Looplet::Lookup(Rc::new(move |i: KExpr| {
                                 // child(q_stop - 1 - (last - i))
-                                child(KExpr::bin(
-                                    Op::Add,
-                                    KExpr::bin(Op::Sub, minus1(l(q1)), l(last)),
-                                    i,
-                                ))
+                                child((minus1(l(q1)) - l(last)) + i)
                             })),
                         ),
                         (None, fill_run()),
@@ -421,11 +402,7 @@ impl Lowerer {
                         KStmt::Assign(b_end, KExpr::load(ofs, plus1(l(r)))),
                         KStmt::Assign(
                             b_first,
-                            plus1(KExpr::bin(
-                                Op::Sub,
-                                l(b_last),
-                                KExpr::bin(Op::Sub, l(b_end), KExpr::load(ofs, l(r))),
-                            )),
+                            plus1(l(b_last) - (l(b_end) - KExpr::load(ofs, l(r)))),
                         ),
                     ],
                     stop: l(b_last),
@@ -434,11 +411,7 @@ impl Lowerer {
                         (
                             None,
                             Looplet::Lookup(Rc::new(move |j: KExpr| {
-                                child(KExpr::bin(
-                                    Op::Add,
-                                    KExpr::bin(Op::Sub, minus1(l(b_end)), l(b_last)),
-                                    j,
-                                ))
+                                child((minus1(l(b_end)) - l(b_last)) + j)
                             })),
                         ),
                     ]),
@@ -465,11 +438,11 @@ impl Lowerer {
             // A sorted list of set indices over dense child positions `pos·shape + i`.
             LevelKind::SparseByteMap => {
                 let (ptr, tbl, srt) = (buf(0)?, buf(1)?, buf(2)?);
-                let base = KExpr::bin(Op::Mul, pos.clone(), l(shape));
+                let base = pos.clone() * l(shape);
                 if f.protocols.follows(f.depth) {
                     // follow: the flag decides between the child and fill.
                     return Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
-                        let q = KExpr::bin(Op::Add, base.clone(), minus1(i));
+                        let q = base.clone() + minus1(i);
                         Tensor::Switch {
                             pre: vec![],
                             cond: KExpr::load(tbl, q.clone()),
@@ -478,8 +451,7 @@ impl Lowerer {
                         }
                     })));
                 }
-                let child_of: ChildOf =
-                    Rc::new(move |q| KExpr::bin(Op::Add, base.clone(), KExpr::load(srt, q)));
+                let child_of: ChildOf = Rc::new(move |q| base.clone() + KExpr::load(srt, q));
                 let list = SortedList {
                     entries: Entries::of_fiber(ptr, present),
                     idx: srt,

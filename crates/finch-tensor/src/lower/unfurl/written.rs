@@ -31,13 +31,7 @@ impl Lowerer {
         } else {
             // The values grow with the indices (a Pattern leaf has none).
             let leaf = self.written_values(t, depth, "sparse output")?;
-            let grown = KExpr::Op(
-                Op::Max,
-                vec![
-                    KExpr::bin(Op::Mul, KExpr::Len(idx), KExpr::int(2)),
-                    KExpr::int(1),
-                ],
-            );
+            let grown = KExpr::Op(Op::Max, vec![KExpr::Len(idx) * 2, KExpr::int(1)]);
             // `idx` last: both grow to twice its length before.
             let mut grow = vec![];
             let mut claim = vec![];
@@ -73,18 +67,14 @@ impl Lowerer {
             // its result): its slot is claimed again by the next write.
             let kept = leaf.map(|(val, _)| not_fill(KExpr::Load(val, Box::new(l(qos))), fill));
             let record = move |i: KExpr| {
-                let index = if is_coo {
-                    linear(i)
-                } else {
-                    KExpr::bin(Op::Sub, i, KExpr::int(1))
-                };
+                let index = if is_coo { linear(i) } else { i - 1 };
                 let mut keep = vec![
                     KStmt::Store {
                         buf: idx,
                         index: l(qos),
                         value: index,
                     },
-                    KStmt::Assign(qos, KExpr::bin(Op::Add, l(qos), KExpr::int(1))),
+                    KStmt::Assign(qos, l(qos) + 1),
                 ];
                 if let Some(kept) = &kept {
                     keep = vec![KStmt::If {
@@ -117,8 +107,8 @@ impl Lowerer {
             body: Box::new(inner),
             epilogue: vec![KStmt::Store {
                 buf: ptr,
-                index: KExpr::bin(Op::Add, pos, KExpr::int(1)),
-                value: KExpr::bin(Op::Sub, l(qos), l(start)),
+                index: pos + 1,
+                value: l(qos) - l(start),
             }],
         })
     }
@@ -139,7 +129,7 @@ impl Lowerer {
         let l = KExpr::Local;
         let int = KExpr::int;
         let body = move |i: KExpr| {
-            let i0 = KExpr::bin(Op::Sub, i, int(1));
+            let i0 = i - 1;
             let claim = vec![
                 KStmt::If {
                     cond: KExpr::bin(Op::Le, i0.clone(), l(last)),
@@ -151,17 +141,17 @@ impl Lowerer {
                         Op::Or,
                         vec![
                             KExpr::bin(Op::Lt, l(last), int(0)),
-                            KExpr::bin(Op::Ne, i0, KExpr::bin(Op::Add, l(last), int(1))),
+                            KExpr::bin(Op::Ne, i0, l(last) + 1),
                         ],
                     ),
                     then: vec![
-                        grow_to(idx, KExpr::bin(Op::Add, l(blocks), int(1)), Value::I64(0)),
-                        grow_to(ofs, KExpr::bin(Op::Add, l(blocks), int(2)), Value::I64(0)),
-                        KStmt::Assign(blocks, KExpr::bin(Op::Add, l(blocks), int(1))),
+                        grow_to(idx, l(blocks) + 1, Value::I64(0)),
+                        grow_to(ofs, l(blocks) + 2, Value::I64(0)),
+                        KStmt::Assign(blocks, l(blocks) + 1),
                     ],
                     otherwise: vec![],
                 },
-                grow_to(val, KExpr::bin(Op::Add, l(qos), int(1)), init),
+                grow_to(val, l(qos) + 1, init),
                 KStmt::Store {
                     buf: val,
                     index: l(qos),
@@ -177,8 +167,8 @@ impl Lowerer {
             )
         };
         let record = move |i: KExpr| {
-            let i0 = KExpr::bin(Op::Sub, i, int(1));
-            let block = KExpr::bin(Op::Sub, l(blocks), int(1));
+            let i0 = i - 1;
+            let block = l(blocks) - 1;
             vec![KStmt::If {
                 cond: l(dirty),
                 then: vec![
@@ -188,7 +178,7 @@ impl Lowerer {
                         index: block,
                         value: i0,
                     },
-                    KStmt::Assign(qos, KExpr::bin(Op::Add, l(qos), int(1))),
+                    KStmt::Assign(qos, l(qos) + 1),
                     KStmt::Store {
                         buf: ofs,
                         index: l(blocks),
@@ -210,8 +200,8 @@ impl Lowerer {
             }),
             epilogue: vec![KStmt::Store {
                 buf: ptr,
-                index: KExpr::bin(Op::Add, pos, int(1)),
-                value: KExpr::bin(Op::Sub, l(blocks), l(first_block)),
+                index: pos + 1,
+                value: l(blocks) - l(first_block),
             }],
         })
     }
@@ -239,7 +229,7 @@ impl Lowerer {
         let int = KExpr::int;
         // Room for run `qos` in every run array (and the values).
         let room = move || {
-            let need = KExpr::bin(Op::Add, l(qos), int(1));
+            let need = l(qos) + 1;
             let grow = |buf, fill| grow_to(buf, need.clone(), fill);
             let mut v = vec![grow(val, init), grow(right, Value::I64(0))];
             if let Some(left) = left {
@@ -262,11 +252,11 @@ impl Lowerer {
             });
             let _ = from;
             v.push(KStmt::Assign(last, to));
-            v.push(KStmt::Assign(qos, KExpr::bin(Op::Add, l(qos), int(1))));
+            v.push(KStmt::Assign(qos, l(qos) + 1));
             v
         };
         let body = move |lo: KExpr, _hi: KExpr| {
-            let lo0 = KExpr::bin(Op::Sub, lo, int(1));
+            let lo0 = lo - 1;
             let mut claim = vec![KStmt::If {
                 cond: KExpr::bin(Op::Le, lo0.clone(), l(last)),
                 then: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
@@ -274,11 +264,8 @@ impl Lowerer {
             }];
             if dense {
                 claim.push(KStmt::If {
-                    cond: KExpr::bin(Op::Gt, lo0.clone(), KExpr::bin(Op::Add, l(last), int(1))),
-                    then: fill_run(
-                        KExpr::bin(Op::Add, l(last), int(1)),
-                        KExpr::bin(Op::Sub, lo0, int(1)),
-                    ),
+                    cond: KExpr::bin(Op::Gt, lo0.clone(), l(last) + 1),
+                    then: fill_run(l(last) + 1, lo0 - 1),
                     otherwise: vec![],
                 });
             }
@@ -300,18 +287,18 @@ impl Lowerer {
             let mut then = vec![KStmt::Store {
                 buf: right,
                 index: l(qos),
-                value: KExpr::bin(Op::Sub, hi.clone(), int(1)),
+                value: hi.clone() - 1,
             }];
             if let Some(left) = left {
                 then.push(KStmt::Store {
                     buf: left,
                     index: l(qos),
-                    value: KExpr::bin(Op::Sub, lo, int(1)),
+                    value: lo - 1,
                 });
             }
             then.extend([
-                KStmt::Assign(last, KExpr::bin(Op::Sub, hi, int(1))),
-                KStmt::Assign(qos, KExpr::bin(Op::Add, l(qos), int(1))),
+                KStmt::Assign(last, hi - 1),
+                KStmt::Assign(qos, l(qos) + 1),
                 KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
             ]);
             vec![KStmt::If {
@@ -324,18 +311,15 @@ impl Lowerer {
         if dense {
             // Close the fiber with a fill run up to its end.
             epilogue.push(KStmt::If {
-                cond: KExpr::bin(Op::Lt, l(last), KExpr::bin(Op::Sub, l(shape), int(1))),
-                then: fill_run(
-                    KExpr::bin(Op::Add, l(last), int(1)),
-                    KExpr::bin(Op::Sub, l(shape), int(1)),
-                ),
+                cond: KExpr::bin(Op::Lt, l(last), l(shape) - 1),
+                then: fill_run(l(last) + 1, l(shape) - 1),
                 otherwise: vec![],
             });
         }
         epilogue.push(KStmt::Store {
             buf: ptr,
-            index: KExpr::bin(Op::Add, pos, int(1)),
-            value: KExpr::bin(Op::Sub, l(qos), l(start)),
+            index: pos + 1,
+            value: l(qos) - l(start),
         });
         Ok(Looplet::Thunk {
             preamble: vec![KStmt::Assign(start, l(qos)), KStmt::Assign(last, int(-1))],
@@ -382,7 +366,7 @@ impl Lowerer {
                 grow_to(val, int(1), init),
                 grow_to(right, int(1), Value::I64(0)),
                 store(val, KExpr::Lit(init)),
-                store(right, KExpr::bin(Op::Sub, l(shape), int(1))),
+                store(right, l(shape) - 1),
                 KStmt::Store {
                     buf: ptr,
                     index: int(1),
@@ -410,7 +394,7 @@ impl Lowerer {
         let (val, init) = self.written_leaf(t, depth, "SparseInterval")?;
         let fill = self.fill_of(t);
         let l = KExpr::Local;
-        let int = KExpr::int;
+        let _int = KExpr::int;
         let scratch = KExpr::Len(left);
         let hollow = crate::looplets::Hollow {
             dirty,
@@ -424,10 +408,7 @@ impl Lowerer {
         let body =
             move |_lo: KExpr, _hi: KExpr| Fiber::hollow_leaf(t, depth, at.clone(), hollow.clone());
         let record = move |lo: KExpr, hi: KExpr| {
-            let (lo0, hi0) = (
-                KExpr::bin(Op::Sub, lo, int(1)),
-                KExpr::bin(Op::Sub, hi, int(1)),
-            );
+            let (lo0, hi0) = ((lo - 1), hi - 1);
             let (lp, rp) = (
                 KExpr::load(left, pos.clone()),
                 KExpr::load(right, pos.clone()),
@@ -437,7 +418,7 @@ impl Lowerer {
             let extends = KExpr::Op(
                 Op::And,
                 vec![
-                    KExpr::bin(Op::Eq, KExpr::bin(Op::Add, rp, int(1)), lo0.clone()),
+                    KExpr::bin(Op::Eq, rp + 1, lo0.clone()),
                     KExpr::bin(Op::Eq, value.clone(), KExpr::load(val, pos.clone())),
                 ],
             );
@@ -512,16 +493,10 @@ impl Lowerer {
         let (val, init) = self.written_leaf(t, depth, "SparseBand")?;
         let l = KExpr::Local;
         let int = KExpr::int;
-        let at = move |i: KExpr| {
-            KExpr::bin(
-                Op::Add,
-                l(start),
-                KExpr::bin(Op::Sub, KExpr::bin(Op::Sub, i, int(1)), l(origin)),
-            )
-        };
+        let at = move |i: KExpr| l(start) + ((i - 1) - l(origin));
         let body = move |i: KExpr| {
-            let i0 = KExpr::bin(Op::Sub, i.clone(), int(1));
-            let need = KExpr::bin(Op::Add, at(i.clone()), int(1));
+            let i0 = i.clone() - 1;
+            let need = at(i.clone()) + 1;
             let claim = vec![
                 KStmt::If {
                     cond: KExpr::bin(Op::Le, i0.clone(), l(last)),
@@ -553,14 +528,14 @@ impl Lowerer {
             vec![KStmt::If {
                 cond: l(dirty),
                 then: vec![
-                    KStmt::Assign(last, KExpr::bin(Op::Sub, i, int(1))),
+                    KStmt::Assign(last, i - 1),
                     KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
                 ],
                 otherwise: vec![],
             }]
         };
-        let width = KExpr::bin(Op::Add, KExpr::bin(Op::Sub, l(last), l(origin)), int(1));
-        let next = KExpr::bin(Op::Add, pos.clone(), int(1));
+        let width = (l(last) - l(origin)) + 1;
+        let next = pos.clone() + 1;
         Ok(Looplet::Thunk {
             preamble: vec![
                 KStmt::Assign(start, l(qos)),
@@ -584,7 +559,7 @@ impl Lowerer {
                         index: next.clone(),
                         value: width.clone(),
                     },
-                    KStmt::Assign(qos, KExpr::bin(Op::Add, l(start), width)),
+                    KStmt::Assign(qos, l(start) + width),
                 ],
                 otherwise: vec![
                     KStmt::Store {
@@ -622,7 +597,7 @@ impl Lowerer {
         let name = self.tensors[t].name.clone();
         let l = KExpr::Local;
         let fill = self.fill_of(t);
-        let base = KExpr::bin(Op::Mul, pos.clone(), l(shape));
+        let base = pos.clone() * l(shape);
         if !f.protocols.is_written() {
             if f.depth != 0 {
                 return Err(Error::Unsupported(format!(
@@ -631,8 +606,7 @@ impl Lowerer {
             }
             if f.protocols.follows(f.depth) {
                 return Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
-                    let q =
-                        KExpr::bin(Op::Add, base.clone(), KExpr::bin(Op::Sub, i, KExpr::int(1)));
+                    let q = base.clone() + (i - 1);
                     Tensor::Switch {
                         pre: vec![],
                         cond: KExpr::load(tbl, q.clone()),
@@ -706,19 +680,11 @@ impl Lowerer {
             fill_claims: false,
             repeated: false,
         };
-        let position = move |i: KExpr| {
-            KExpr::bin(Op::Add, base.clone(), KExpr::bin(Op::Sub, i, KExpr::int(1)))
-        };
+        let position = move |i: KExpr| base.clone() + (i - 1);
         let at = position.clone();
         let record = move |i: KExpr| {
             let q = position(i);
-            let grown = KExpr::Op(
-                Op::Max,
-                vec![
-                    KExpr::bin(Op::Mul, KExpr::Len(srt), KExpr::int(2)),
-                    KExpr::int(1),
-                ],
-            );
+            let grown = KExpr::Op(Op::Max, vec![KExpr::Len(srt) * 2, KExpr::int(1)]);
             vec![KStmt::If {
                 cond: l(dirty),
                 then: vec![
@@ -744,7 +710,7 @@ impl Lowerer {
                                 index: l(nsrt),
                                 value: q,
                             },
-                            KStmt::Assign(nsrt, KExpr::bin(Op::Add, l(nsrt), KExpr::int(1))),
+                            KStmt::Assign(nsrt, l(nsrt) + 1),
                         ],
                         otherwise: vec![],
                     },
