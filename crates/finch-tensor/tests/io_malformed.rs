@@ -94,10 +94,7 @@ fn a_dense_level_larger_than_memory_is_an_error() {
     let coo = read_tns("1 17592186044416 1.0\n", "huge.tns", None).unwrap();
     let csr = Format::parse("Dense(SparseList(Element(0.0)))").unwrap();
     let e = Tensor::from_coo(&csr, &coo).unwrap_err().to_string();
-    assert!(
-        e.contains("Dense level") && e.contains("more memory"),
-        "{e}"
-    );
+    assert!(e.contains("Dense level") && e.contains("memory"), "{e}");
     let bytemap = Format::parse("SparseByteMap(SparseList(Element(0.0)))").unwrap();
     let e = Tensor::from_coo(&bytemap, &coo).unwrap_err().to_string();
     assert!(e.contains("SparseByteMap level"), "{e}");
@@ -124,5 +121,5 @@ fn hypersparse_shapes_are_summarized_or_refused() {
     )
     .unwrap_err()
     .to_string();
-    assert!(e.contains("more memory"), "{e}");
+    assert!(e.contains("memory"), "{e}");
 }
