@@ -7,9 +7,10 @@
 //! Properties: ordered, unique, full, locate. Protocols (compiler, issue #3): read
 //! default/follow (Lookup); update extrude/laminate.
 
-use super::format::Capabilities;
+use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::LevelStorage;
 use crate::error::{Error, Result};
+use crate::tensor::build::*;
 
 /// What the level can do (a lookup either way; written at any index).
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -44,4 +45,36 @@ impl DenseStorage {
     pub fn locate(&self, p: usize, i: usize) -> Option<usize> {
         (i < self.shape).then(|| p * self.shape + i)
     }
+}
+
+/// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
+/// (a range of entries), what the level stores, and the entries below each of its
+/// positions for its child.
+pub(crate) fn build(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    dims: &[usize],
+    m: usize,
+    e: &Entries,
+    groups: &[(usize, usize)],
+) -> Result<LevelStorage> {
+    let size = dims[0];
+    let mut child_groups = Vec::new();
+    let total = positions(groups.len(), size, "Dense")?;
+    reserve(&mut child_groups, total, "Dense")?;
+    for &(lo, hi) in groups {
+        let mut k = lo;
+        for i in 0..size {
+            let start = k;
+            while k < hi && e.key(k, m) == i {
+                k += 1;
+            }
+            child_groups.push((start, k));
+        }
+    }
+    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+    Ok(LevelStorage::Dense(DenseStorage {
+        shape: size,
+        child: Box::new(c),
+    }))
 }

@@ -64,6 +64,35 @@ impl LevelKind {
         self == LevelKind::SparseList
     }
 
+    /// Builds a level of this kind from sorted entries (`tensor::build`): its storage and,
+    /// through `child`, the levels below it.
+    pub(crate) fn build(
+        self,
+        index: &IndexWidth,
+        child: &LevelFormat,
+        dims: &[usize],
+        m: usize,
+        e: &crate::tensor::build::Entries,
+        groups: &[(usize, usize)],
+    ) -> crate::error::Result<super::LevelStorage> {
+        use super::*;
+        match self {
+            LevelKind::Dense => dense::build(index, child, dims, m, e, groups),
+            LevelKind::SparseList => sparse_list::build(index, child, dims, m, e, groups),
+            LevelKind::SparseCoo(n) => sparse_coo::build(n, index, child, dims, m, e, groups),
+            LevelKind::SparsePoint => sparse_point::build(index, child, dims, m, e, groups),
+            LevelKind::SparseInterval => sparse_interval::build(index, child, dims, m, e, groups),
+            LevelKind::SparseBand => sparse_band::build(index, child, dims, m, e, groups),
+            LevelKind::SparseBlockList => {
+                sparse_block_list::build(index, child, dims, m, e, groups)
+            }
+            LevelKind::RunList => run_list::build(index, child, dims, m, e, groups),
+            LevelKind::SparseRunList => sparse_run_list::build(index, child, dims, m, e, groups),
+            LevelKind::SparseByteMap => sparse_byte_map::build(index, child, dims, m, e, groups),
+            LevelKind::SparseHash => sparse_hash::build(index, child, dims, m, e, groups),
+        }
+    }
+
     /// What the level can do.
     pub fn capabilities(self) -> Capabilities {
         use super::*;

@@ -11,10 +11,12 @@
 //! Properties: ordered, unique, full. Protocols: read walk, gallop,
 //! follow (a binary search over the run ends).
 
-use super::format::Capabilities;
+use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;
+use super::SparseRunListStorage;
 use crate::error::{Error, Result};
+use crate::tensor::build::*;
 
 /// What the level can do (sorted run ends: searched or galloped; takes whole runs).
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -94,4 +96,58 @@ impl RunListStorage {
             KernelBuf::Indices(&self.right),
         ]
     }
+}
+
+/// Builds a RunList (`dense`) or SparseRunList level from sorted entries (`tensor::build`):
+/// per parent group, its runs of equal values, each run's entries below it.
+pub(crate) fn build_runs(
+    dense: bool,
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    dims: &[usize],
+    m: usize,
+    e: &Entries,
+    groups: &[(usize, usize)],
+) -> Result<LevelStorage> {
+    let size = dims[0];
+    let mut child_groups = Vec::new();
+    let fill = child.fill_value();
+    let (mut ptr, mut left, mut right) = (vec![0], Vec::new(), Vec::new());
+    for &(lo, hi) in groups {
+        for (a, b, g) in runs_of(e, m, lo, hi, size, &fill, dense) {
+            left.push(a);
+            right.push(b);
+            child_groups.push(g);
+        }
+        ptr.push(right.len());
+    }
+    let c = Box::new(build_level(child, &dims[1..], m + 1, e, &child_groups)?);
+    Ok(if dense {
+        LevelStorage::RunList(RunListStorage {
+            shape: size,
+            ptr,
+            right,
+            child: c,
+        })
+    } else {
+        LevelStorage::SparseRunList(SparseRunListStorage {
+            shape: size,
+            ptr,
+            left,
+            right,
+            child: c,
+        })
+    })
+}
+
+/// Builds the level from sorted entries (`tensor::build`), runs of fill included.
+pub(crate) fn build(
+    index: &IndexWidth,
+    child: &LevelFormat,
+    dims: &[usize],
+    m: usize,
+    e: &Entries,
+    groups: &[(usize, usize)],
+) -> Result<LevelStorage> {
+    build_runs(true, index, child, dims, m, e, groups)
 }

@@ -12,10 +12,11 @@
 //!
 //! Properties: ordered, unique, not full. Protocols: read walk, follow.
 
-use super::format::Capabilities;
+use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
+use crate::tensor::build::*;
 
 /// What the level can do (one block per fiber: a check, nothing to gallop over).
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -94,4 +95,47 @@ impl SparseBandStorage {
     pub(crate) fn kernel_buffers(&self) -> Vec<KernelBuf<'_>> {
         vec![KernelBuf::Indices(&self.idx), KernelBuf::Indices(&self.ofs)]
     }
+}
+
+/// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
+/// (a range of entries), what the level stores, and the entries below each of its
+/// positions for its child.
+pub(crate) fn build(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    dims: &[usize],
+    m: usize,
+    e: &Entries,
+    groups: &[(usize, usize)],
+) -> Result<LevelStorage> {
+    let size = dims[0];
+    let mut child_groups = Vec::new();
+    let mut idx = Vec::with_capacity(groups.len());
+    let mut ofs = vec![0];
+    for &(lo, hi) in groups {
+        let found = index_groups(e, m, lo, hi);
+        match (found.first(), found.last()) {
+            (Some(&(first, _)), Some(&(last, _))) => {
+                let mut k = 0;
+                for i in first..=last {
+                    if found[k].0 == i {
+                        child_groups.push(found[k].1);
+                        k += 1;
+                    } else {
+                        child_groups.push((lo, lo));
+                    }
+                }
+                idx.push(last);
+            }
+            _ => idx.push(0),
+        }
+        ofs.push(child_groups.len());
+    }
+    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+    Ok(LevelStorage::SparseBand(SparseBandStorage {
+        shape: size,
+        idx,
+        ofs,
+        child: Box::new(c),
+    }))
 }

@@ -13,10 +13,11 @@
 //! Properties: ordered, unique, not full. Protocols: read walk, gallop,
 //! follow (a binary search over the block ends).
 
-use super::format::Capabilities;
+use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
+use crate::tensor::build::*;
 
 /// What the level can do (sorted block ends: searched or galloped).
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -132,4 +133,40 @@ impl SparseBlockListStorage {
             KernelBuf::Indices(&self.ofs),
         ]
     }
+}
+
+/// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
+/// (a range of entries), what the level stores, and the entries below each of its
+/// positions for its child.
+pub(crate) fn build(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    dims: &[usize],
+    m: usize,
+    e: &Entries,
+    groups: &[(usize, usize)],
+) -> Result<LevelStorage> {
+    let size = dims[0];
+    let mut child_groups = Vec::new();
+    let (mut ptr, mut idx, mut ofs) = (vec![0], Vec::new(), vec![0]);
+    for &(lo, hi) in groups {
+        let found = index_groups(e, m, lo, hi);
+        for (k, &(i, g)) in found.iter().enumerate() {
+            // A block ends where the next stored index is not adjacent.
+            child_groups.push(g);
+            if found.get(k + 1).is_none_or(|&(j, _)| j != i + 1) {
+                idx.push(i);
+                ofs.push(child_groups.len());
+            }
+        }
+        ptr.push(idx.len());
+    }
+    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+    Ok(LevelStorage::SparseBlockList(SparseBlockListStorage {
+        shape: size,
+        ptr,
+        idx,
+        ofs,
+        child: Box::new(c),
+    }))
 }

@@ -14,10 +14,12 @@
 //! Properties: ordered, unique, not full, random access. Protocols: read walk, gallop,
 //! follow.
 
-use super::format::Capabilities;
+use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;
+use super::PatternStorage;
 use crate::error::{Error, Result};
+use crate::tensor::build::*;
 use crate::tensor::Buffer;
 
 /// What the level can do (a flag per index: read directly; written at any index, again and again).
@@ -164,4 +166,51 @@ impl SparseByteMapStorage {
             KernelBuf::Indices(&self.srt),
         ]
     }
+}
+
+/// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
+/// (a range of entries), what the level stores, and the entries below each of its
+/// positions for its child.
+pub(crate) fn build(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    dims: &[usize],
+    m: usize,
+    e: &Entries,
+    groups: &[(usize, usize)],
+) -> Result<LevelStorage> {
+    let size = dims[0];
+    let mut child_groups = Vec::new();
+    let total = positions(groups.len(), size, "SparseByteMap")?;
+    let (mut ptr, mut srt, mut tbl) = (vec![0], Vec::new(), Vec::new());
+    reserve(&mut tbl, total, "SparseByteMap")?;
+    tbl.resize(total, false);
+    reserve(&mut child_groups, total, "SparseByteMap")?;
+    for (p, &(lo, hi)) in groups.iter().enumerate() {
+        let found = index_groups(e, m, lo, hi);
+        let mut k = 0;
+        for i in 0..size {
+            if found.get(k).is_some_and(|&(j, _)| j == i) {
+                child_groups.push(found[k].1);
+                tbl[p * size + i] = true;
+                srt.push(i);
+                k += 1;
+            } else {
+                child_groups.push((lo, lo));
+            }
+        }
+        ptr.push(srt.len());
+    }
+    // A Pattern leaf needs no storage: the flags say which positions are set.
+    let c = match child {
+        LevelFormat::Pattern => LevelStorage::Pattern(PatternStorage),
+        child => build_level(child, &dims[1..], m + 1, e, &child_groups)?,
+    };
+    Ok(LevelStorage::SparseByteMap(SparseByteMapStorage {
+        shape: size,
+        ptr,
+        tbl: Buffer::Bool(tbl),
+        srt,
+        child: Box::new(c),
+    }))
 }

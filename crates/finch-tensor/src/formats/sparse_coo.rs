@@ -12,10 +12,11 @@
 //! Properties: ordered, unique, compact. Protocols (compiler): read walk, gallop, follow;
 //! update extrude.
 
-use super::format::Capabilities;
+use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::LevelStorage;
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
+use crate::tensor::build::*;
 
 /// What the level can do (sorted tuples: searched or galloped; appended in order).
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -119,4 +120,46 @@ impl SparseCooStorage {
         }
         None
     }
+}
+
+/// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
+/// (a range of entries), what the level stores, and the entries below each of its
+/// positions for its child.
+pub(crate) fn build(
+    n: usize,
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    dims: &[usize],
+    m: usize,
+    e: &Entries,
+    groups: &[(usize, usize)],
+) -> Result<LevelStorage> {
+    let _size = dims[0];
+    let mut child_groups = Vec::new();
+    let mut ptr = Vec::with_capacity(groups.len() + 1);
+    let mut tbl = vec![Vec::new(); n];
+    ptr.push(0);
+    let same = |a: usize, b: usize| (m..m + n).all(|r| e.key(a, r) == e.key(b, r));
+    for &(lo, hi) in groups {
+        let mut k = lo;
+        while k < hi {
+            let start = k;
+            while k < hi && same(start, k) {
+                k += 1;
+            }
+            // tbl is innermost first; the key is outermost first.
+            for (r, t) in tbl.iter_mut().enumerate() {
+                t.push(e.key(start, m + n - 1 - r));
+            }
+            child_groups.push((start, k));
+        }
+        ptr.push(tbl[0].len());
+    }
+    let c = build_level(child, &dims[n..], m + n, e, &child_groups)?;
+    Ok(LevelStorage::SparseCoo(SparseCooStorage {
+        shape: dims[..n].iter().rev().copied().collect(),
+        ptr,
+        tbl,
+        child: Box::new(c),
+    }))
 }

@@ -11,10 +11,11 @@
 //! Properties: ordered (when frozen), unique, not full, random access. Protocols: read
 //! walk, gallop, follow.
 
-use super::format::Capabilities;
+use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
+use crate::tensor::build::*;
 
 /// What the level can do (read back sorted; written at any index through an in-kernel hash table).
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -110,4 +111,28 @@ impl SparseHashStorage {
             KernelBuf::Indices(&self.pos),
         ]
     }
+}
+
+/// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
+/// (a range of entries), what the level stores, and the entries below each of its
+/// positions for its child.
+pub(crate) fn build(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    dims: &[usize],
+    m: usize,
+    e: &Entries,
+    groups: &[(usize, usize)],
+) -> Result<LevelStorage> {
+    let size = dims[0];
+    let mut child_groups = Vec::new();
+    let (ptr, idx) = sorted_lists(e, m, groups, &mut child_groups);
+    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+    Ok(LevelStorage::SparseHash(SparseHashStorage {
+        shape: size,
+        ptr,
+        pos: (0..idx.len()).collect(),
+        idx,
+        child: Box::new(c),
+    }))
 }

@@ -11,9 +11,10 @@
 //!
 //! Properties: ordered, unique, not full. Protocols: read walk, follow.
 
-use super::format::Capabilities;
+use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
 use crate::error::{Error, Result};
+use crate::tensor::build::*;
 
 /// What the level can do (one run per fiber: a check, nothing to gallop over; takes a whole run).
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -105,4 +106,51 @@ impl SparseIntervalStorage {
             KernelBuf::Indices(&self.right),
         ]
     }
+}
+
+/// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
+/// (a range of entries), what the level stores, and the entries below each of its
+/// positions for its child.
+pub(crate) fn build(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    dims: &[usize],
+    m: usize,
+    e: &Entries,
+    groups: &[(usize, usize)],
+) -> Result<LevelStorage> {
+    let size = dims[0];
+    let mut child_groups = Vec::new();
+    let fill = child.fill_value();
+    let (mut left, mut right) = (Vec::new(), Vec::new());
+    for (p, &(lo, hi)) in groups.iter().enumerate() {
+        let runs = runs_of(e, m, lo, hi, size, &fill, false);
+        match runs.as_slice() {
+            [] => {
+                left.push(1);
+                right.push(0);
+                child_groups.push((lo, lo));
+            }
+            [(a, b, g)] => {
+                left.push(*a);
+                right.push(*b);
+                child_groups.push(*g);
+            }
+            more => {
+                return Err(Error::Program(format!(
+                    "SparseInterval stores one run of equal values per fiber, but \
+                     fiber {p} has {} runs ({})",
+                    more.len(),
+                    first_few(more.iter().map(|(a, b, _)| format!("{}:{}", a + 1, b + 1)))
+                )))
+            }
+        }
+    }
+    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+    Ok(LevelStorage::SparseInterval(SparseIntervalStorage {
+        shape: size,
+        left,
+        right,
+        child: Box::new(c),
+    }))
 }

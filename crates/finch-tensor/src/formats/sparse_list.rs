@@ -12,9 +12,10 @@
 //! Properties: ordered, unique, compact, not full. Protocols (compiler, issue #3): read
 //! walk, gallop, follow; update extrude.
 
-use super::format::Capabilities;
+use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::LevelStorage;
 use crate::error::{Error, Result};
+use crate::tensor::build::*;
 use crate::tensor::{IndexInt, IndexVec};
 
 /// What the level can do (sorted indices: searched or galloped; appended in order).
@@ -151,4 +152,27 @@ fn validate_fibers<T: IndexInt>(
         }
     }
     Ok(n)
+}
+
+/// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
+/// (a range of entries), what the level stores, and the entries below each of its
+/// positions for its child.
+pub(crate) fn build(
+    index: &IndexWidth,
+    child: &LevelFormat,
+    dims: &[usize],
+    m: usize,
+    e: &Entries,
+    groups: &[(usize, usize)],
+) -> Result<LevelStorage> {
+    let size = dims[0];
+    let mut child_groups = Vec::new();
+    let (ptr, idx) = sorted_lists(e, m, groups, &mut child_groups);
+    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+    Ok(LevelStorage::SparseList(SparseListStorage {
+        shape: size,
+        ptr: IndexVec::with_width(ptr, *index, "a SparseList level's ptr")?,
+        idx: IndexVec::with_width(idx, *index, "a SparseList level's idx")?,
+        child: Box::new(c),
+    }))
 }

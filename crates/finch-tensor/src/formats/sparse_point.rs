@@ -10,9 +10,10 @@
 //!
 //! Properties: ordered, unique, not full. Protocols: read walk, follow.
 
-use super::format::Capabilities;
+use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
 use crate::error::{Error, Result};
+use crate::tensor::build::*;
 
 /// What the level can do (one entry per fiber: a check, nothing to gallop over).
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -81,4 +82,46 @@ impl SparsePointStorage {
     pub(crate) fn kernel_buffers(&self) -> Vec<KernelBuf<'_>> {
         vec![KernelBuf::Indices(&self.idx)]
     }
+}
+
+/// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
+/// (a range of entries), what the level stores, and the entries below each of its
+/// positions for its child.
+pub(crate) fn build(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    dims: &[usize],
+    m: usize,
+    e: &Entries,
+    groups: &[(usize, usize)],
+) -> Result<LevelStorage> {
+    let size = dims[0];
+    let mut child_groups = Vec::new();
+    let mut idx = Vec::with_capacity(groups.len());
+    for (p, &(lo, hi)) in groups.iter().enumerate() {
+        match index_groups(e, m, lo, hi).as_slice() {
+            [] => {
+                idx.push(size);
+                child_groups.push((lo, lo));
+            }
+            [(i, g)] => {
+                idx.push(*i);
+                child_groups.push(*g);
+            }
+            more => {
+                return Err(Error::Program(format!(
+                    "SparsePoint stores at most one index per fiber, but fiber {p} \
+                     has {} (indices {})",
+                    more.len(),
+                    first_few(more.iter().map(|(i, _)| (i + 1).to_string()))
+                )))
+            }
+        }
+    }
+    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+    Ok(LevelStorage::SparsePoint(SparsePointStorage {
+        shape: size,
+        idx,
+        child: Box::new(c),
+    }))
 }

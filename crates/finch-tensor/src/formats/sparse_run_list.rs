@@ -10,10 +10,11 @@
 //! Properties: ordered, unique, not full. Protocols: read walk, gallop,
 //! follow (a binary search over the run ends).
 
-use super::format::Capabilities;
+use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
+use crate::tensor::build::*;
 
 /// What the level can do (sorted run ends: searched or galloped; takes whole runs).
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -106,4 +107,17 @@ impl SparseRunListStorage {
             KernelBuf::Indices(&self.right),
         ]
     }
+}
+
+/// Builds the level from sorted entries (`tensor::build`), as a RunList that stores no
+/// runs of fill.
+pub(crate) fn build(
+    index: &IndexWidth,
+    child: &LevelFormat,
+    dims: &[usize],
+    m: usize,
+    e: &Entries,
+    groups: &[(usize, usize)],
+) -> Result<LevelStorage> {
+    super::run_list::build_runs(false, index, child, dims, m, e, groups)
 }

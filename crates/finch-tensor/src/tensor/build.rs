@@ -9,23 +9,21 @@ use crate::algebra::{Op, Value};
 use crate::error::{Error, Result};
 use crate::formats::{
     DenseStorage, ElementStorage, Format, IndexWidth, LevelFormat, LevelKind, LevelStorage,
-    PatternStorage, RunListStorage, ScalarStorage, SparseBandStorage, SparseBlockListStorage,
-    SparseByteMapStorage, SparseCooStorage, SparseHashStorage, SparseIntervalStorage,
-    SparseListStorage, SparsePointStorage, SparseRunListStorage,
+    PatternStorage, ScalarStorage, SparseListStorage,
 };
 use crate::tensor::storage::TensorStorage;
 use crate::tensor::{checked_len, fmt_shape, Buffer, Coo, DenseArray, IndexVec, Tensor};
 
 /// Sorted, duplicate-free entries: `keys[k*n .. (k+1)*n]` is entry `k`'s coordinate,
 /// outermost mode first.
-struct Entries {
-    n: usize,
-    keys: Vec<usize>,
-    vals: Vec<Value>,
+pub(crate) struct Entries {
+    pub(crate) n: usize,
+    pub(crate) keys: Vec<usize>,
+    pub(crate) vals: Vec<Value>,
 }
 
 impl Entries {
-    fn key(&self, k: usize, m: usize) -> usize {
+    pub(crate) fn key(&self, k: usize, m: usize) -> usize {
         self.keys[k * self.n + m]
     }
 }
@@ -337,7 +335,7 @@ fn build(format: &Format, shape: &[usize], e: Entries) -> Result<Tensor> {
 /// Builds one level. `dims` are the sizes of the remaining modes, outermost first; `m` is
 /// the key position of this level's (outermost) mode; `groups[p]` is the range of entries
 /// below parent position `p` (sorted, all sharing the outer key prefix).
-fn build_level(
+pub(crate) fn build_level(
     format: &LevelFormat,
     dims: &[usize],
     m: usize,
@@ -370,272 +368,13 @@ fn build_level(
             }
             Ok(LevelStorage::Pattern(PatternStorage))
         }
-        LevelFormat::Inner { kind, index, child } => {
-            let size = dims[0];
-            let mut child_groups = Vec::new();
-            let storage = match kind {
-                LevelKind::Dense => {
-                    let total = positions(groups.len(), size, "Dense")?;
-                    reserve(&mut child_groups, total, "Dense")?;
-                    for &(lo, hi) in groups {
-                        let mut k = lo;
-                        for i in 0..size {
-                            let start = k;
-                            while k < hi && e.key(k, m) == i {
-                                k += 1;
-                            }
-                            child_groups.push((start, k));
-                        }
-                    }
-                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
-                    LevelStorage::Dense(DenseStorage {
-                        shape: size,
-                        child: Box::new(c),
-                    })
-                }
-                LevelKind::SparseList => {
-                    let (ptr, idx) = sorted_lists(e, m, groups, &mut child_groups);
-                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
-                    LevelStorage::SparseList(SparseListStorage {
-                        shape: size,
-                        ptr: IndexVec::with_width(ptr, *index, "a SparseList level's ptr")?,
-                        idx: IndexVec::with_width(idx, *index, "a SparseList level's idx")?,
-                        child: Box::new(c),
-                    })
-                }
-                LevelKind::SparseCoo(n) => {
-                    let n = *n;
-                    let mut ptr = Vec::with_capacity(groups.len() + 1);
-                    let mut tbl = vec![Vec::new(); n];
-                    ptr.push(0);
-                    let same = |a: usize, b: usize| (m..m + n).all(|r| e.key(a, r) == e.key(b, r));
-                    for &(lo, hi) in groups {
-                        let mut k = lo;
-                        while k < hi {
-                            let start = k;
-                            while k < hi && same(start, k) {
-                                k += 1;
-                            }
-                            // tbl is innermost first; the key is outermost first.
-                            for (r, t) in tbl.iter_mut().enumerate() {
-                                t.push(e.key(start, m + n - 1 - r));
-                            }
-                            child_groups.push((start, k));
-                        }
-                        ptr.push(tbl[0].len());
-                    }
-                    let c = build_level(child, &dims[n..], m + n, e, &child_groups)?;
-                    LevelStorage::SparseCoo(SparseCooStorage {
-                        shape: dims[..n].iter().rev().copied().collect(),
-                        ptr,
-                        tbl,
-                        child: Box::new(c),
-                    })
-                }
-                LevelKind::SparsePoint => {
-                    let mut idx = Vec::with_capacity(groups.len());
-                    for (p, &(lo, hi)) in groups.iter().enumerate() {
-                        match index_groups(e, m, lo, hi).as_slice() {
-                            [] => {
-                                idx.push(size);
-                                child_groups.push((lo, lo));
-                            }
-                            [(i, g)] => {
-                                idx.push(*i);
-                                child_groups.push(*g);
-                            }
-                            more => {
-                                return Err(Error::Program(format!(
-                                    "SparsePoint stores at most one index per fiber, but fiber {p} \
-                                     has {} (indices {})",
-                                    more.len(),
-                                    first_few(more.iter().map(|(i, _)| (i + 1).to_string()))
-                                )))
-                            }
-                        }
-                    }
-                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
-                    LevelStorage::SparsePoint(SparsePointStorage {
-                        shape: size,
-                        idx,
-                        child: Box::new(c),
-                    })
-                }
-                LevelKind::SparseInterval => {
-                    let fill = child.fill_value();
-                    let (mut left, mut right) = (Vec::new(), Vec::new());
-                    for (p, &(lo, hi)) in groups.iter().enumerate() {
-                        let runs = runs_of(e, m, lo, hi, size, &fill, false);
-                        match runs.as_slice() {
-                            [] => {
-                                left.push(1);
-                                right.push(0);
-                                child_groups.push((lo, lo));
-                            }
-                            [(a, b, g)] => {
-                                left.push(*a);
-                                right.push(*b);
-                                child_groups.push(*g);
-                            }
-                            more => {
-                                return Err(Error::Program(format!(
-                                    "SparseInterval stores one run of equal values per fiber, but \
-                                     fiber {p} has {} runs ({})",
-                                    more.len(),
-                                    first_few(more.iter().map(|(a, b, _)| format!(
-                                        "{}:{}",
-                                        a + 1,
-                                        b + 1
-                                    )))
-                                )))
-                            }
-                        }
-                    }
-                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
-                    LevelStorage::SparseInterval(SparseIntervalStorage {
-                        shape: size,
-                        left,
-                        right,
-                        child: Box::new(c),
-                    })
-                }
-                LevelKind::SparseBand => {
-                    let mut idx = Vec::with_capacity(groups.len());
-                    let mut ofs = vec![0];
-                    for &(lo, hi) in groups {
-                        let found = index_groups(e, m, lo, hi);
-                        match (found.first(), found.last()) {
-                            (Some(&(first, _)), Some(&(last, _))) => {
-                                let mut k = 0;
-                                for i in first..=last {
-                                    if found[k].0 == i {
-                                        child_groups.push(found[k].1);
-                                        k += 1;
-                                    } else {
-                                        child_groups.push((lo, lo));
-                                    }
-                                }
-                                idx.push(last);
-                            }
-                            _ => idx.push(0),
-                        }
-                        ofs.push(child_groups.len());
-                    }
-                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
-                    LevelStorage::SparseBand(SparseBandStorage {
-                        shape: size,
-                        idx,
-                        ofs,
-                        child: Box::new(c),
-                    })
-                }
-                LevelKind::SparseBlockList => {
-                    let (mut ptr, mut idx, mut ofs) = (vec![0], Vec::new(), vec![0]);
-                    for &(lo, hi) in groups {
-                        let found = index_groups(e, m, lo, hi);
-                        for (k, &(i, g)) in found.iter().enumerate() {
-                            // A block ends where the next stored index is not adjacent.
-                            child_groups.push(g);
-                            if found.get(k + 1).is_none_or(|&(j, _)| j != i + 1) {
-                                idx.push(i);
-                                ofs.push(child_groups.len());
-                            }
-                        }
-                        ptr.push(idx.len());
-                    }
-                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
-                    LevelStorage::SparseBlockList(SparseBlockListStorage {
-                        shape: size,
-                        ptr,
-                        idx,
-                        ofs,
-                        child: Box::new(c),
-                    })
-                }
-                LevelKind::RunList | LevelKind::SparseRunList => {
-                    let dense = *kind == LevelKind::RunList;
-                    let fill = child.fill_value();
-                    let (mut ptr, mut left, mut right) = (vec![0], Vec::new(), Vec::new());
-                    for &(lo, hi) in groups {
-                        for (a, b, g) in runs_of(e, m, lo, hi, size, &fill, dense) {
-                            left.push(a);
-                            right.push(b);
-                            child_groups.push(g);
-                        }
-                        ptr.push(right.len());
-                    }
-                    let c = Box::new(build_level(child, &dims[1..], m + 1, e, &child_groups)?);
-                    if dense {
-                        LevelStorage::RunList(RunListStorage {
-                            shape: size,
-                            ptr,
-                            right,
-                            child: c,
-                        })
-                    } else {
-                        LevelStorage::SparseRunList(SparseRunListStorage {
-                            shape: size,
-                            ptr,
-                            left,
-                            right,
-                            child: c,
-                        })
-                    }
-                }
-                LevelKind::SparseByteMap => {
-                    let total = positions(groups.len(), size, "SparseByteMap")?;
-                    let (mut ptr, mut srt, mut tbl) = (vec![0], Vec::new(), Vec::new());
-                    reserve(&mut tbl, total, "SparseByteMap")?;
-                    tbl.resize(total, false);
-                    reserve(&mut child_groups, total, "SparseByteMap")?;
-                    for (p, &(lo, hi)) in groups.iter().enumerate() {
-                        let found = index_groups(e, m, lo, hi);
-                        let mut k = 0;
-                        for i in 0..size {
-                            if found.get(k).is_some_and(|&(j, _)| j == i) {
-                                child_groups.push(found[k].1);
-                                tbl[p * size + i] = true;
-                                srt.push(i);
-                                k += 1;
-                            } else {
-                                child_groups.push((lo, lo));
-                            }
-                        }
-                        ptr.push(srt.len());
-                    }
-                    // A Pattern leaf needs no storage: the flags say which positions are set.
-                    let c = match &**child {
-                        LevelFormat::Pattern => LevelStorage::Pattern(PatternStorage),
-                        child => build_level(child, &dims[1..], m + 1, e, &child_groups)?,
-                    };
-                    LevelStorage::SparseByteMap(SparseByteMapStorage {
-                        shape: size,
-                        ptr,
-                        tbl: Buffer::Bool(tbl),
-                        srt,
-                        child: Box::new(c),
-                    })
-                }
-                LevelKind::SparseHash => {
-                    let (ptr, idx) = sorted_lists(e, m, groups, &mut child_groups);
-                    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
-                    LevelStorage::SparseHash(SparseHashStorage {
-                        shape: size,
-                        ptr,
-                        pos: (0..idx.len()).collect(),
-                        idx,
-                        child: Box::new(c),
-                    })
-                }
-            };
-            Ok(storage)
-        }
+        LevelFormat::Inner { kind, index, child } => kind.build(index, child, dims, m, e, groups),
     }
 }
 
 /// Per parent group, its distinct indices of mode `m` in order: `ptr` (offsets, one per
 /// group plus one) and `idx`; each index's entries go to `child_groups`.
-fn sorted_lists(
+pub(crate) fn sorted_lists(
     e: &Entries,
     m: usize,
     groups: &[(usize, usize)],
@@ -656,7 +395,12 @@ fn sorted_lists(
 
 /// The distinct indices of key position `m` among entries `lo..hi`, each with its range of
 /// entries.
-fn index_groups(e: &Entries, m: usize, lo: usize, hi: usize) -> Vec<(usize, (usize, usize))> {
+pub(crate) fn index_groups(
+    e: &Entries,
+    m: usize,
+    lo: usize,
+    hi: usize,
+) -> Vec<(usize, (usize, usize))> {
     let mut out = Vec::new();
     let mut k = lo;
     while k < hi {
@@ -672,7 +416,7 @@ fn index_groups(e: &Entries, m: usize, lo: usize, hi: usize) -> Vec<(usize, (usi
 
 /// The first few items, comma-separated, then how many more: an error about one fiber of
 /// a large tensor stays one line.
-fn first_few(items: impl ExactSizeIterator<Item = String>) -> String {
+pub(crate) fn first_few(items: impl ExactSizeIterator<Item = String>) -> String {
     const SHOWN: usize = 6;
     let more = items.len().saturating_sub(SHOWN);
     let mut out = items.take(SHOWN).collect::<Vec<_>>().join(", ");
@@ -684,7 +428,7 @@ fn first_few(items: impl ExactSizeIterator<Item = String>) -> String {
 
 /// The entries of a group below key position `m` that are not the fill: the subfiber's
 /// content, for comparing subfibers.
-fn content<'a>(
+pub(crate) fn content<'a>(
     e: &'a Entries,
     m: usize,
     g: (usize, usize),
@@ -695,7 +439,7 @@ fn content<'a>(
         .map(move |k| (&e.keys[k * e.n + m + 1..(k + 1) * e.n], e.vals[k]))
 }
 
-fn same_subfiber(
+pub(crate) fn same_subfiber(
     e: &Entries,
     m: usize,
     a: (usize, usize),
@@ -715,7 +459,7 @@ fn same_subfiber(
 /// Maximal runs `(first, last, representative group)` of equal subfibers among the
 /// entries `lo..hi` of one fiber of size `size`. With `tile`, runs cover `0..size` (gaps
 /// are fill runs); without, only runs whose subfiber is not all fill are returned.
-fn runs_of(
+pub(crate) fn runs_of(
     e: &Entries,
     m: usize,
     lo: usize,
@@ -752,7 +496,7 @@ fn runs_of(
 }
 
 /// The `parents × size` positions of a Dense or SparseByteMap level, or an error naming it.
-fn positions(parents: usize, size: usize, level: &str) -> Result<usize> {
+pub(crate) fn positions(parents: usize, size: usize, level: &str) -> Result<usize> {
     parents.checked_mul(size).ok_or_else(|| {
         Error::Program(format!(
             "a {level} level of {parents} × {size} positions is larger than memory can address"
@@ -762,7 +506,7 @@ fn positions(parents: usize, size: usize, level: &str) -> Result<usize> {
 
 /// Room for `n` more elements of a level being built, or an error naming it (a huge size
 /// read from a file is an error, not an aborted process).
-fn reserve<T>(v: &mut Vec<T>, n: usize, level: &str) -> Result<()> {
+pub(crate) fn reserve<T>(v: &mut Vec<T>, n: usize, level: &str) -> Result<()> {
     super::memory::check(n, std::mem::size_of::<T>(), || format!("a {level} level"))?;
     v.try_reserve(n).map_err(|_| {
         Error::Program(format!(

@@ -2,7 +2,7 @@
 //! `validate` and the fiber-tree printer.
 
 mod buffer;
-mod build;
+pub(crate) mod build;
 mod coo;
 mod dense_array;
 mod index_vec;
