@@ -9,6 +9,7 @@
 
 use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::LevelStorage;
+use super::output::OutBufs;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
 
@@ -76,5 +77,23 @@ pub(crate) fn build(
     Ok(LevelStorage::Dense(DenseStorage {
         shape: size,
         child: Box::new(c),
+    }))
+}
+
+/// The level's storage from the buffers a kernel wrote it into, frozen
+/// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
+/// level's, `last` this level's and `rest` those above it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn from_output(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    _shape: &[usize],
+    last: &usize,
+    rest: &[usize],
+    bufs: OutBufs,
+) -> Result<LevelStorage> {
+    Ok(LevelStorage::Dense(DenseStorage {
+        shape: *last,
+        child: Box::new(super::output::assemble(child, rest, bufs)?),
     }))
 }

@@ -93,6 +93,37 @@ impl LevelKind {
         }
     }
 
+    /// A level of this kind from the buffers a kernel wrote it into (`formats::output`).
+    pub(crate) fn assemble_output(
+        self,
+        index: &IndexWidth,
+        child: &LevelFormat,
+        shape: &[usize],
+        last: &usize,
+        rest: &[usize],
+        bufs: super::output::OutBufs,
+    ) -> crate::error::Result<super::LevelStorage> {
+        use super::*;
+        let (i, c, s, l, r) = (index, child, shape, last, rest);
+        match self {
+            LevelKind::Dense => dense::from_output(i, c, s, l, r, bufs),
+            LevelKind::SparseList => sparse_list::from_output(i, c, s, l, r, bufs),
+            LevelKind::SparseCoo(n) => sparse_coo::from_output(n, i, c, s, l, r, bufs),
+            LevelKind::SparsePoint => sparse_point::from_output(i, c, s, l, r, bufs),
+            LevelKind::SparseInterval => sparse_interval::from_output(i, c, s, l, r, bufs),
+            LevelKind::SparseBand => sparse_band::from_output(i, c, s, l, r, bufs),
+            LevelKind::SparseBlockList => sparse_block_list::from_output(i, c, s, l, r, bufs),
+            LevelKind::RunList => run_list::from_output(i, c, s, l, r, bufs),
+            LevelKind::SparseRunList => sparse_run_list::from_output(i, c, s, l, r, bufs),
+            LevelKind::SparseByteMap => sparse_byte_map::from_output(i, c, s, l, r, bufs),
+            // Written SparseHash levels are recorded as entries and built when frozen
+            // (`engine::freeze`), never assembled from buffers.
+            LevelKind::SparseHash => Err(crate::error::Error::Program(
+                "internal: a SparseHash output assembled from buffers".into(),
+            )),
+        }
+    }
+
     /// What the level can do.
     pub fn capabilities(self) -> Capabilities {
         use super::*;

@@ -11,6 +11,7 @@ mod element;
 mod format;
 mod format_text;
 mod level;
+pub(crate) mod output;
 mod pattern;
 mod run_list;
 mod scalar;

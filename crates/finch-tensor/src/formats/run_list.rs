@@ -13,6 +13,7 @@
 
 use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
+use super::output::OutBufs;
 use super::sparse_list::validate_ptr;
 use super::SparseRunListStorage;
 use crate::error::{Error, Result};
@@ -150,4 +151,25 @@ pub(crate) fn build(
     groups: &[(usize, usize)],
 ) -> Result<LevelStorage> {
     build_runs(true, index, child, dims, m, e, groups)
+}
+
+/// The level's storage from the buffers a kernel wrote it into, frozen
+/// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
+/// level's, `last` this level's and `rest` those above it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn from_output(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    _shape: &[usize],
+    last: &usize,
+    rest: &[usize],
+    bufs: OutBufs,
+) -> Result<LevelStorage> {
+    let OutBufs { val, ptr, idx, .. } = bufs;
+    Ok(LevelStorage::RunList(super::RunListStorage {
+        shape: *last,
+        ptr,
+        right: idx,
+        child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
+    }))
 }

@@ -15,6 +15,7 @@
 
 use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
+use super::output::OutBufs;
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
@@ -169,4 +170,30 @@ pub(crate) fn build(
         ofs,
         child: Box::new(c),
     }))
+}
+
+/// The level's storage from the buffers a kernel wrote it into, frozen
+/// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
+/// level's, `last` this level's and `rest` those above it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn from_output(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    _shape: &[usize],
+    last: &usize,
+    rest: &[usize],
+    bufs: OutBufs,
+) -> Result<LevelStorage> {
+    let OutBufs {
+        val, ptr, idx, aux, ..
+    } = bufs;
+    Ok(LevelStorage::SparseBlockList(
+        super::SparseBlockListStorage {
+            shape: *last,
+            ptr,
+            idx,
+            ofs: aux,
+            child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
+        },
+    ))
 }

@@ -16,6 +16,7 @@
 
 use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
+use super::output::OutBufs;
 use super::sparse_list::validate_ptr;
 use super::PatternStorage;
 use crate::error::{Error, Result};
@@ -212,5 +213,33 @@ pub(crate) fn build(
         tbl: Buffer::Bool(tbl),
         srt,
         child: Box::new(c),
+    }))
+}
+
+/// The level's storage from the buffers a kernel wrote it into, frozen
+/// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
+/// level's, `last` this level's and `rest` those above it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn from_output(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    _shape: &[usize],
+    last: &usize,
+    rest: &[usize],
+    bufs: OutBufs,
+) -> Result<LevelStorage> {
+    let OutBufs {
+        val,
+        ptr,
+        idx,
+        flags,
+        ..
+    } = bufs;
+    Ok(LevelStorage::SparseByteMap(super::SparseByteMapStorage {
+        shape: *last,
+        ptr,
+        tbl: flags,
+        srt: idx,
+        child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
     }))
 }

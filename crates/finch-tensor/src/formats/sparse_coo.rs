@@ -14,9 +14,11 @@
 
 use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::LevelStorage;
+use super::output::OutBufs;
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
+use crate::tensor::fmt_shape;
 
 /// What the level can do (sorted tuples: searched or galloped; appended in order).
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -161,5 +163,42 @@ pub(crate) fn build(
         ptr,
         tbl,
         child: Box::new(c),
+    }))
+}
+
+/// The level's storage from the buffers a kernel wrote it into, frozen
+/// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
+/// level's, `last` this level's and `rest` those above it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn from_output(
+    modes: usize,
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    shape: &[usize],
+    _last: &usize,
+    _rest: &[usize],
+    bufs: OutBufs,
+) -> Result<LevelStorage> {
+    // The kernel recorded each entry's linear position over the modes
+    // from the root down to the level's last (outermost most significant):
+    // the level's own modes are its last `modes` digits.
+    let split = shape
+        .len()
+        .checked_sub(modes)
+        .ok_or_else(|| Error::Program(format!("internal: shape {}", fmt_shape(shape))))?;
+    let (rest, own) = shape.split_at(split);
+    let OutBufs { val, ptr, idx, .. } = bufs;
+    let mut tbl = vec![Vec::with_capacity(idx.len()); modes];
+    for mut lin in idx {
+        for (k, &n) in own.iter().enumerate() {
+            tbl[k].push(lin % n.max(1));
+            lin /= n.max(1);
+        }
+    }
+    Ok(LevelStorage::SparseCoo(super::SparseCooStorage {
+        shape: own.to_vec(),
+        ptr,
+        tbl,
+        child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
     }))
 }

@@ -13,6 +13,7 @@
 
 use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
+use super::output::OutBufs;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
 
@@ -152,5 +153,26 @@ pub(crate) fn build(
         left,
         right,
         child: Box::new(c),
+    }))
+}
+
+/// The level's storage from the buffers a kernel wrote it into, frozen
+/// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
+/// level's, `last` this level's and `rest` those above it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn from_output(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    _shape: &[usize],
+    last: &usize,
+    rest: &[usize],
+    bufs: OutBufs,
+) -> Result<LevelStorage> {
+    let OutBufs { val, ptr, idx, .. } = bufs;
+    Ok(LevelStorage::SparseInterval(super::SparseIntervalStorage {
+        shape: *last,
+        left: idx,
+        right: ptr,
+        child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
     }))
 }

@@ -14,6 +14,7 @@
 
 use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::LevelStorage;
+use super::output::OutBufs;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
 use crate::tensor::{IndexInt, IndexVec};
@@ -174,5 +175,26 @@ pub(crate) fn build(
         ptr: IndexVec::with_width(ptr, *index, "a SparseList level's ptr")?,
         idx: IndexVec::with_width(idx, *index, "a SparseList level's idx")?,
         child: Box::new(c),
+    }))
+}
+
+/// The level's storage from the buffers a kernel wrote it into, frozen
+/// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
+/// level's, `last` this level's and `rest` those above it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn from_output(
+    index: &IndexWidth,
+    child: &LevelFormat,
+    _shape: &[usize],
+    last: &usize,
+    rest: &[usize],
+    bufs: OutBufs,
+) -> Result<LevelStorage> {
+    let OutBufs { val, ptr, idx, .. } = bufs;
+    Ok(LevelStorage::SparseList(super::SparseListStorage {
+        shape: *last,
+        ptr: IndexVec::with_width(ptr, *index, "a SparseList output's ptr")?,
+        idx: IndexVec::with_width(idx, *index, "a SparseList output's idx")?,
+        child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
     }))
 }

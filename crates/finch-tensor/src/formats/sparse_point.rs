@@ -12,6 +12,7 @@
 
 use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
+use super::output::OutBufs;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
 
@@ -123,5 +124,25 @@ pub(crate) fn build(
         shape: size,
         idx,
         child: Box::new(c),
+    }))
+}
+
+/// The level's storage from the buffers a kernel wrote it into, frozen
+/// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
+/// level's, `last` this level's and `rest` those above it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn from_output(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    _shape: &[usize],
+    last: &usize,
+    rest: &[usize],
+    bufs: OutBufs,
+) -> Result<LevelStorage> {
+    let OutBufs { val, idx, .. } = bufs;
+    Ok(LevelStorage::SparsePoint(super::SparsePointStorage {
+        shape: *last,
+        idx,
+        child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
     }))
 }

@@ -12,6 +12,7 @@
 
 use super::format::{Capabilities, IndexWidth, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
+use super::output::OutBufs;
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
@@ -120,4 +121,28 @@ pub(crate) fn build(
     groups: &[(usize, usize)],
 ) -> Result<LevelStorage> {
     super::run_list::build_runs(false, index, child, dims, m, e, groups)
+}
+
+/// The level's storage from the buffers a kernel wrote it into, frozen
+/// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
+/// level's, `last` this level's and `rest` those above it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn from_output(
+    _index: &IndexWidth,
+    child: &LevelFormat,
+    _shape: &[usize],
+    last: &usize,
+    rest: &[usize],
+    bufs: OutBufs,
+) -> Result<LevelStorage> {
+    let OutBufs {
+        val, ptr, idx, aux, ..
+    } = bufs;
+    Ok(LevelStorage::SparseRunList(super::SparseRunListStorage {
+        shape: *last,
+        ptr,
+        left: aux,
+        right: idx,
+        child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
+    }))
 }
