@@ -29,7 +29,11 @@ const MAX_SEED: usize = 4096;
 /// The seeds of `target`; `root` is the repository, `data` the shared data directory.
 pub fn seeds(target: &str, root: &Path, data: &Path) -> Vec<Seed> {
     let mut out = match target {
-        "program_text" => files_in(&root.join("examples"), "fin"),
+        "program_text" => {
+            let mut s = files_in(&root.join("examples"), "fin");
+            s.extend(programs_in_tests(root));
+            s
+        }
         "format_text" => format_seeds(root),
         "matrix_market" => {
             let m = data.join("matrices");
@@ -99,6 +103,63 @@ fn files_in(dir: &Path, ext: &str) -> Vec<Seed> {
             Some(Seed { name, data })
         })
         .collect()
+}
+
+/// Program texts written as string literals in the library's tests (those that declare
+/// a tensor and have a statement): the constructs the tests care about.
+fn programs_in_tests(root: &Path) -> Vec<Seed> {
+    let tests = root.join("crates").join("finch-tensor").join("tests");
+    let mut files = files_in(&tests, "rs");
+    files.extend(files_in(&tests.join("regressions"), "rs"));
+    let mut out = Vec::new();
+    for file in files {
+        let text = String::from_utf8_lossy(&file.data);
+        for (k, literal) in string_literals(&text).into_iter().enumerate() {
+            if literal.contains("::") && (literal.contains(".=") || literal.contains("for ")) {
+                out.push(Seed {
+                    name: format!("{}-{k}", file.name),
+                    data: literal.into_bytes(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The ordinary string literals of Rust source, unescaped (`\n`, `\t`, `\"`, `\\`).
+fn string_literals(source: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = source.chars().peekable();
+    let mut prev = ' ';
+    while let Some(c) = chars.next() {
+        // Skip char literals such as '"' and raw or byte prefixes' quotes stay ordinary.
+        if c == '"' && prev != '\'' {
+            let mut lit = String::new();
+            while let Some(d) = chars.next() {
+                match d {
+                    '"' => break,
+                    '\\' => match chars.next() {
+                        Some('n') => lit.push('\n'),
+                        Some('t') => lit.push('\t'),
+                        Some('\n') => {
+                            // A line continuation: the next line's indentation is dropped.
+                            while chars.peek().is_some_and(|c| c.is_whitespace()) {
+                                chars.next();
+                            }
+                        }
+                        Some(e) => lit.push(e),
+                        None => break,
+                    },
+                    d => lit.push(d),
+                }
+            }
+            out.push(lit);
+            prev = '"';
+            continue;
+        }
+        prev = c;
+    }
+    out
 }
 
 /// The first `n` lines.
