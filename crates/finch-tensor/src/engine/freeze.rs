@@ -211,6 +211,13 @@ fn freeze_written_levels(
             *q %= n;
         }
         prefix_sum(&mut bufs.ptr);
+    } else if let Some(size) = info
+        .levels
+        .iter()
+        .zip(shape.iter().rev())
+        .find_map(|(l, &size)| matches!(l, LevelParams::SparsePointOut { .. }).then_some(size))
+    {
+        drop_point_fills(bufs, size, &info.format.fill_value());
     } else if info
         .levels
         .iter()
@@ -264,6 +271,18 @@ fn freeze_written_levels(
         bufs.val.truncate(n);
     }
     Ok(byte_map)
+}
+
+/// Empties a written SparsePoint fiber whose one entry ended up the fill (written, then
+/// updated back: `y[j] <<xor>>= true` twice), as the reference stores its result: its
+/// index becomes `size`, the empty mark, and its value slot already holds the fill the
+/// child of an empty fiber must hold. A Pattern leaf has no values: nothing to compare.
+fn drop_point_fills(bufs: &mut OutBufs, size: usize, fill: &Value) {
+    for (p, i) in bufs.idx.iter_mut().enumerate() {
+        if *i != size && bufs.val.get(p).is_some_and(|v| v.same(fill)) {
+            *i = size;
+        }
+    }
 }
 
 /// A written level's conflict flag, set by the kernel for data the level cannot hold,

@@ -238,3 +238,45 @@ fn a_repeated_store_of_the_fill_keeps_no_loop_over_the_fill() {
         assert_eq!(w, array(&[2], &[0.0, 0.0]), "{text}");
     }
 }
+
+/// Seed 107 #11510 of the differential tester: a SparsePoint output whose one written
+/// index is updated back to the fill (`true`, xor-ed with `true` four times; the other
+/// indices read `missing` and are left alone) kept the index, an entry the reference
+/// does not store. Also under a Dense level, one fiber per column.
+#[test]
+fn a_point_output_updated_back_to_its_fill_stores_nothing() {
+    let bools = |data: &[bool]| {
+        let vals = data.iter().map(|&b| finch::Value::Bool(b)).collect();
+        DenseArray::from_data(
+            finch::ScalarType::Bool,
+            &[data.len()],
+            vals,
+            finch::Value::Bool(false),
+        )
+        .unwrap()
+    };
+    let index = DenseArray::from_data(
+        finch::ScalarType::I64,
+        &[3],
+        [0, 0, 3].iter().map(|&i| finch::Value::I64(i)).collect(),
+        finch::Value::I64(0),
+    )
+    .unwrap();
+    for (output, write) in [
+        ("SparsePoint(Element(true))", "for j = 1:3\n    y[j]"),
+        (
+            "Dense(SparsePoint(Element(true)))",
+            "for k = 1:2, j = 1:3\n    y[j, k]",
+        ),
+    ] {
+        let text = format!(
+            "input x :: Dense(Element(false))\ninput I :: Dense(Element(0))\noutput y :: {output}\n\
+             y .= true\nfor i = 1:4\n  {write} <<xor>>= !x[~I[j]]\n  end\nend\n"
+        );
+        let out = agree(&text, &[("x", bools(&[false; 3])), ("I", index.clone())]);
+        assert!(
+            out["y"].data.iter().all(|v| *v == finch::Value::Bool(true)),
+            "{text}"
+        );
+    }
+}
