@@ -242,7 +242,8 @@ fn a_repeated_store_of_the_fill_keeps_no_loop_over_the_fill() {
 /// Seed 107 #11510 of the differential tester: a SparsePoint output whose one written
 /// index is updated back to the fill (`true`, xor-ed with `true` four times; the other
 /// indices read `missing` and are left alone) kept the index, an entry the reference
-/// does not store. Also under a Dense level, one fiber per column.
+/// does not store. Also under a Dense level, one fiber per column, and for every other
+/// output level.
 #[test]
 fn a_point_output_updated_back_to_its_fill_stores_nothing() {
     let bools = |data: &[bool]| {
@@ -262,13 +263,12 @@ fn a_point_output_updated_back_to_its_fill_stores_nothing() {
         finch::Value::I64(0),
     )
     .unwrap();
-    for (output, write) in [
-        ("SparsePoint(Element(true))", "for j = 1:3\n    y[j]"),
-        (
-            "Dense(SparsePoint(Element(true)))",
-            "for k = 1:2, j = 1:3\n    y[j, k]",
-        ),
-    ] {
+    let vectors = VECTOR_LEVELS.map(|l| (format!("{l}(Element(true))"), "for j = 1:3\n    y[j]"));
+    let matrix = (
+        "Dense(SparsePoint(Element(true)))".to_string(),
+        "for k = 1:2, j = 1:3\n    y[j, k]",
+    );
+    for (output, write) in vectors.into_iter().chain([matrix]) {
         let text = format!(
             "input x :: Dense(Element(false))\ninput I :: Dense(Element(0))\noutput y :: {output}\n\
              y .= true\nfor i = 1:4\n  {write} <<xor>>= !x[~I[j]]\n  end\nend\n"
