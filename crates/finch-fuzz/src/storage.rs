@@ -5,9 +5,11 @@
 //! corruption that passed the validator and a kernel then read out of bounds would be
 //! undefined behaviour in the trusted C kernels, which check no bounds.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
-use finch::engine::Engine;
+use finch::engine::{CompiledProgram, Engine};
 use finch::formats::{Format, LevelKind, LevelStorage};
 use finch::reference::{Bindings, RunOptions};
 use finch::tensor::{Buffer, Coo, IndexVec, Tensor, TensorStorage};
@@ -206,6 +208,29 @@ const PROGRAMS_3: [&str; 2] = [
     "output C :: Dense(Dense(Dense(Element(0.0))))\nC .= 0\nfor k = _, j = _, i = _\n  C[i, j, k] = A[follow(i), j, k] - 1.0\nend\n",
 ];
 
+/// A read program and its kernel.
+type ReadKernel = (Program, Rc<CompiledProgram>);
+
+/// A read kernel compiled for the interpreter, or `None` where the compiler refuses it
+/// by name; kept per program text for the life of the process, since a fuzzer runs the
+/// same few hundred formats again and again (compiling took most of each input's time).
+fn compiled(text: &str) -> Result<Option<ReadKernel>, String> {
+    thread_local! {
+        static KERNELS: RefCell<HashMap<String, Option<ReadKernel>>> = RefCell::new(HashMap::new());
+    }
+    if let Some(hit) = KERNELS.with(|k| k.borrow().get(text).cloned()) {
+        return Ok(hit);
+    }
+    let p = Program::parse(text).map_err(|e| format!("{e}\n{text}"))?;
+    let k = match p.compile(Engine::Interp) {
+        Ok(k) => Some((p, Rc::new(k))),
+        Err(Error::Unsupported(_)) => None,
+        Err(e) => return Err(format!("{e}\n{text}")),
+    };
+    KERNELS.with(|cache| cache.borrow_mut().insert(text.to_string(), k.clone()));
+    Ok(k)
+}
+
 /// Runs the read kernels on `a` (an `f64` matrix or 3-mode tensor stored in `format`)
 /// with the interpreter, and checks each against the reference on `a.to_dense()`.
 pub fn reads_match_reference(a: &Tensor, format: &str) -> Result<(), String> {
@@ -218,12 +243,9 @@ pub fn reads_match_reference(a: &Tensor, format: &str) -> Result<(), String> {
     let x = small_dense(&[a.shape()[1]], 7);
     for body in programs {
         let text = format!("input A :: {format}\n{body}");
-        let p = Program::parse(&text).map_err(|e| format!("{e}\n{text}"))?;
-        let k = match p.compile(Engine::Interp) {
-            Ok(k) => k,
+        let Some((p, k)) = compiled(&text)? else {
             // A level without the protocol a program asks for is refused by name.
-            Err(Error::Unsupported(_)) => continue,
-            Err(e) => return Err(format!("{e}\n{text}")),
+            continue;
         };
         let mut reference = Bindings::new();
         let mut t = HashMap::new();
