@@ -87,8 +87,13 @@ impl std::fmt::Debug for CKernel {
     }
 }
 
-fn loaded() -> &'static Mutex<HashMap<String, KernelFn>> {
-    static LOADED: OnceLock<Mutex<HashMap<String, KernelFn>>> = OnceLock::new();
+/// A kernel loaded in this process: its entry point, and the library that holds it,
+/// kept here (never unloaded: the entry point must stay valid) so that it stays reachable
+/// rather than leaked.
+type Loaded = (KernelFn, &'static libloading::Library);
+
+fn loaded() -> &'static Mutex<HashMap<String, Loaded>> {
+    static LOADED: OnceLock<Mutex<HashMap<String, Loaded>>> = OnceLock::new();
     LOADED.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
@@ -138,7 +143,7 @@ pub(crate) fn compile_with(k: &Kernel, mode: CheckMode) -> Result<CKernel> {
     let mut map = loaded()
         .lock()
         .map_err(|_| Error::Program("kernel cache lock poisoned".into()))?;
-    if let Some(&func) = map.get(&key) {
+    if let Some(&(func, _)) = map.get(&key) {
         return Ok(CKernel {
             kernel: k.clone(),
             func,
@@ -156,7 +161,7 @@ pub(crate) fn compile_with(k: &Kernel, mode: CheckMode) -> Result<CKernel> {
     let func: KernelFn = unsafe { lib.get::<KernelFn>(SYMBOL.as_bytes()) }
         .map(|s| *s)
         .map_err(|e| Error::Program(format!("compiled kernel lacks `{SYMBOL}`: {e}")))?;
-    map.insert(key.clone(), func);
+    map.insert(key.clone(), (func, lib));
     Ok(CKernel {
         kernel: k.clone(),
         func,
