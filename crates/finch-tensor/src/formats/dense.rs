@@ -7,9 +7,9 @@
 //! Properties: ordered, unique, full, locate. Protocols (compiler, issue #3): read
 //! default/follow (Lookup); update extrude/laminate.
 
-use super::format::{Capabilities, IndexWidth, LevelFormat};
+use super::format::Capabilities;
 use super::level::LevelStorage;
-use super::output::OutBufs;
+use super::output::{OutBufs, OutputAt};
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
 
@@ -51,15 +51,9 @@ impl DenseStorage {
 /// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
 /// (a range of entries), what the level stores, and the entries below each of its
 /// positions for its child.
-pub(crate) fn build(
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    dims: &[usize],
-    m: usize,
-    e: &Entries,
-    groups: &[(usize, usize)],
-) -> Result<LevelStorage> {
-    let size = dims[0];
+pub(crate) fn build(at: &BuildAt) -> Result<LevelStorage> {
+    let size = at.size();
+    let BuildAt { m, e, groups, .. } = *at;
     let mut child_groups = Vec::new();
     let total = positions(groups.len(), size, "Dense")?;
     reserve(&mut child_groups, total, "Dense")?;
@@ -73,7 +67,7 @@ pub(crate) fn build(
             child_groups.push((start, k));
         }
     }
-    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+    let c = at.child_of(&child_groups)?;
     Ok(LevelStorage::Dense(DenseStorage {
         shape: size,
         child: Box::new(c),
@@ -83,17 +77,9 @@ pub(crate) fn build(
 /// The level's storage from the buffers a kernel wrote it into, frozen
 /// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
 /// level's, `last` this level's and `rest` those above it.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn from_output(
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    _shape: &[usize],
-    last: &usize,
-    rest: &[usize],
-    bufs: OutBufs,
-) -> Result<LevelStorage> {
+pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> {
     Ok(LevelStorage::Dense(DenseStorage {
-        shape: *last,
-        child: Box::new(super::output::assemble(child, rest, bufs)?),
+        shape: at.size(),
+        child: Box::new(super::output::assemble(at.child, at.above(), bufs)?),
     }))
 }

@@ -65,57 +65,45 @@ impl LevelKind {
     }
 
     /// Builds a level of this kind from sorted entries (`tensor::build`): its storage and,
-    /// through `child`, the levels below it.
+    /// through `at.child`, the levels below it.
     pub(crate) fn build(
         self,
-        index: &IndexWidth,
-        child: &LevelFormat,
-        dims: &[usize],
-        m: usize,
-        e: &crate::tensor::build::Entries,
-        groups: &[(usize, usize)],
+        at: &crate::tensor::build::BuildAt,
     ) -> crate::error::Result<super::LevelStorage> {
         use super::*;
         match self {
-            LevelKind::Dense => dense::build(index, child, dims, m, e, groups),
-            LevelKind::SparseList => sparse_list::build(index, child, dims, m, e, groups),
-            LevelKind::SparseCoo(n) => sparse_coo::build(n, index, child, dims, m, e, groups),
-            LevelKind::SparsePoint => sparse_point::build(index, child, dims, m, e, groups),
-            LevelKind::SparseInterval => sparse_interval::build(index, child, dims, m, e, groups),
-            LevelKind::SparseBand => sparse_band::build(index, child, dims, m, e, groups),
-            LevelKind::SparseBlockList => {
-                sparse_block_list::build(index, child, dims, m, e, groups)
-            }
-            LevelKind::RunList => run_list::build(index, child, dims, m, e, groups),
-            LevelKind::SparseRunList => sparse_run_list::build(index, child, dims, m, e, groups),
-            LevelKind::SparseByteMap => sparse_byte_map::build(index, child, dims, m, e, groups),
-            LevelKind::SparseHash => sparse_hash::build(index, child, dims, m, e, groups),
+            LevelKind::Dense => dense::build(at),
+            LevelKind::SparseList => sparse_list::build(at),
+            LevelKind::SparseCoo(n) => sparse_coo::build(n, at),
+            LevelKind::SparsePoint => sparse_point::build(at),
+            LevelKind::SparseInterval => sparse_interval::build(at),
+            LevelKind::SparseBand => sparse_band::build(at),
+            LevelKind::SparseBlockList => sparse_block_list::build(at),
+            LevelKind::RunList => run_list::build(at),
+            LevelKind::SparseRunList => sparse_run_list::build(at),
+            LevelKind::SparseByteMap => sparse_byte_map::build(at),
+            LevelKind::SparseHash => sparse_hash::build(at),
         }
     }
 
     /// A level of this kind from the buffers a kernel wrote it into (`formats::output`).
     pub(crate) fn assemble_output(
         self,
-        index: &IndexWidth,
-        child: &LevelFormat,
-        shape: &[usize],
-        last: &usize,
-        rest: &[usize],
+        at: &super::output::OutputAt,
         bufs: super::output::OutBufs,
     ) -> crate::error::Result<super::LevelStorage> {
         use super::*;
-        let (i, c, s, l, r) = (index, child, shape, last, rest);
         match self {
-            LevelKind::Dense => dense::from_output(i, c, s, l, r, bufs),
-            LevelKind::SparseList => sparse_list::from_output(i, c, s, l, r, bufs),
-            LevelKind::SparseCoo(n) => sparse_coo::from_output(n, i, c, s, l, r, bufs),
-            LevelKind::SparsePoint => sparse_point::from_output(i, c, s, l, r, bufs),
-            LevelKind::SparseInterval => sparse_interval::from_output(i, c, s, l, r, bufs),
-            LevelKind::SparseBand => sparse_band::from_output(i, c, s, l, r, bufs),
-            LevelKind::SparseBlockList => sparse_block_list::from_output(i, c, s, l, r, bufs),
-            LevelKind::RunList => run_list::from_output(i, c, s, l, r, bufs),
-            LevelKind::SparseRunList => sparse_run_list::from_output(i, c, s, l, r, bufs),
-            LevelKind::SparseByteMap => sparse_byte_map::from_output(i, c, s, l, r, bufs),
+            LevelKind::Dense => dense::from_output(at, bufs),
+            LevelKind::SparseList => sparse_list::from_output(at, bufs),
+            LevelKind::SparseCoo(n) => sparse_coo::from_output(n, at, bufs),
+            LevelKind::SparsePoint => sparse_point::from_output(at, bufs),
+            LevelKind::SparseInterval => sparse_interval::from_output(at, bufs),
+            LevelKind::SparseBand => sparse_band::from_output(at, bufs),
+            LevelKind::SparseBlockList => sparse_block_list::from_output(at, bufs),
+            LevelKind::RunList => run_list::from_output(at, bufs),
+            LevelKind::SparseRunList => sparse_run_list::from_output(at, bufs),
+            LevelKind::SparseByteMap => sparse_byte_map::from_output(at, bufs),
             // Written SparseHash levels are recorded as entries and built when frozen
             // (`engine::freeze`), never assembled from buffers.
             LevelKind::SparseHash => Err(crate::error::Error::Program(

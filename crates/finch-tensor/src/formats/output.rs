@@ -1,7 +1,7 @@
 //! The buffers a kernel writes an output into, and the level storage they become when
 //! the run freezes it.
 
-use super::format::LevelFormat;
+use super::format::{IndexWidth, LevelFormat};
 use super::level::LevelStorage;
 use super::{ElementStorage, PatternStorage};
 use crate::algebra::ScalarType;
@@ -41,12 +41,51 @@ pub(crate) fn assemble(lf: &LevelFormat, shape: &[usize], bufs: OutBufs) -> Resu
             val: bufs.val,
         })),
         LevelFormat::Inner { kind, index, child } => {
-            let (last, rest) = shape
-                .split_last()
-                .ok_or_else(|| Error::Program(format!("internal: shape {}", fmt_shape(shape))))?;
-            kind.assemble_output(index, child, shape, last, rest, bufs)
+            if shape.is_empty() {
+                return Err(Error::Program(format!(
+                    "internal: shape {}",
+                    fmt_shape(shape)
+                )));
+            }
+            kind.assemble_output(
+                &OutputAt {
+                    index: *index,
+                    child,
+                    shape,
+                },
+                bufs,
+            )
         }
         // A Pattern leaf stores nothing (its level records the positions).
         LevelFormat::Pattern => Ok(LevelStorage::Pattern(PatternStorage)),
+    }
+}
+
+/// Where an output level is assembled: its index width, the format below it, and the
+/// sizes of the modes from the root down to its own (its size last).
+pub(crate) struct OutputAt<'a> {
+    pub(crate) index: IndexWidth,
+    pub(crate) child: &'a LevelFormat,
+    pub(crate) shape: &'a [usize],
+}
+
+impl OutputAt<'_> {
+    /// The size of the level's mode.
+    pub(crate) fn size(&self) -> usize {
+        self.shape[self.shape.len() - 1]
+    }
+
+    /// The sizes of the modes above the level.
+    pub(crate) fn above(&self) -> &[usize] {
+        &self.shape[..self.shape.len() - 1]
+    }
+
+    /// The level below a one-mode level, holding the values `val`.
+    pub(crate) fn child_of(&self, val: Buffer) -> Result<Box<LevelStorage>> {
+        Ok(Box::new(assemble(
+            self.child,
+            self.above(),
+            OutBufs::values(val),
+        )?))
     }
 }

@@ -11,9 +11,9 @@
 //! Properties: ordered, unique, full. Protocols: read walk, gallop,
 //! follow (a binary search over the run ends).
 
-use super::format::{Capabilities, IndexWidth, LevelFormat};
+use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
-use super::output::OutBufs;
+use super::output::{OutBufs, OutputAt};
 use super::sparse_list::validate_ptr;
 use super::SparseRunListStorage;
 use crate::error::{Error, Result};
@@ -101,16 +101,15 @@ impl RunListStorage {
 
 /// Builds a RunList (`dense`) or SparseRunList level from sorted entries (`tensor::build`):
 /// per parent group, its runs of equal values, each run's entries below it.
-pub(crate) fn build_runs(
-    dense: bool,
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    dims: &[usize],
-    m: usize,
-    e: &Entries,
-    groups: &[(usize, usize)],
-) -> Result<LevelStorage> {
-    let size = dims[0];
+pub(crate) fn build_runs(dense: bool, at: &BuildAt) -> Result<LevelStorage> {
+    let size = at.size();
+    let BuildAt {
+        child,
+        m,
+        e,
+        groups,
+        ..
+    } = *at;
     let mut child_groups = Vec::new();
     let fill = child.fill_value();
     let (mut ptr, mut left, mut right) = (vec![0], Vec::new(), Vec::new());
@@ -122,7 +121,7 @@ pub(crate) fn build_runs(
         }
         ptr.push(right.len());
     }
-    let c = Box::new(build_level(child, &dims[1..], m + 1, e, &child_groups)?);
+    let c = Box::new(at.child_of(&child_groups)?);
     Ok(if dense {
         LevelStorage::RunList(RunListStorage {
             shape: size,
@@ -142,34 +141,19 @@ pub(crate) fn build_runs(
 }
 
 /// Builds the level from sorted entries (`tensor::build`), runs of fill included.
-pub(crate) fn build(
-    index: &IndexWidth,
-    child: &LevelFormat,
-    dims: &[usize],
-    m: usize,
-    e: &Entries,
-    groups: &[(usize, usize)],
-) -> Result<LevelStorage> {
-    build_runs(true, index, child, dims, m, e, groups)
+pub(crate) fn build(at: &BuildAt) -> Result<LevelStorage> {
+    build_runs(true, at)
 }
 
 /// The level's storage from the buffers a kernel wrote it into, frozen
 /// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
 /// level's, `last` this level's and `rest` those above it.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn from_output(
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    _shape: &[usize],
-    last: &usize,
-    rest: &[usize],
-    bufs: OutBufs,
-) -> Result<LevelStorage> {
+pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> {
     let OutBufs { val, ptr, idx, .. } = bufs;
     Ok(LevelStorage::RunList(super::RunListStorage {
-        shape: *last,
+        shape: at.size(),
         ptr,
         right: idx,
-        child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
+        child: at.child_of(val)?,
     }))
 }

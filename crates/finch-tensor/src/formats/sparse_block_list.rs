@@ -13,9 +13,9 @@
 //! Properties: ordered, unique, not full. Protocols: read walk, gallop,
 //! follow (a binary search over the block ends).
 
-use super::format::{Capabilities, IndexWidth, LevelFormat};
+use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
-use super::output::OutBufs;
+use super::output::{OutBufs, OutputAt};
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
@@ -139,15 +139,9 @@ impl SparseBlockListStorage {
 /// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
 /// (a range of entries), what the level stores, and the entries below each of its
 /// positions for its child.
-pub(crate) fn build(
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    dims: &[usize],
-    m: usize,
-    e: &Entries,
-    groups: &[(usize, usize)],
-) -> Result<LevelStorage> {
-    let size = dims[0];
+pub(crate) fn build(at: &BuildAt) -> Result<LevelStorage> {
+    let size = at.size();
+    let BuildAt { m, e, groups, .. } = *at;
     let mut child_groups = Vec::new();
     let (mut ptr, mut idx, mut ofs) = (vec![0], Vec::new(), vec![0]);
     for &(lo, hi) in groups {
@@ -162,7 +156,7 @@ pub(crate) fn build(
         }
         ptr.push(idx.len());
     }
-    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+    let c = at.child_of(&child_groups)?;
     Ok(LevelStorage::SparseBlockList(SparseBlockListStorage {
         shape: size,
         ptr,
@@ -175,25 +169,17 @@ pub(crate) fn build(
 /// The level's storage from the buffers a kernel wrote it into, frozen
 /// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
 /// level's, `last` this level's and `rest` those above it.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn from_output(
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    _shape: &[usize],
-    last: &usize,
-    rest: &[usize],
-    bufs: OutBufs,
-) -> Result<LevelStorage> {
+pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> {
     let OutBufs {
         val, ptr, idx, aux, ..
     } = bufs;
     Ok(LevelStorage::SparseBlockList(
         super::SparseBlockListStorage {
-            shape: *last,
+            shape: at.size(),
             ptr,
             idx,
             ofs: aux,
-            child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
+            child: at.child_of(val)?,
         },
     ))
 }

@@ -14,9 +14,9 @@
 //! Properties: ordered, unique, not full, random access. Protocols: read walk, gallop,
 //! follow.
 
-use super::format::{Capabilities, IndexWidth, LevelFormat};
+use super::format::{Capabilities, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
-use super::output::OutBufs;
+use super::output::{OutBufs, OutputAt};
 use super::sparse_list::validate_ptr;
 use super::PatternStorage;
 use crate::error::{Error, Result};
@@ -172,15 +172,15 @@ impl SparseByteMapStorage {
 /// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
 /// (a range of entries), what the level stores, and the entries below each of its
 /// positions for its child.
-pub(crate) fn build(
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    dims: &[usize],
-    m: usize,
-    e: &Entries,
-    groups: &[(usize, usize)],
-) -> Result<LevelStorage> {
-    let size = dims[0];
+pub(crate) fn build(at: &BuildAt) -> Result<LevelStorage> {
+    let size = at.size();
+    let BuildAt {
+        child,
+        m,
+        e,
+        groups,
+        ..
+    } = *at;
     let mut child_groups = Vec::new();
     let total = positions(groups.len(), size, "SparseByteMap")?;
     let (mut ptr, mut srt, mut tbl) = (vec![0], Vec::new(), Vec::new());
@@ -205,7 +205,7 @@ pub(crate) fn build(
     // A Pattern leaf needs no storage: the flags say which positions are set.
     let c = match child {
         LevelFormat::Pattern => LevelStorage::Pattern(PatternStorage),
-        child => build_level(child, &dims[1..], m + 1, e, &child_groups)?,
+        _ => at.child_of(&child_groups)?,
     };
     Ok(LevelStorage::SparseByteMap(SparseByteMapStorage {
         shape: size,
@@ -219,15 +219,7 @@ pub(crate) fn build(
 /// The level's storage from the buffers a kernel wrote it into, frozen
 /// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
 /// level's, `last` this level's and `rest` those above it.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn from_output(
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    _shape: &[usize],
-    last: &usize,
-    rest: &[usize],
-    bufs: OutBufs,
-) -> Result<LevelStorage> {
+pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> {
     let OutBufs {
         val,
         ptr,
@@ -236,10 +228,10 @@ pub(crate) fn from_output(
         ..
     } = bufs;
     Ok(LevelStorage::SparseByteMap(super::SparseByteMapStorage {
-        shape: *last,
+        shape: at.size(),
         ptr,
         tbl: flags,
         srt: idx,
-        child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
+        child: at.child_of(val)?,
     }))
 }

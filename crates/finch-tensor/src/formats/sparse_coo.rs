@@ -12,9 +12,9 @@
 //! Properties: ordered, unique, compact. Protocols (compiler): read walk, gallop, follow;
 //! update extrude.
 
-use super::format::{Capabilities, IndexWidth, LevelFormat};
+use super::format::Capabilities;
 use super::level::LevelStorage;
-use super::output::OutBufs;
+use super::output::{OutBufs, OutputAt};
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
@@ -127,16 +127,15 @@ impl SparseCooStorage {
 /// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
 /// (a range of entries), what the level stores, and the entries below each of its
 /// positions for its child.
-pub(crate) fn build(
-    n: usize,
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    dims: &[usize],
-    m: usize,
-    e: &Entries,
-    groups: &[(usize, usize)],
-) -> Result<LevelStorage> {
-    let _size = dims[0];
+pub(crate) fn build(n: usize, at: &BuildAt) -> Result<LevelStorage> {
+    let BuildAt {
+        child,
+        dims,
+        m,
+        e,
+        groups,
+        ..
+    } = *at;
     let mut child_groups = Vec::new();
     let mut ptr = Vec::with_capacity(groups.len() + 1);
     let mut tbl = vec![Vec::new(); n];
@@ -169,19 +168,11 @@ pub(crate) fn build(
 /// The level's storage from the buffers a kernel wrote it into, frozen
 /// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
 /// level's, `last` this level's and `rest` those above it.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn from_output(
-    modes: usize,
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    shape: &[usize],
-    _last: &usize,
-    _rest: &[usize],
-    bufs: OutBufs,
-) -> Result<LevelStorage> {
+pub(crate) fn from_output(modes: usize, at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> {
     // The kernel recorded each entry's linear position over the modes
     // from the root down to the level's last (outermost most significant):
     // the level's own modes are its last `modes` digits.
+    let shape = at.shape;
     let split = shape
         .len()
         .checked_sub(modes)
@@ -199,6 +190,10 @@ pub(crate) fn from_output(
         shape: own.to_vec(),
         ptr,
         tbl,
-        child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
+        child: Box::new(super::output::assemble(
+            at.child,
+            rest,
+            OutBufs::values(val),
+        )?),
     }))
 }

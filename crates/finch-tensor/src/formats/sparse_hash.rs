@@ -11,7 +11,7 @@
 //! Properties: ordered (when frozen), unique, not full, random access. Protocols: read
 //! walk, gallop, follow.
 
-use super::format::{Capabilities, IndexWidth, LevelFormat};
+use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
@@ -116,18 +116,12 @@ impl SparseHashStorage {
 /// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
 /// (a range of entries), what the level stores, and the entries below each of its
 /// positions for its child.
-pub(crate) fn build(
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    dims: &[usize],
-    m: usize,
-    e: &Entries,
-    groups: &[(usize, usize)],
-) -> Result<LevelStorage> {
-    let size = dims[0];
+pub(crate) fn build(at: &BuildAt) -> Result<LevelStorage> {
+    let size = at.size();
+    let BuildAt { m, e, groups, .. } = *at;
     let mut child_groups = Vec::new();
     let (ptr, idx) = sorted_lists(e, m, groups, &mut child_groups);
-    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+    let c = at.child_of(&child_groups)?;
     Ok(LevelStorage::SparseHash(SparseHashStorage {
         shape: size,
         ptr,

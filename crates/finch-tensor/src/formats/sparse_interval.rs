@@ -11,9 +11,9 @@
 //!
 //! Properties: ordered, unique, not full. Protocols: read walk, follow.
 
-use super::format::{Capabilities, IndexWidth, LevelFormat};
+use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
-use super::output::OutBufs;
+use super::output::{OutBufs, OutputAt};
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
 
@@ -112,15 +112,15 @@ impl SparseIntervalStorage {
 /// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
 /// (a range of entries), what the level stores, and the entries below each of its
 /// positions for its child.
-pub(crate) fn build(
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    dims: &[usize],
-    m: usize,
-    e: &Entries,
-    groups: &[(usize, usize)],
-) -> Result<LevelStorage> {
-    let size = dims[0];
+pub(crate) fn build(at: &BuildAt) -> Result<LevelStorage> {
+    let size = at.size();
+    let BuildAt {
+        child,
+        m,
+        e,
+        groups,
+        ..
+    } = *at;
     let mut child_groups = Vec::new();
     let fill = child.fill_value();
     let (mut left, mut right) = (Vec::new(), Vec::new());
@@ -147,7 +147,7 @@ pub(crate) fn build(
             }
         }
     }
-    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+    let c = at.child_of(&child_groups)?;
     Ok(LevelStorage::SparseInterval(SparseIntervalStorage {
         shape: size,
         left,
@@ -159,20 +159,12 @@ pub(crate) fn build(
 /// The level's storage from the buffers a kernel wrote it into, frozen
 /// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
 /// level's, `last` this level's and `rest` those above it.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn from_output(
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    _shape: &[usize],
-    last: &usize,
-    rest: &[usize],
-    bufs: OutBufs,
-) -> Result<LevelStorage> {
+pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> {
     let OutBufs { val, ptr, idx, .. } = bufs;
     Ok(LevelStorage::SparseInterval(super::SparseIntervalStorage {
-        shape: *last,
+        shape: at.size(),
         left: idx,
         right: ptr,
-        child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
+        child: at.child_of(val)?,
     }))
 }

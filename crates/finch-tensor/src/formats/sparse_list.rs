@@ -12,9 +12,9 @@
 //! Properties: ordered, unique, compact, not full. Protocols (compiler, issue #3): read
 //! walk, gallop, follow; update extrude.
 
-use super::format::{Capabilities, IndexWidth, LevelFormat};
+use super::format::Capabilities;
 use super::level::LevelStorage;
-use super::output::OutBufs;
+use super::output::{OutBufs, OutputAt};
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
 use crate::tensor::{IndexInt, IndexVec};
@@ -158,22 +158,22 @@ fn validate_fibers<T: IndexInt>(
 /// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
 /// (a range of entries), what the level stores, and the entries below each of its
 /// positions for its child.
-pub(crate) fn build(
-    index: &IndexWidth,
-    child: &LevelFormat,
-    dims: &[usize],
-    m: usize,
-    e: &Entries,
-    groups: &[(usize, usize)],
-) -> Result<LevelStorage> {
-    let size = dims[0];
+pub(crate) fn build(at: &BuildAt) -> Result<LevelStorage> {
+    let size = at.size();
+    let BuildAt {
+        m,
+        e,
+        groups,
+        index,
+        ..
+    } = *at;
     let mut child_groups = Vec::new();
     let (ptr, idx) = sorted_lists(e, m, groups, &mut child_groups);
-    let c = build_level(child, &dims[1..], m + 1, e, &child_groups)?;
+    let c = at.child_of(&child_groups)?;
     Ok(LevelStorage::SparseList(SparseListStorage {
         shape: size,
-        ptr: IndexVec::with_width(ptr, *index, "a SparseList level's ptr")?,
-        idx: IndexVec::with_width(idx, *index, "a SparseList level's idx")?,
+        ptr: IndexVec::with_width(ptr, index, "a SparseList level's ptr")?,
+        idx: IndexVec::with_width(idx, index, "a SparseList level's idx")?,
         child: Box::new(c),
     }))
 }
@@ -181,20 +181,12 @@ pub(crate) fn build(
 /// The level's storage from the buffers a kernel wrote it into, frozen
 /// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
 /// level's, `last` this level's and `rest` those above it.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn from_output(
-    index: &IndexWidth,
-    child: &LevelFormat,
-    _shape: &[usize],
-    last: &usize,
-    rest: &[usize],
-    bufs: OutBufs,
-) -> Result<LevelStorage> {
+pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> {
     let OutBufs { val, ptr, idx, .. } = bufs;
     Ok(LevelStorage::SparseList(super::SparseListStorage {
-        shape: *last,
-        ptr: IndexVec::with_width(ptr, *index, "a SparseList output's ptr")?,
-        idx: IndexVec::with_width(idx, *index, "a SparseList output's idx")?,
-        child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
+        shape: at.size(),
+        ptr: IndexVec::with_width(ptr, at.index, "a SparseList output's ptr")?,
+        idx: IndexVec::with_width(idx, at.index, "a SparseList output's idx")?,
+        child: at.child_of(val)?,
     }))
 }

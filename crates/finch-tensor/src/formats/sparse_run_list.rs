@@ -10,9 +10,9 @@
 //! Properties: ordered, unique, not full. Protocols: read walk, gallop,
 //! follow (a binary search over the run ends).
 
-use super::format::{Capabilities, IndexWidth, LevelFormat};
+use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
-use super::output::OutBufs;
+use super::output::{OutBufs, OutputAt};
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
@@ -112,37 +112,22 @@ impl SparseRunListStorage {
 
 /// Builds the level from sorted entries (`tensor::build`), as a RunList that stores no
 /// runs of fill.
-pub(crate) fn build(
-    index: &IndexWidth,
-    child: &LevelFormat,
-    dims: &[usize],
-    m: usize,
-    e: &Entries,
-    groups: &[(usize, usize)],
-) -> Result<LevelStorage> {
-    super::run_list::build_runs(false, index, child, dims, m, e, groups)
+pub(crate) fn build(at: &BuildAt) -> Result<LevelStorage> {
+    super::run_list::build_runs(false, at)
 }
 
 /// The level's storage from the buffers a kernel wrote it into, frozen
 /// (`engine::freeze`): `shape` holds the sizes of the modes from the root down to this
 /// level's, `last` this level's and `rest` those above it.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn from_output(
-    _index: &IndexWidth,
-    child: &LevelFormat,
-    _shape: &[usize],
-    last: &usize,
-    rest: &[usize],
-    bufs: OutBufs,
-) -> Result<LevelStorage> {
+pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> {
     let OutBufs {
         val, ptr, idx, aux, ..
     } = bufs;
     Ok(LevelStorage::SparseRunList(super::SparseRunListStorage {
-        shape: *last,
+        shape: at.size(),
         ptr,
         left: aux,
         right: idx,
-        child: Box::new(super::output::assemble(child, rest, OutBufs::values(val))?),
+        child: at.child_of(val)?,
     }))
 }

@@ -368,7 +368,45 @@ pub(crate) fn build_level(
             }
             Ok(LevelStorage::Pattern(PatternStorage))
         }
-        LevelFormat::Inner { kind, index, child } => kind.build(index, child, dims, m, e, groups),
+        LevelFormat::Inner { kind, index, child } => kind.build(&BuildAt {
+            index: *index,
+            child,
+            dims,
+            m,
+            e,
+            groups,
+        }),
+    }
+}
+
+/// Where a level is built: its index width, the format below it, the sizes of the
+/// remaining modes (outermost first), the key position `m` of its outermost mode, the
+/// entries, and per parent position the range of entries below it.
+#[derive(Clone, Copy)]
+pub(crate) struct BuildAt<'a> {
+    pub(crate) index: IndexWidth,
+    pub(crate) child: &'a LevelFormat,
+    pub(crate) dims: &'a [usize],
+    pub(crate) m: usize,
+    pub(crate) e: &'a Entries,
+    pub(crate) groups: &'a [(usize, usize)],
+}
+
+impl BuildAt<'_> {
+    /// The size of the level's outermost mode.
+    pub(crate) fn size(&self) -> usize {
+        self.dims[0]
+    }
+
+    /// The level below a one-mode level, over the entries of each of its positions.
+    pub(crate) fn child_of(&self, child_groups: &[(usize, usize)]) -> Result<LevelStorage> {
+        build_level(
+            self.child,
+            &self.dims[1..],
+            self.m + 1,
+            self.e,
+            child_groups,
+        )
     }
 }
 
