@@ -606,3 +606,21 @@ fn a_format_with_unpaired_brackets_is_an_error_at_the_bracket() {
     assert!(paired(&message), "{message}");
     round_trip("input x :: SparseCOO{2}(Element(0.0)) ; input y :: Scalar(0.0)\n");
 }
+
+/// Found by the `program_text` fuzz target (a 79 s timeout): printing a unary operator
+/// whose operand prints with a sign printed the operand twice, and the parser parsed
+/// the printed `+(+(...))` twice per level (once as a call's first argument), so a chain
+/// of `n` unary operators took time 2^n (50 `+` in a row never finished). A chain of 300
+/// prints and reads back.
+#[test]
+fn a_chain_of_unary_operators_prints_once_per_operator() {
+    let text = format!(
+        "output s :: Scalar(0.0)\ns[] = 1.0 {} 2.0\n",
+        "+".repeat(300)
+    );
+    let p = round_trip(&text);
+    assert!(print_program(&p).matches('+').count() == 300);
+    round_trip(
+        &format!("output s :: Scalar(0.0)\ns[] = {}x\n", "-".repeat(300)).replace("x", "2.0"),
+    );
+}

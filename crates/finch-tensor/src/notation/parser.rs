@@ -974,14 +974,15 @@ impl<'a> Parser<'a> {
 
     /// If the next tokens are `(a, b, ...)` with at least two arguments, consumes them.
     fn try_call_args(&mut self) -> Result<Option<Vec<Expr>>> {
-        let save = self.at;
-        self.bump(); // (
-        let first = self.expr(0)?;
-        if !self.eat_sym(",") {
-            self.at = save;
+        // Look for the comma before parsing anything: parsing the first argument and
+        // backing off when none follows would parse `+(+(+(...)))` twice per level,
+        // exponential time in a chain of unary operators.
+        if !self.parenthesis_holds_a_comma() {
             return Ok(None);
         }
-        let mut args = vec![first];
+        self.bump(); // (
+        let mut args = vec![self.expr(0)?];
+        self.expect_sym(",", "between arguments")?;
         loop {
             args.push(self.expr(0)?);
             if !self.eat_sym(",") {
@@ -990,6 +991,26 @@ impl<'a> Parser<'a> {
         }
         self.expect_sym(")", "to close the argument list")?;
         Ok(Some(args))
+    }
+
+    /// Whether the parenthesis at the cursor has a comma at its own depth before it closes.
+    fn parenthesis_holds_a_comma(&self) -> bool {
+        let mut depth = 0usize;
+        for t in &self.toks[self.at..] {
+            match &t.tok {
+                Tok::Sym("(" | "[" | "{") => depth += 1,
+                Tok::Sym(")" | "]" | "}") => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        return false;
+                    }
+                }
+                Tok::Sym(",") if depth == 1 => return true,
+                Tok::Eof => return false,
+                _ => {}
+            }
+        }
+        false
     }
 
     fn call_args(&mut self, name: &str) -> Result<Vec<Expr>> {

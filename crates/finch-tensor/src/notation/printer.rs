@@ -218,10 +218,12 @@ fn call(op: Op, args: &[Expr]) -> String {
             let sym = if op == Op::Add { "+" } else { op.symbol() };
             let inner = expr(x, 9);
             // `-(2)` keeps a negation of a literal from reading back as a negative literal;
-            // `-(-x)` avoids `--`.
+            // `-(-x)` avoids `--`. (`inner` has no parentheses of its own in both cases, so
+            // it is the operand's text at any precedence: printing it again would double
+            // the time per unary operator, exponential in a chain of them.)
             let literal_operand = matches!(x, Expr::Literal(v) if is_number_literal(v));
             if literal_operand || inner.starts_with('-') || inner.starts_with('+') {
-                format!("{sym}({})", expr(x, 0))
+                format!("{sym}({inner})")
             } else {
                 format!("{sym}{inner}")
             }
