@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// A loop's size, the offset of its offset reads, and its own bounds when its range
+/// does not start at 1.
+pub(super) type LoopSize = (Option<Size>, i64, Option<(KExpr, KExpr)>);
+
 impl Converter<'_> {
     /// Windows `A[(lo:hi)(i)]` of the loop index in `s`: the span each gives `i`.
     /// Windows whose bounds are known when tensors are bound give a [`Size::Span`]; those
@@ -440,5 +444,187 @@ impl Converter<'_> {
             .ok_or_else(|| {
                 Error::Unsupported(format!("`{name}` in `{tensor}[...]` is not a loop index"))
             })
+    }
+
+    /// The extent of `for index = extent` from the uses of `index` in `body`: its size,
+    /// the offset of its offset reads, and its own bounds when its range does not start
+    /// at 1.
+    pub(super) fn loop_size(
+        &mut self,
+        index: &str,
+        extent: &Extent,
+        body: &notation::Stmt,
+        spans: &[Size],
+        dynamic: &[DynamicWindow],
+    ) -> Result<LoopSize> {
+        let mut offset = 0i64;
+        // An explicit range not starting at 1: the loop's own bounds.
+        let mut range: Option<(KExpr, KExpr)> = None;
+        let size = match extent {
+            // Windows alone: a known one gives the extent, else one computed in
+            // the kernel (below).
+            Extent::Auto
+                if !(spans.is_empty() && dynamic.is_empty()) && {
+                    let mut bare = Vec::new();
+                    self.bare_uses(index, body, &mut bare);
+                    let mut shifted = Vec::new();
+                    self.offset_uses(index, body, &mut shifted);
+                    bare.is_empty() && shifted.is_empty()
+                } =>
+            {
+                spans.first().cloned()
+            }
+            Extent::Auto => {
+                // Bare uses (`A[i]`) and offset uses (`A[i + c]`) each give a range
+                // `1 - c : n - c`; permissive uses (`A[~i]`) give none. All ranges
+                // must agree.
+                let mut uses: Vec<(usize, usize, i64)> = Vec::new();
+                let mut bare = Vec::new();
+                self.bare_uses(index, body, &mut bare);
+                uses.extend(bare.into_iter().map(|(t, m)| (t, m, 0)));
+                self.offset_uses(index, body, &mut uses);
+                let Some((t, m, c)) = self.agreeing_uses(index, "_", uses)? else {
+                    let mut indexed = false;
+                    walk_accesses(body, &mut |a| {
+                        indexed |= a.indices.iter().any(|e| mentions_index(e, index));
+                    });
+                    if indexed {
+                        return unsupported(format!(
+                            "cannot determine the extent of `for {index} = _`: every tensor is indexed by `{index}` permissively or through an expression Finch-RS does not compile yet (give the loop a range)"
+                        ));
+                    }
+                    return Err(Error::Program(format!(
+                        "cannot determine the extent of `for {index} = _`: no tensor is indexed by `{index}` in its body"
+                    )));
+                };
+                offset = c;
+                Some(Size::Mode(t, m))
+            }
+            Extent::Range(lo_expr, hi_expr) => {
+                let (lo, hi) = (self.bound(lo_expr)?, self.bound(hi_expr)?);
+                let mut shifted = Vec::new();
+                self.offset_uses(index, body, &mut shifted);
+                if shifted.is_empty() {
+                    let (size, own) = self.plain_range(index, (lo, hi), body)?;
+                    range = own;
+                    Some(size)
+                } else {
+                    let extent = format!(
+                        "{}:{}",
+                        notation::print_expr(lo_expr),
+                        notation::print_expr(hi_expr)
+                    );
+                    let windowed = !(spans.is_empty() && dynamic.is_empty());
+                    let (t, m, c) =
+                        self.shifted_range(index, &extent, (lo, hi), body, shifted, windowed)?;
+                    offset = c;
+                    Some(Size::Mode(t, m))
+                }
+            }
+        };
+        Ok((size, offset, range))
+    }
+
+    /// Windows computed from enclosing indices: each lies inside its mode and has the
+    /// loop's length, checked each time the loop starts; with nothing else to give the
+    /// loop its extent, the first one does (then `range` becomes its span).
+    pub(super) fn window_length_checks(
+        &mut self,
+        index: &str,
+        size: &Option<Size>,
+        offset: i64,
+        range: &mut Option<(KExpr, KExpr)>,
+        dynamic: &[DynamicWindow],
+    ) -> Result<Vec<Stmt>> {
+        let mut before = Vec::new();
+        if dynamic.is_empty() {
+            return Ok(before);
+        }
+        let length = match size {
+            Some(Size::Const(n)) => Some(Expr::Lit(Value::I64(*n))),
+            Some(Size::Mode(t, m)) => Some(Expr::Code(self.mode_size(*t, *m)?)),
+            Some(Size::Span(lo, hi)) => Some(Expr::Code(crate::kernel::tidy_expr(
+                (self.bound_value(*hi)? - self.bound_value(*lo)?) + 1,
+            ))),
+            None => None,
+        };
+        if offset != 0 || range.is_some() {
+            return unsupported(format!(
+                "a window computed from enclosing indices with an offset read of `{index}` or a range not starting at 1"
+            ));
+        }
+        let span_local = self.kernel_local(&format!("{index}_window_length"));
+        let mut first = true;
+        for w in dynamic {
+            let (t, m) = (&w.tensor, &w.mode);
+            let (lo, hi) = (self.expr(&w.lo)?, self.expr(&w.hi)?);
+            let int = |n: i64| Expr::Lit(Value::I64(n));
+            let len = Expr::Call(
+                Op::Add,
+                vec![Expr::Call(Op::Sub, vec![hi.clone(), lo.clone()]), int(1)],
+            );
+            let n = Expr::Code(self.mode_size(*t, *m)?);
+            let mut ok = vec![Expr::Call(Op::Le, vec![int(0), len.clone()])];
+            if !w.permissive {
+                ok.push(Expr::Call(Op::Le, vec![int(1), lo.clone()]));
+                ok.push(Expr::Call(Op::Le, vec![hi.clone(), n]));
+            }
+            match (&length, first) {
+                (Some(l), _) => ok.push(Expr::Call(Op::Eq, vec![len, l.clone()])),
+                (None, true) => before.push(Stmt::SetLocal(span_local, len)),
+                (None, false) => ok.push(Expr::Call(
+                    Op::Eq,
+                    vec![len, Expr::Code(KExpr::Local(span_local))],
+                )),
+            }
+            first = false;
+            before.push(Stmt::Check(
+                Expr::Call(Op::And, ok),
+                crate::backend::c::WINDOW_MISMATCH_BASE + *t as i32,
+            ));
+        }
+        if length.is_none() {
+            *range = Some((KExpr::int(1), KExpr::Local(span_local)));
+        }
+        Ok(before)
+    }
+
+    /// The bounds of a loop: its own range, else `1 : size`, moved by `-offset` so that
+    /// `A[i + offset]` stays in bounds (`i` runs over `1 - c : n - c`).
+    pub(super) fn loop_bounds(
+        &mut self,
+        index: &str,
+        range: Option<(KExpr, KExpr)>,
+        size: Option<Size>,
+        offset: i64,
+    ) -> Result<(KExpr, KExpr)> {
+        let (lo, hi) = match (range, size) {
+            (Some(r), _) => r,
+            (None, Some(Size::Const(n))) => (KExpr::int(1), KExpr::int(n)),
+            (None, Some(Size::Mode(t, m))) => (KExpr::int(1), self.mode_size(t, m)?),
+            (None, Some(Size::Span(lo, hi))) => (
+                KExpr::int(1),
+                crate::kernel::tidy_expr((self.bound_value(hi)? - self.bound_value(lo)?) + 1),
+            ),
+            (None, None) => return Err(Error::Program(format!("no extent for `{index}`"))),
+        };
+        // `A[i + c]` in bounds: `i` runs over `1 - c : n - c`.
+        let (lo, hi) = if offset == 0 {
+            (lo, hi)
+        } else {
+            (
+                crate::kernel::tidy_expr(KExpr::bin(
+                    crate::algebra::Op::Sub,
+                    lo,
+                    KExpr::int(offset),
+                )),
+                crate::kernel::tidy_expr(KExpr::bin(
+                    crate::algebra::Op::Sub,
+                    hi,
+                    KExpr::int(offset),
+                )),
+            )
+        };
+        Ok((lo, hi))
     }
 }
