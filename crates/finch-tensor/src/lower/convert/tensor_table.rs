@@ -4,7 +4,6 @@
 
 use super::*;
 
-/// Builds the tensor table and kernel parameters.
 /// The tensor table. Outputs named in `any_order` (written in a loop order their
 /// in-order levels cannot take) keep their leading Dense levels, and the levels below
 /// become one SparseHash group: written in any order, repeated, and built into the
@@ -26,7 +25,6 @@ pub(super) fn tensor_table(
     });
     let mut tensors = Vec::new();
     for d in program.decls() {
-        let is_written = written.contains(&d.name);
         let mut info = TensorInfo {
             name: d.name.clone(),
             kind: d.kind,
@@ -34,7 +32,7 @@ pub(super) fn tensor_table(
             levels: Vec::new(),
             scalar: None,
             dirty: None,
-            written: is_written,
+            written: written.contains(&d.name),
             init: None,
             frozen_in_kernel: false,
         };
@@ -55,257 +53,422 @@ pub(super) fn tensor_table(
             Format::Levels(lf) => {
                 let mut level = lf;
                 let mut depth = 1;
-                loop {
-                    match level {
-                        LevelFormat::Inner { kind, index, child } => {
-                            let shape = kernel
-                                .local(format!("{}_lvl{depth}_shape", d.name), ScalarType::I64);
-                            kernel.inputs.push(shape);
-                            // The levels below an output's leading Dense ones, as one
-                            // SparseHash group (see above).
-                            let hashed = (*kind != LevelKind::Dense
-                                && is_written
-                                && any_order.contains(&d.name)
-                                && matches!(
-                                    level.leaf(),
-                                    LevelFormat::Element(_) | LevelFormat::Pattern
-                                ))
-                            .then(|| modes_below(level));
-                            // A vector (one mode, no Dense parent) takes a SparseByteMap
-                            // instead: a flag per index beats a hash table (its dense flags
-                            // and values cost only the vector's length).
-                            let byte_map = hashed == Some(1) && depth == 1;
-                            match kind {
-                                LevelKind::Dense => info.levels.push(LevelParams::Dense { shape }),
-                                _ if byte_map => {
-                                    info.levels.push(byte_map_out(kernel, &d.name, depth, shape));
-                                    level = level.leaf();
-                                    depth += 1;
-                                    continue;
-                                }
-                                _ if hashed.is_some() || (*kind == LevelKind::SparseHash && is_written && hash_group(level).is_some()) => {
-                                    let modes = hashed.or(hash_group(level)).unwrap_or(1);
-                                    let shapes = mode_shapes(kernel, &d.name, depth, shape, modes);
-                                    let mut buf = |what: &str| kernel.buf(format!("{}_lvl{depth}_{what}", d.name), ScalarType::I64, true, true);
-                                    let (table, keys, slot_of) = (buf("table"), buf("keys"), buf("slot_of"));
-                                    let (order, ptr, posmap) = (buf("order"), buf("fiber_ptr"), buf("posmap"));
-                                    let tbl = (0..modes).map(|m| buf(&format!("coord{}", m + 1))).collect();
-                                    let frozen = kernel.local(format!("{}_lvl{depth}_frozen", d.name), ScalarType::Bool);
-                                    let view = HashView { order, ptr, frozen, tbl, posmap };
-                                    let mut local = |what: &str, ty| kernel.local(format!("{}_lvl{depth}_{what}", d.name), ty);
-                                    let (count, at, dirty) = (local("count", ScalarType::I64), local("at", ScalarType::I64), local("dirty", ScalarType::Bool));
-                                    kernel.outputs.push(count);
-                                    for (mode, &shape) in shapes.iter().enumerate() {
-                                        info.levels.push(LevelParams::HashOut { shape, mode, modes, table, keys, slot_of, count, at, dirty, view: view.clone() });
-                                    }
-                                    // Skip the group's further levels (a forced group runs down
-                                    // to the leaf).
-                                    let mut last = child;
-                                    for _ in 1..modes {
-                                        if let LevelFormat::Inner { child, .. } = &**last {
-                                            last = child;
-                                        }
-                                    }
-                                    level = if hashed.is_some() { level.leaf() } else { last };
-                                    depth += modes;
-                                    continue;
-                                }
-                                LevelKind::SparseCoo(modes) if !is_written || matches!(**child, LevelFormat::Element(_) | LevelFormat::Pattern) => {
-                                    // One entry per mode; the first mode's shape local is `shape`.
-                                    let shapes = mode_shapes(kernel, &d.name, depth, shape, *modes);
-                                    if is_written {
-                                        info.levels.extend(recorded_levels(kernel, &d.name, depth, &shapes, false));
-                                    } else {
-                                        let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, false, false);
-                                        let tbl: Vec<BufId> = (0..*modes).map(|k| kernel.buf(format!("{}_lvl{depth}_tbl{}", d.name, k + 1), ScalarType::I64, false, false)).collect();
-                                        for (mode, &shape) in shapes.iter().enumerate() {
-                                            info.levels.push(LevelParams::Coo { shape, ptr, tbl: tbl.clone(), mode, modes: *modes });
-                                        }
-                                    }
-                                    depth += modes - 1;
-                                }
-                                LevelKind::SparseList if !is_written => {
-                                    let ptr = kernel.index_buf(format!("{}_lvl{depth}_ptr", d.name), *index);
-                                    let idx = kernel.index_buf(format!("{}_lvl{depth}_idx", d.name), *index);
-                                    info.levels.push(LevelParams::SparseList { shape, ptr, idx });
-                                }
-                                LevelKind::SparseList if matches!(**child, LevelFormat::Element(_) | LevelFormat::Pattern) => {
-                                    let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, true, false);
-                                    let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, true);
-                                    let qos = kernel.local(format!("{}_lvl{depth}_qos", d.name), ScalarType::I64);
-                                    let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
-                                    info.levels.push(LevelParams::SparseListOut { shape, ptr, idx, qos, dirty });
-                                }
-                                LevelKind::SparseByteMap if is_written && matches!(**child, LevelFormat::Element(_) | LevelFormat::Pattern) => {
-                                    info.levels.push(byte_map_out(kernel, &d.name, depth, shape));
-                                }
-                                LevelKind::SparsePoint if is_written && matches!(**child, LevelFormat::Element(_)) => {
-                                    let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, false);
-                                    let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
-                                    let conflict = kernel.local(format!("{}_lvl{depth}_conflict", d.name), ScalarType::Bool);
-                                    kernel.outputs.push(conflict);
-                                    info.levels.push(LevelParams::SparsePointOut { shape, idx, dirty, conflict });
-                                }
-                                LevelKind::SparseBand if is_written && matches!(**child, LevelFormat::Element(_)) => {
-                                    let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, false);
-                                    let ofs = kernel.buf(format!("{}_lvl{depth}_ofs", d.name), ScalarType::I64, true, false);
-                                    let mut local = |what: &str, ty| kernel.local(format!("{}_lvl{depth}_{what}", d.name), ty);
-                                    let (qos, start, origin, last) = (local("qos", ScalarType::I64), local("start", ScalarType::I64), local("origin", ScalarType::I64), local("last", ScalarType::I64));
-                                    let (dirty, conflict) = (local("dirty", ScalarType::Bool), local("conflict", ScalarType::Bool));
-                                    kernel.outputs.push(conflict);
-                                    info.levels.push(LevelParams::SparseBandOut { shape, idx, ofs, qos, start, origin, last, dirty, conflict });
-                                }
-                                LevelKind::SparseBlockList if is_written && matches!(**child, LevelFormat::Element(_)) => {
-                                    let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, true, false);
-                                    let idx = kernel.buf(format!("{}_lvl{depth}_idx", d.name), ScalarType::I64, true, true);
-                                    let ofs = kernel.buf(format!("{}_lvl{depth}_ofs", d.name), ScalarType::I64, true, true);
-                                    let mut local = |what: &str, ty| kernel.local(format!("{}_lvl{depth}_{what}", d.name), ty);
-                                    let (qos, blocks, first_block, last) = (local("qos", ScalarType::I64), local("blocks", ScalarType::I64), local("first_block", ScalarType::I64), local("last", ScalarType::I64));
-                                    let (dirty, conflict) = (local("dirty", ScalarType::Bool), local("conflict", ScalarType::Bool));
-                                    kernel.outputs.push(conflict);
-                                    info.levels.push(LevelParams::SparseBlockListOut { shape, ptr, idx, ofs, qos, blocks, first_block, last, dirty, conflict });
-                                }
-                                LevelKind::RunList | LevelKind::SparseRunList if is_written && matches!(**child, LevelFormat::Element(_)) => {
-                                    let dense = *kind == LevelKind::RunList;
-                                    let ptr = kernel.buf(format!("{}_lvl{depth}_ptr", d.name), ScalarType::I64, true, false);
-                                    let left = (!dense).then(|| kernel.buf(format!("{}_lvl{depth}_left", d.name), ScalarType::I64, true, true));
-                                    let right = kernel.buf(format!("{}_lvl{depth}_right", d.name), ScalarType::I64, true, true);
-                                    let mut local = |what: &str, ty| kernel.local(format!("{}_lvl{depth}_{what}", d.name), ty);
-                                    let (qos, start, last) = (local("qos", ScalarType::I64), local("start", ScalarType::I64), local("last", ScalarType::I64));
-                                    let (dirty, conflict) = (local("dirty", ScalarType::Bool), local("conflict", ScalarType::Bool));
-                                    kernel.outputs.push(conflict);
-                                    info.levels.push(LevelParams::RunsOut { dense, shape, ptr, left, right, qos, start, last, dirty, conflict });
-                                }
-                                LevelKind::SparseInterval if is_written && matches!(**child, LevelFormat::Element(_)) => {
-                                    let left = kernel.buf(format!("{}_lvl{depth}_left", d.name), ScalarType::I64, true, false);
-                                    let right = kernel.buf(format!("{}_lvl{depth}_right", d.name), ScalarType::I64, true, false);
-                                    let dirty = kernel.local(format!("{}_lvl{depth}_dirty", d.name), ScalarType::Bool);
-                                    let conflict = kernel.local(format!("{}_lvl{depth}_conflict", d.name), ScalarType::Bool);
-                                    kernel.outputs.push(conflict);
-                                    info.levels.push(LevelParams::SparseIntervalOut { shape, left, right, dirty, conflict });
-                                }
-                                // Any other written format whose levels from here down end in
-                                // an Element leaf: entries are recorded in order (extrude) like
-                                // a SparseCOO level spanning those modes, and the run time
-                                // builds the levels from them.
-                                _ if is_written && matches!(level.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern) => {
-                                    let modes = level.ndims();
-                                    let shapes = mode_shapes(kernel, &d.name, depth, shape, modes);
-                                    info.levels.extend(recorded_levels(kernel, &d.name, depth, &shapes, true));
-                                    level = level.leaf();
-                                    depth += modes;
-                                    continue;
-                                }
-                                kind if !is_written && structured_buffers(*kind).is_some() => {
-                                    let bufs = structured_buffers(*kind)
-                                        .unwrap_or_default()
-                                        .iter()
-                                        .map(|(name, ty)| kernel.buf(format!("{}_lvl{depth}_{name}", d.name), *ty, false, false))
-                                        .collect();
-                                    info.levels.push(LevelParams::Structured { kind: *kind, shape, bufs });
-                                }
-                                other => {
-                                    return unsupported(format!(
-                                        "compiling {} `{}` as {} (this release compiles reads of every level, and writes over an Element leaf into Dense, SparseByteMap and SparseHash levels in any order and into SparseList, SparseCOO, SparsePoint, SparseInterval, SparseBand, SparseBlockList, RunList and SparseRunList levels in order)",
-                                        if is_written { "writes to" } else { "reads of" },
-                                        d.name,
-                                        other.name()
-                                    ))
-                                }
-                            }
-                            level = child;
-                            depth += 1;
-                        }
-                        LevelFormat::Element(fill) => {
-                            let ty = fill.scalar_type().unwrap_or(ScalarType::F64);
-                            // Under a sparse output level the values grow with the entries.
-                            let sparse_out = matches!(
-                                info.levels.last(),
-                                Some(
-                                    LevelParams::SparseListOut { .. }
-                                        | LevelParams::CooOut { .. }
-                                        | LevelParams::HashOut { .. }
-                                        | LevelParams::SparseBandOut { .. }
-                                        | LevelParams::SparseBlockListOut { .. }
-                                        | LevelParams::RunsOut { .. }
-                                )
-                            );
-                            let val = kernel.buf(
-                                format!("{}_lvl{depth}_val", d.name),
-                                ty,
-                                is_written,
-                                sparse_out,
-                            );
-                            info.levels.push(LevelParams::Element { val, fill: *fill });
-                            break;
-                        }
-                        LevelFormat::Pattern => {
-                            // Under levels that take repeated writes, a store of anything
-                            // but `true` may clear an index set before: such a leaf keeps
-                            // a flag per entry (an `Element(false)` leaf; entries left
-                            // `false` are dropped when frozen).
-                            let repeated = matches!(
-                                info.levels.last(),
-                                Some(
-                                    LevelParams::SparseByteMapOut { .. }
-                                        | LevelParams::HashOut { .. }
-                                )
-                            );
-                            if is_written && repeated && may_clear(&program.ast().body, &d.name) {
-                                let sparse_out =
-                                    matches!(info.levels.last(), Some(LevelParams::HashOut { .. }));
-                                let val = kernel.buf(
-                                    format!("{}_lvl{depth}_val", d.name),
-                                    ScalarType::Bool,
-                                    true,
-                                    sparse_out,
-                                );
-                                info.levels.push(LevelParams::Element {
-                                    val,
-                                    fill: Value::Bool(false),
-                                });
-                                break;
-                            }
-                            // Otherwise a written Pattern leaf stores nothing: writing `true`
-                            // claims the index, which the level above records (flags, or a
-                            // list of indices or entries).
-                            if is_written
-                                && !matches!(
-                                    info.levels.last(),
-                                    Some(
-                                        LevelParams::SparseByteMapOut { .. }
-                                            | LevelParams::SparseListOut { .. }
-                                            | LevelParams::CooOut { .. }
-                                            | LevelParams::HashOut { .. }
-                                    )
-                                )
-                            {
-                                if matches!(
-                                    info.levels.last(),
-                                    Some(LevelParams::Dense { .. }) | None
-                                ) {
-                                    // (Only an all-`true` result fits; the reference
-                                    // engine stores one.)
-                                    return unsupported(format!(
-                                        "writing `{}` ({}): a Pattern leaf under a Dense level (or at the root) is `true` everywhere and stores nothing to write; put a sparse level above the leaf",
-                                        d.name, d.format
-                                    ));
-                                }
-                                return unsupported(format!(
-                                    "writes to the Pattern tensor `{}` other than under a SparseByteMap, SparseList, SparseCOO or SparseHash level, or levels built from recorded entries",
-                                    d.name
-                                ));
-                            }
-                            info.levels.push(LevelParams::Pattern);
-                            break;
-                        }
-                    }
+                while let LevelFormat::Inner { .. } = level {
+                    let (next, modes) = inner_level(kernel, &mut info, any_order, level, depth)?;
+                    level = next;
+                    depth += modes;
                 }
+                leaf_level(program, kernel, &mut info, level, depth)?;
             }
         }
         tensors.push(info);
     }
     Ok(tensors)
+}
+
+/// The kernel parameters of the inner level `level` at `depth`: where the walk down the
+/// format goes on, and how many modes it passed.
+fn inner_level<'f>(
+    kernel: &mut Kernel,
+    info: &mut TensorInfo,
+    any_order: &std::collections::HashSet<String>,
+    level: &'f LevelFormat,
+    depth: usize,
+) -> Result<(&'f LevelFormat, usize)> {
+    let LevelFormat::Inner { kind, index, child } = level else {
+        return Err(Error::Program("internal: a leaf as an inner level".into()));
+    };
+    let (name, is_written) = (info.name.clone(), info.written);
+    let name = name.as_str();
+    let shape = kernel.local(format!("{name}_lvl{depth}_shape"), ScalarType::I64);
+    kernel.inputs.push(shape);
+    // The levels below an output's leading Dense ones, as one SparseHash group (see
+    // `tensor_table`).
+    let hashed = (*kind != LevelKind::Dense
+        && is_written
+        && any_order.contains(name)
+        && matches!(level.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern))
+    .then(|| modes_below(level));
+    // A vector (one mode, no Dense parent) takes a SparseByteMap instead: a flag per index
+    // beats a hash table (its dense flags and values cost only the vector's length).
+    let byte_map = hashed == Some(1) && depth == 1;
+    let leaf_below = matches!(**child, LevelFormat::Element(_) | LevelFormat::Pattern);
+    let element_below = matches!(**child, LevelFormat::Element(_));
+    let at = OutLevelAt { name, depth, shape };
+    let levels = &mut info.levels;
+    match kind {
+        LevelKind::Dense => levels.push(LevelParams::Dense { shape }),
+        _ if byte_map => {
+            levels.push(byte_map_out(kernel, name, depth, shape));
+            return Ok((level.leaf(), 1));
+        }
+        _ if hashed.is_some()
+            || (*kind == LevelKind::SparseHash && is_written && hash_group(level).is_some()) =>
+        {
+            let modes = hashed.or(hash_group(level)).unwrap_or(1);
+            levels.extend(hash_group_levels(kernel, &at, modes));
+            // Skip the group's further levels (a forced group runs down to the leaf).
+            let mut last = child;
+            for _ in 1..modes {
+                if let LevelFormat::Inner { child, .. } = &**last {
+                    last = child;
+                }
+            }
+            return Ok((if hashed.is_some() { level.leaf() } else { last }, modes));
+        }
+        LevelKind::SparseCoo(modes) if !is_written || leaf_below => {
+            // One entry per mode; the first mode's shape local is `shape`.
+            let shapes = mode_shapes(kernel, name, depth, shape, *modes);
+            if is_written {
+                levels.extend(recorded_levels(kernel, name, depth, &shapes, false));
+            } else {
+                let ptr = kernel.buf(format!("{name}_lvl{depth}_ptr"), ScalarType::I64, false, false);
+                let tbl: Vec<BufId> = (0..*modes)
+                    .map(|k| {
+                        kernel.buf(format!("{name}_lvl{depth}_tbl{}", k + 1), ScalarType::I64, false, false)
+                    })
+                    .collect();
+                for (mode, &shape) in shapes.iter().enumerate() {
+                    levels.push(LevelParams::Coo { shape, ptr, tbl: tbl.clone(), mode, modes: *modes });
+                }
+            }
+            return Ok((child, *modes));
+        }
+        LevelKind::SparseList if !is_written => {
+            let ptr = kernel.index_buf(format!("{name}_lvl{depth}_ptr"), *index);
+            let idx = kernel.index_buf(format!("{name}_lvl{depth}_idx"), *index);
+            levels.push(LevelParams::SparseList { shape, ptr, idx });
+        }
+        LevelKind::SparseList if leaf_below => levels.push(sparse_list_out(kernel, &at)),
+        LevelKind::SparseByteMap if is_written && leaf_below => {
+            levels.push(byte_map_out(kernel, name, depth, shape));
+        }
+        LevelKind::SparsePoint if is_written && element_below => {
+            levels.push(sparse_point_out(kernel, &at));
+        }
+        LevelKind::SparseBand if is_written && element_below => {
+            levels.push(sparse_band_out(kernel, &at));
+        }
+        LevelKind::SparseBlockList if is_written && element_below => {
+            levels.push(sparse_block_list_out(kernel, &at));
+        }
+        LevelKind::RunList | LevelKind::SparseRunList if is_written && element_below => {
+            levels.push(runs_out(kernel, &at, *kind == LevelKind::RunList));
+        }
+        LevelKind::SparseInterval if is_written && element_below => {
+            levels.push(sparse_interval_out(kernel, &at));
+        }
+        // Any other written format whose levels from here down end in an Element leaf:
+        // entries are recorded in order (extrude) like a SparseCOO level spanning those
+        // modes, and the run time builds the levels from them.
+        _ if is_written
+            && matches!(level.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern) =>
+        {
+            let modes = level.ndims();
+            let shapes = mode_shapes(kernel, name, depth, shape, modes);
+            levels.extend(recorded_levels(kernel, name, depth, &shapes, true));
+            return Ok((level.leaf(), modes));
+        }
+        kind if !is_written && structured_buffers(*kind).is_some() => {
+            let bufs = structured_buffers(*kind)
+                .unwrap_or_default()
+                .iter()
+                .map(|(buf, ty)| kernel.buf(format!("{name}_lvl{depth}_{buf}"), *ty, false, false))
+                .collect();
+            levels.push(LevelParams::Structured { kind: *kind, shape, bufs });
+        }
+        other => {
+            return unsupported(format!(
+                "compiling {} `{}` as {} (this release compiles reads of every level, and writes over an Element leaf into Dense, SparseByteMap and SparseHash levels in any order and into SparseList, SparseCOO, SparsePoint, SparseInterval, SparseBand, SparseBlockList, RunList and SparseRunList levels in order)",
+                if is_written { "writes to" } else { "reads of" },
+                name,
+                other.name()
+            ))
+        }
+    }
+    Ok((child, 1))
+}
+
+/// The leaf at `depth`: an Element level's values, or a Pattern leaf (which stores
+/// nothing, or a flag per entry where a write may clear an index).
+fn leaf_level(
+    program: &crate::Program,
+    kernel: &mut Kernel,
+    info: &mut TensorInfo,
+    level: &LevelFormat,
+    depth: usize,
+) -> Result<()> {
+    let is_written = info.written;
+    match level {
+        LevelFormat::Inner { .. } => {
+            return Err(Error::Program("internal: an inner level as a leaf".into()));
+        }
+        LevelFormat::Element(fill) => {
+            let ty = fill.scalar_type().unwrap_or(ScalarType::F64);
+            // Under a sparse output level the values grow with the entries.
+            let sparse_out = matches!(
+                info.levels.last(),
+                Some(
+                    LevelParams::SparseListOut { .. }
+                        | LevelParams::CooOut { .. }
+                        | LevelParams::HashOut { .. }
+                        | LevelParams::SparseBandOut { .. }
+                        | LevelParams::SparseBlockListOut { .. }
+                        | LevelParams::RunsOut { .. }
+                )
+            );
+            let val = kernel.buf(
+                format!("{}_lvl{depth}_val", info.name),
+                ty,
+                is_written,
+                sparse_out,
+            );
+            info.levels.push(LevelParams::Element { val, fill: *fill });
+        }
+        LevelFormat::Pattern => {
+            // Under levels that take repeated writes, a store of anything
+            // but `true` may clear an index set before: such a leaf keeps
+            // a flag per entry (an `Element(false)` leaf; entries left
+            // `false` are dropped when frozen).
+            let repeated = matches!(
+                info.levels.last(),
+                Some(LevelParams::SparseByteMapOut { .. } | LevelParams::HashOut { .. })
+            );
+            if is_written && repeated && may_clear(&program.ast().body, &info.name) {
+                let sparse_out = matches!(info.levels.last(), Some(LevelParams::HashOut { .. }));
+                let val = kernel.buf(
+                    format!("{}_lvl{depth}_val", info.name),
+                    ScalarType::Bool,
+                    true,
+                    sparse_out,
+                );
+                info.levels.push(LevelParams::Element {
+                    val,
+                    fill: Value::Bool(false),
+                });
+                return Ok(());
+            }
+            // Otherwise a written Pattern leaf stores nothing: writing `true`
+            // claims the index, which the level above records (flags, or a
+            // list of indices or entries).
+            if is_written
+                && !matches!(
+                    info.levels.last(),
+                    Some(
+                        LevelParams::SparseByteMapOut { .. }
+                            | LevelParams::SparseListOut { .. }
+                            | LevelParams::CooOut { .. }
+                            | LevelParams::HashOut { .. }
+                    )
+                )
+            {
+                if matches!(info.levels.last(), Some(LevelParams::Dense { .. }) | None) {
+                    // (Only an all-`true` result fits; the reference
+                    // engine stores one.)
+                    return unsupported(format!(
+                        "writing `{}` ({}): a Pattern leaf under a Dense level (or at the root) is `true` everywhere and stores nothing to write; put a sparse level above the leaf",
+                        info.name, info.format
+                    ));
+                }
+                return unsupported(format!(
+                    "writes to the Pattern tensor `{}` other than under a SparseByteMap, SparseList, SparseCOO or SparseHash level, or levels built from recorded entries",
+                    info.name
+                ));
+            }
+            info.levels.push(LevelParams::Pattern);
+        }
+    }
+    Ok(())
+}
+
+/// Where an output level's kernel parameters are named: `{name}_lvl{depth}_...`.
+struct OutLevelAt<'a> {
+    name: &'a str,
+    depth: usize,
+    /// The level's shape local (a kernel input).
+    shape: LocalId,
+}
+
+impl OutLevelAt<'_> {
+    /// A buffer of `i64`s written by the kernel; `grows` when it grows with the entries.
+    fn buf(&self, kernel: &mut Kernel, what: &str, grows: bool) -> BufId {
+        kernel.buf(self.named(what), ScalarType::I64, true, grows)
+    }
+
+    fn local(&self, kernel: &mut Kernel, what: &str, ty: ScalarType) -> LocalId {
+        kernel.local(self.named(what), ty)
+    }
+
+    fn named(&self, what: &str) -> String {
+        format!("{}_lvl{}_{what}", self.name, self.depth)
+    }
+}
+
+/// The levels of a SparseHash group spanning `modes` modes: one table over all of them.
+fn hash_group_levels(kernel: &mut Kernel, at: &OutLevelAt, modes: usize) -> Vec<LevelParams> {
+    let shapes = mode_shapes(kernel, at.name, at.depth, at.shape, modes);
+    let mut buf = |what: &str| at.buf(kernel, what, true);
+    let (table, keys, slot_of) = (buf("table"), buf("keys"), buf("slot_of"));
+    let (order, ptr, posmap) = (buf("order"), buf("fiber_ptr"), buf("posmap"));
+    let tbl = (0..modes)
+        .map(|m| buf(&format!("coord{}", m + 1)))
+        .collect();
+    let frozen = at.local(kernel, "frozen", ScalarType::Bool);
+    let view = HashView {
+        order,
+        ptr,
+        frozen,
+        tbl,
+        posmap,
+    };
+    let (count, position, dirty) = (
+        at.local(kernel, "count", ScalarType::I64),
+        at.local(kernel, "at", ScalarType::I64),
+        at.local(kernel, "dirty", ScalarType::Bool),
+    );
+    kernel.outputs.push(count);
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(mode, &shape)| LevelParams::HashOut {
+            shape,
+            mode,
+            modes,
+            table,
+            keys,
+            slot_of,
+            count,
+            at: position,
+            dirty,
+            view: view.clone(),
+        })
+        .collect()
+}
+
+/// A SparseList level written in order.
+fn sparse_list_out(kernel: &mut Kernel, at: &OutLevelAt) -> LevelParams {
+    let ptr = at.buf(kernel, "ptr", false);
+    let idx = at.buf(kernel, "idx", true);
+    let qos = at.local(kernel, "qos", ScalarType::I64);
+    let dirty = at.local(kernel, "dirty", ScalarType::Bool);
+    LevelParams::SparseListOut {
+        shape: at.shape,
+        ptr,
+        idx,
+        qos,
+        dirty,
+    }
+}
+
+/// A SparsePoint level written in order: one index, and a flag for a second one.
+fn sparse_point_out(kernel: &mut Kernel, at: &OutLevelAt) -> LevelParams {
+    let idx = at.buf(kernel, "idx", false);
+    let dirty = at.local(kernel, "dirty", ScalarType::Bool);
+    let conflict = at.local(kernel, "conflict", ScalarType::Bool);
+    kernel.outputs.push(conflict);
+    LevelParams::SparsePointOut {
+        shape: at.shape,
+        idx,
+        dirty,
+        conflict,
+    }
+}
+
+/// A SparseBand level written in order.
+fn sparse_band_out(kernel: &mut Kernel, at: &OutLevelAt) -> LevelParams {
+    let idx = at.buf(kernel, "idx", false);
+    let ofs = at.buf(kernel, "ofs", false);
+    let (qos, start, origin, last) = (
+        at.local(kernel, "qos", ScalarType::I64),
+        at.local(kernel, "start", ScalarType::I64),
+        at.local(kernel, "origin", ScalarType::I64),
+        at.local(kernel, "last", ScalarType::I64),
+    );
+    let dirty = at.local(kernel, "dirty", ScalarType::Bool);
+    let conflict = at.local(kernel, "conflict", ScalarType::Bool);
+    kernel.outputs.push(conflict);
+    LevelParams::SparseBandOut {
+        shape: at.shape,
+        idx,
+        ofs,
+        qos,
+        start,
+        origin,
+        last,
+        dirty,
+        conflict,
+    }
+}
+
+/// A SparseBlockList level written in order.
+fn sparse_block_list_out(kernel: &mut Kernel, at: &OutLevelAt) -> LevelParams {
+    let ptr = at.buf(kernel, "ptr", false);
+    let idx = at.buf(kernel, "idx", true);
+    let ofs = at.buf(kernel, "ofs", true);
+    let (qos, blocks, first_block, last) = (
+        at.local(kernel, "qos", ScalarType::I64),
+        at.local(kernel, "blocks", ScalarType::I64),
+        at.local(kernel, "first_block", ScalarType::I64),
+        at.local(kernel, "last", ScalarType::I64),
+    );
+    let dirty = at.local(kernel, "dirty", ScalarType::Bool);
+    let conflict = at.local(kernel, "conflict", ScalarType::Bool);
+    kernel.outputs.push(conflict);
+    LevelParams::SparseBlockListOut {
+        shape: at.shape,
+        ptr,
+        idx,
+        ofs,
+        qos,
+        blocks,
+        first_block,
+        last,
+        dirty,
+        conflict,
+    }
+}
+
+/// A RunList (`dense`) or SparseRunList level written in order.
+fn runs_out(kernel: &mut Kernel, at: &OutLevelAt, dense: bool) -> LevelParams {
+    let ptr = at.buf(kernel, "ptr", false);
+    let left = (!dense).then(|| at.buf(kernel, "left", true));
+    let right = at.buf(kernel, "right", true);
+    let (qos, start, last) = (
+        at.local(kernel, "qos", ScalarType::I64),
+        at.local(kernel, "start", ScalarType::I64),
+        at.local(kernel, "last", ScalarType::I64),
+    );
+    let dirty = at.local(kernel, "dirty", ScalarType::Bool);
+    let conflict = at.local(kernel, "conflict", ScalarType::Bool);
+    kernel.outputs.push(conflict);
+    LevelParams::RunsOut {
+        dense,
+        shape: at.shape,
+        ptr,
+        left,
+        right,
+        qos,
+        start,
+        last,
+        dirty,
+        conflict,
+    }
+}
+
+/// A SparseInterval level written in order: one run of indices.
+fn sparse_interval_out(kernel: &mut Kernel, at: &OutLevelAt) -> LevelParams {
+    let left = at.buf(kernel, "left", false);
+    let right = at.buf(kernel, "right", false);
+    let dirty = at.local(kernel, "dirty", ScalarType::Bool);
+    let conflict = at.local(kernel, "conflict", ScalarType::Bool);
+    kernel.outputs.push(conflict);
+    LevelParams::SparseIntervalOut {
+        shape: at.shape,
+        left,
+        right,
+        dirty,
+        conflict,
+    }
 }
 
 /// The shape locals of a level spanning `modes` modes from `depth` (the first is `first`,
