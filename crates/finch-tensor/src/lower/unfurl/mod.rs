@@ -136,7 +136,7 @@ impl Lowerer {
         let level = info.levels.get(f.depth).cloned().ok_or_else(|| {
             Error::Program(format!("internal: `{name}` has no level {}", f.depth + 1))
         })?;
-        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let (t, depth) = (f.tensor, f.depth + 1);
         let level = self.own_claim_state(level, t, depth);
         let hash = super::hash::HashTable::of(&level);
         match level {
@@ -209,66 +209,7 @@ impl Lowerer {
                 idx,
                 dirty,
                 conflict,
-            } => {
-                // Every index of fiber `p` writes child position `p`; after an index's
-                // statements a write records it, and a second index is a conflict. A
-                // value that ends up the fill is not recorded (as the reference stores its
-                // result), and the position starts from the declared value again.
-                let l = KExpr::Local;
-                let (val, init) = self.written_leaf(t, depth, "SparsePoint")?;
-                let kept = not_fill(KExpr::load(val, pos.clone()), self.fill_of(t));
-                let hollow = crate::looplets::Hollow {
-                    dirty,
-                    claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
-                    skip_fill: true,
-                    skip_fill_values: true,
-                    fill_claims: false,
-                    repeated: false,
-                };
-                let at = pos.clone();
-                let record = move |i: KExpr| {
-                    let i0 = i - 1;
-                    let held = KExpr::load(idx, pos.clone());
-                    vec![KStmt::If {
-                        cond: l(dirty),
-                        then: vec![
-                            KStmt::If {
-                                cond: KExpr::Op(
-                                    Op::And,
-                                    vec![
-                                        KExpr::bin(Op::Ne, held.clone(), l(shape)),
-                                        KExpr::bin(Op::Ne, held, i0.clone()),
-                                    ],
-                                ),
-                                then: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
-                                otherwise: vec![],
-                            },
-                            KStmt::If {
-                                cond: kept.clone(),
-                                then: vec![KStmt::Store {
-                                    buf: idx,
-                                    index: pos.clone(),
-                                    value: i0,
-                                }],
-                                otherwise: vec![KStmt::Store {
-                                    buf: val,
-                                    index: pos.clone(),
-                                    value: KExpr::Lit(init),
-                                }],
-                            },
-                            KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
-                        ],
-                        otherwise: vec![],
-                    }]
-                };
-                self.written_only(f, &name)?;
-                Ok(Looplet::LookupWrite {
-                    body: Rc::new(move |_i: KExpr| {
-                        Fiber::hollow_leaf(t, depth, at.clone(), hollow.clone())
-                    }),
-                    epilogue: Rc::new(record),
-                })
-            }
+            } => self.unfurl_point_out(f, shape, idx, dirty, conflict),
             LevelParams::SparseBlockListOut {
                 ptr,
                 idx,
@@ -301,33 +242,8 @@ impl Lowerer {
                 conflict,
             } => {
                 if !f.protocols.is_written() && f.depth == 0 {
-                    // A run-length workspace read back after its writes: bound the one
-                    // fiber by the runs written so far and walk it like stored runs.
-                    let (kind, bufs) = match left {
-                        Some(left) => (LevelKind::SparseRunList, vec![ptr, left, right]),
-                        None => (LevelKind::RunList, vec![ptr, right]),
-                    };
-                    let mut preamble = vec![
-                        KStmt::Store {
-                            buf: ptr,
-                            index: KExpr::int(0),
-                            value: KExpr::int(0),
-                        },
-                        KStmt::Store {
-                            buf: ptr,
-                            index: KExpr::int(1),
-                            value: KExpr::Local(qos),
-                        },
-                    ];
-                    if dense {
-                        preamble.push(self.unwritten_runs_as_one(f, shape, ptr, right, qos)?);
-                    }
-                    let body = self.unfurl_structured(f, kind, shape, &bufs, None)?;
-                    return Ok(Looplet::Thunk {
-                        preamble,
-                        body: Box::new(body),
-                        epilogue: vec![],
-                    });
+                    // A run-length workspace read back after its writes.
+                    return self.unfurl_runs_read_back(f, dense, shape, [ptr, right], left, qos);
                 }
                 self.written_only(f, &name)?;
                 self.unfurl_runs_out(

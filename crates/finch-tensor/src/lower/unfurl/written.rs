@@ -1,8 +1,10 @@
 //! Written levels read as the kernel writes them: each output level's write side
-//! (SparseList, SparseBlockList, run-length, SparseInterval, SparseBand, SparseByteMap)
+//! (SparseList, SparseBlockList, run-length, SparseInterval, SparseBand, SparseByteMap,
+//! SparsePoint)
 //! handing out positions and claiming them on the first write.
 
 use super::*;
+use crate::kernel::{BufId, LocalId};
 
 impl Lowerer {
     /// A SparseList level written in order (extrude), or one mode of a SparseCOO level
@@ -722,6 +724,120 @@ impl Lowerer {
         Ok(Looplet::LookupWrite {
             body: Rc::new(move |i: KExpr| Fiber::hollow_leaf(t, depth, at(i), hollow.clone())),
             epilogue: Rc::new(record),
+        })
+    }
+
+    /// A SparsePoint output: every index of fiber `p` writes child position `p`; after
+    /// an index's statements a write records it, and a second index is a conflict. A
+    /// value that ends up the fill is not recorded (as the reference stores its result),
+    /// and the position starts from the declared value again.
+    pub(super) fn unfurl_point_out(
+        &mut self,
+        f: &Fiber,
+        shape: LocalId,
+        idx: BufId,
+        dirty: LocalId,
+        conflict: LocalId,
+    ) -> Result<Looplet> {
+        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let name = self.tensors[t].name.clone();
+        // Every index of fiber `p` writes child position `p`; after an index's
+        // statements a write records it, and a second index is a conflict. A
+        // value that ends up the fill is not recorded (as the reference stores its
+        // result), and the position starts from the declared value again.
+        let l = KExpr::Local;
+        let (val, init) = self.written_leaf(t, depth, "SparsePoint")?;
+        let kept = not_fill(KExpr::load(val, pos.clone()), self.fill_of(t));
+        let hollow = crate::looplets::Hollow {
+            dirty,
+            claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
+            skip_fill: true,
+            skip_fill_values: true,
+            fill_claims: false,
+            repeated: false,
+        };
+        let at = pos.clone();
+        let record = move |i: KExpr| {
+            let i0 = i - 1;
+            let held = KExpr::load(idx, pos.clone());
+            vec![KStmt::If {
+                cond: l(dirty),
+                then: vec![
+                    KStmt::If {
+                        cond: KExpr::Op(
+                            Op::And,
+                            vec![
+                                KExpr::bin(Op::Ne, held.clone(), l(shape)),
+                                KExpr::bin(Op::Ne, held, i0.clone()),
+                            ],
+                        ),
+                        then: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
+                        otherwise: vec![],
+                    },
+                    KStmt::If {
+                        cond: kept.clone(),
+                        then: vec![KStmt::Store {
+                            buf: idx,
+                            index: pos.clone(),
+                            value: i0,
+                        }],
+                        otherwise: vec![KStmt::Store {
+                            buf: val,
+                            index: pos.clone(),
+                            value: KExpr::Lit(init),
+                        }],
+                    },
+                    KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+                ],
+                otherwise: vec![],
+            }]
+        };
+        self.written_only(f, &name)?;
+        Ok(Looplet::LookupWrite {
+            body: Rc::new(move |_i: KExpr| {
+                Fiber::hollow_leaf(t, depth, at.clone(), hollow.clone())
+            }),
+            epilogue: Rc::new(record),
+        })
+    }
+
+    /// A run-length workspace read back after its writes: the one fiber bounded by the
+    /// runs written so far (`qos` of them) and walked like stored runs.
+    pub(super) fn unfurl_runs_read_back(
+        &mut self,
+        f: &Fiber,
+        dense: bool,
+        shape: LocalId,
+        [ptr, right]: [BufId; 2],
+        left: Option<BufId>,
+        qos: LocalId,
+    ) -> Result<Looplet> {
+        // A run-length workspace read back after its writes: bound the one
+        // fiber by the runs written so far and walk it like stored runs.
+        let (kind, bufs) = match left {
+            Some(left) => (LevelKind::SparseRunList, vec![ptr, left, right]),
+            None => (LevelKind::RunList, vec![ptr, right]),
+        };
+        let mut preamble = vec![
+            KStmt::Store {
+                buf: ptr,
+                index: KExpr::int(0),
+                value: KExpr::int(0),
+            },
+            KStmt::Store {
+                buf: ptr,
+                index: KExpr::int(1),
+                value: KExpr::Local(qos),
+            },
+        ];
+        if dense {
+            preamble.push(self.unwritten_runs_as_one(f, shape, ptr, right, qos)?);
+        }
+        let body = self.unfurl_structured(f, kind, shape, &bufs, None)?;
+        Ok(Looplet::Thunk {
+            preamble,
+            body: Box::new(body),
+            epilogue: vec![],
         })
     }
 }
