@@ -1,4 +1,5 @@
-//! The C backend: kernel IR to C99 (`emit`), compiled by the system C compiler with a
+//! The C backend: kernel IR to C99 (`emit`; rows run together and prefetching strips in
+//! `emit_rows`), compiled by the system C compiler with a
 //! disk cache (`compile`, `cache`), loaded with `libloading` from a private copy (`load`)
 //! and kept loaded for the life of the process (an in-memory cache by key; libraries are never unloaded, so function pointers
 //! stay valid).
@@ -12,6 +13,7 @@
 mod cache;
 mod compile;
 mod emit;
+mod emit_rows;
 mod jam;
 mod load;
 mod prefetch;
