@@ -301,47 +301,12 @@ fn reduction(
         lit,
         invariant,
     } = *cx;
-    let q = &q;
-    // Assignments only; one accumulator.
-    let mut assigned = HashSet::new();
-    let mut acc = None;
-    for s in rest {
-        let KStmt::Assign(l, e) = s else {
-            return None;
-        };
-        if l == q {
-            return None;
-        }
-        if accumulation(*l, e).is_some() {
-            if acc.replace(*l).is_some() {
-                return None;
-            }
-        } else {
-            assigned.insert(*l);
-        }
-    }
-    let acc = acc?;
-    let acc_ty = k.locals[acc.0 as usize].ty;
-    if !matches!(acc_ty, ScalarType::F64 | ScalarType::I64) || assigned.contains(&acc) {
-        return None;
-    }
-    // The bound is loop-invariant; temporaries are dead after the loop.
-    if mentions_any(bound, &assigned) || mentions(bound, acc) || mentions(bound, *q) {
-        return None;
-    }
-    let mut inside = HashMap::new();
-    count_reads(rest, &mut inside);
-    for t in &assigned {
-        let here = inside.get(t).copied().unwrap_or(0) + extra.get(t).copied().unwrap_or(0);
-        if reads.get(t).copied().unwrap_or(0) > here {
-            return None;
-        }
-    }
-    let float = acc_ty == ScalarType::F64;
+    let (acc, assigned) = accumulator(k, reads, q, bound, rest, extra)?;
+    let float = k.locals[acc.0 as usize].ty == ScalarType::F64;
     let vectorizer = |masked| Vectorizer {
         k,
         isa,
-        q: *q,
+        q,
         acc,
         assigned: assigned.clone(),
         done: HashMap::new(),
@@ -387,130 +352,23 @@ fn reduction(
     if held.is_none() && isa == Isa::Avx512 {
         code.push_str(&declare);
     }
-    // Loads that move on through memory are prefetched: all of a walk over positions, and
-    // in a loop over a coordinate those offset by a local (positions in a level). A load
-    // at the coordinate itself plus a constant (`x[j - 1]`) is read again by each
-    // enclosing iteration and stays cached. Integer arithmetic: the address ahead may lie
-    // past the buffer, which a prefetch (a hint that never faults) may name but C pointer
-    // arithmetic may not.
-    let mut prefetches = String::new();
-    let mut seen = HashSet::new();
-    for (at, size, moves) in &v.streams {
-        if (start.is_none() || *moves) && seen.insert(at) {
-            let _ = writeln!(
-                prefetches,
-                "    __builtin_prefetch((const void *)((uintptr_t)({at}) + {}u));",
-                PREFETCH_AHEAD * size
-            );
-        }
-    }
+    let prefetches = stream_prefetches(&v.streams, start.is_none());
     // The loop's length; AVX-512 counts from zero along it (the compiler keeps the loads'
     // bases out of the loop), AVX2 runs scalar code below four positions.
     let _ = writeln!(code, "  const int64_t len_ = e_ - q0_;");
+    let groups = Groups {
+        qv: &qv,
+        step: &step,
+        last: &last,
+        prefetches: &prefetches,
+        declare: &declare,
+        reduced: &reduced,
+        own_sums: held.is_none(),
+        float,
+    };
     match isa {
-        Isa::Avx512 => {
-            let _ = writeln!(
-                code,
-                "  const __m512i lane_ = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);"
-            );
-            let _ = writeln!(code, "  for (int64_t o_ = 0; o_ < len_; o_ += 8) {{");
-            let _ = writeln!(code, "    {qv} = q0_ + o_;");
-            let _ = writeln!(code, "    const int64_t r_ = len_ - o_;");
-            let _ = writeln!(
-                code,
-                "    const __mmask8 m_ = r_ >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << r_) - 1u);"
-            );
-            let _ = writeln!(
-                code,
-                "    const __m512i qv_ = _mm512_add_epi64(_mm512_set1_epi64({qv}), lane_); (void)qv_;"
-            );
-            code.push_str(&prefetches);
-            code.push_str(&step);
-            let _ = writeln!(code, "  }}");
-            let _ = writeln!(code, "  if (q0_ < e_) {qv} = e_;");
-        }
-        Isa::Avx2 => {
-            // Fewer than four positions in all run in scalar code (blocks of 3.5 entries,
-            // mbeacxc, reassociated SpMV on Zen 3: 0.039 ms when they too run as masked
-            // groups, 0.030 ms scalar).
-            let _ = writeln!(code, "  if (len_ >= 4) {{");
-            if held.is_none() {
-                code.push_str(&declare);
-            }
-            // Two vectors of partial sums in the groups of eight: a fused multiply-add
-            // waits four cycles for the one before it (`bench/block_list_limit.c` on Zen 3,
-            // the synthetic block rows: 0.28 -> 0.24 ms).
-            let _ = writeln!(code, "  {vt} vodd_ = {zero};");
-            let _ = writeln!(
-                code,
-                "  const __m256i lane_ = _mm256_set_epi64x(3, 2, 1, 0);"
-            );
-            // Four positions from the loop's variable into `sums`, after `before`. The
-            // variable itself steps (`e_ - q >= 8; q += 8`), with no count from zero beside
-            // it (reassociated SpMV on Zen 3: bcsstk16's blocks 0.129 -> 0.118 ms, a band
-            // of 11 per row 0.043 -> 0.036 ms).
-            let group = |sums: &str, before: &str, step: &str| {
-                let mut g = format!(
-                    "    {{ const __m256i qv_ = _mm256_add_epi64(_mm256_set1_epi64x({qv}), lane_); (void)qv_;\n{before}"
-                );
-                g.push_str(&step.replace("vacc_", sums));
-                g.push_str("    }\n");
-                g
-            };
-            let _ = writeln!(code, "  while (e_ - {qv} >= 8) {{");
-            code.push_str(&group("vacc_", &prefetches, &step));
-            let _ = writeln!(code, "    {qv} += 4;");
-            code.push_str(&group("vodd_", "", &step));
-            let _ = writeln!(code, "    {qv} += 4;");
-            let _ = writeln!(code, "  }}");
-            let _ = writeln!(code, "  if (e_ - {qv} >= 4) {{");
-            code.push_str(&group("vacc_", "", &step));
-            let _ = writeln!(code, "    {qv} += 4;");
-            let _ = writeln!(code, "  }}");
-            // The last one to three positions: one group with masked loads, which read
-            // nothing at or past the bound, rather than a scalar loop after the vectors
-            // (a band of 11 entries per row, reassociated SpMV on Zen 3: 0.052 -> 0.043 ms).
-            let _ = writeln!(code, "  if ({qv} < e_) {{");
-            let _ = writeln!(
-                code,
-                "    const __m256i m_ = _mm256_cmpgt_epi64(_mm256_set1_epi64x(e_ - {qv}), lane_);"
-            );
-            // The mask of 32-bit lanes, for loads from narrow index buffers.
-            if last.contains("m32_") {
-                let _ = writeln!(
-                    code,
-                    "    const __m128i m32_ = _mm_cmpgt_epi32(_mm_set1_epi32((int)(e_ - {qv})), _mm_set_epi32(3, 2, 1, 0));"
-                );
-            }
-            code.push_str(&group("vodd_", "", &last));
-            let _ = writeln!(code, "    {qv} = e_;");
-            let _ = writeln!(code, "  }}");
-            let _ = writeln!(
-                code,
-                "  vacc_ = {}(vacc_, vodd_);",
-                isa.arith(Op::Add, float)?
-            );
-            if held.is_none() {
-                code.push_str(&reduced);
-            }
-            // The short loop in scalar code, which the `asm` keeps GCC from running with
-            // vectors of its own (their set-up costs more than three positions: with a
-            // scalar rest after the groups, reassociated SpMV on Zen 3, bcsstk16's blocks
-            // of 7.8, 0.164 -> 0.135 ms).
-            let _ = writeln!(code, "  }} else {{");
-            let _ = writeln!(
-                code,
-                "  for (; {qv} < e_; {qv}++) {{ {}",
-                super::prefetch::SCALAR_REST
-            );
-            for s in rest {
-                if let KStmt::Assign(l, e) = s {
-                    let _ = writeln!(code, "    v{} = {};", l.0, invariant(e));
-                }
-            }
-            let _ = writeln!(code, "  }}");
-            let _ = writeln!(code, "  }}");
-        }
+        Isa::Avx512 => avx512_groups(&mut code, &groups),
+        Isa::Avx2 => avx2_groups(&mut code, &groups, rest, invariant)?,
     }
     if let Some(name) = held {
         code.push('}');
@@ -521,6 +379,224 @@ fn reduction(
     }
     code.push('}');
     Some(code)
+}
+
+/// Whether `rest` (the body of a loop over `q` up to `bound`, without the step of `q`)
+/// qualifies for vector code: assignments only, none to `q`, exactly one `i64`/`f64`
+/// local accumulating, a loop-invariant `bound`, and temporaries dead after the loop
+/// (`extra`: the reads of the loop's own bounds or condition). Returns the accumulator
+/// and the other locals the body assigns.
+fn accumulator(
+    k: &Kernel,
+    reads: &HashMap<LocalId, usize>,
+    q: LocalId,
+    bound: &KExpr,
+    rest: &[KStmt],
+    extra: &HashMap<LocalId, usize>,
+) -> Option<(LocalId, HashSet<LocalId>)> {
+    // Assignments only; one accumulator.
+    let mut assigned = HashSet::new();
+    let mut acc = None;
+    for s in rest {
+        let KStmt::Assign(l, e) = s else {
+            return None;
+        };
+        if *l == q {
+            return None;
+        }
+        if accumulation(*l, e).is_some() {
+            if acc.replace(*l).is_some() {
+                return None;
+            }
+        } else {
+            assigned.insert(*l);
+        }
+    }
+    let acc = acc?;
+    let acc_ty = k.locals[acc.0 as usize].ty;
+    if !matches!(acc_ty, ScalarType::F64 | ScalarType::I64) || assigned.contains(&acc) {
+        return None;
+    }
+    // The bound is loop-invariant; temporaries are dead after the loop.
+    if mentions_any(bound, &assigned) || mentions(bound, acc) || mentions(bound, q) {
+        return None;
+    }
+    let mut inside = HashMap::new();
+    count_reads(rest, &mut inside);
+    for t in &assigned {
+        let here = inside.get(t).copied().unwrap_or(0) + extra.get(t).copied().unwrap_or(0);
+        if reads.get(t).copied().unwrap_or(0) > here {
+            return None;
+        }
+    }
+    Some((acc, assigned))
+}
+
+/// The prefetches of a vector loop's contiguous loads (`streams`, see `Vectorizer`),
+/// each address once; `walk`: the loop walks over positions (it has no start of its
+/// own).
+///
+/// Loads that move on through memory are prefetched: all of a walk over positions, and
+/// in a loop over a coordinate those offset by a local (positions in a level). A load
+/// at the coordinate itself plus a constant (`x[j - 1]`) is read again by each
+/// enclosing iteration and stays cached. Integer arithmetic: the address ahead may lie
+/// past the buffer, which a prefetch (a hint that never faults) may name but C pointer
+/// arithmetic may not.
+fn stream_prefetches(streams: &[(String, usize, bool)], walk: bool) -> String {
+    let mut prefetches = String::new();
+    let mut seen = HashSet::new();
+    for (at, size, moves) in streams {
+        if (walk || *moves) && seen.insert(at) {
+            let _ = writeln!(
+                prefetches,
+                "    __builtin_prefetch((const void *)((uintptr_t)({at}) + {}u));",
+                PREFETCH_AHEAD * size
+            );
+        }
+    }
+    prefetches
+}
+
+/// The C pieces of a vectorized reduction loop that its instruction set's groups of
+/// positions are arranged from (see [`reduction`]).
+struct Groups<'a> {
+    /// The C name of the loop's variable.
+    qv: &'a str,
+    /// One group of positions, adding into the partial sums `vacc_`.
+    step: &'a str,
+    /// AVX2: the last positions as one group with masked loads.
+    last: &'a str,
+    /// The prefetches of the loop's streams, once per group (of eight in AVX2).
+    prefetches: &'a str,
+    /// The declaration of the partial sums `vacc_`.
+    declare: &'a str,
+    /// The partial sums added into the accumulator.
+    reduced: &'a str,
+    /// The loop keeps its own partial sums (no enclosing loop holds them).
+    own_sums: bool,
+    /// The accumulator is `f64` (else `i64`).
+    float: bool,
+}
+
+/// AVX-512: eight positions at a time, counted from zero along the loop, the last group
+/// masked.
+fn avx512_groups(code: &mut String, g: &Groups) {
+    let qv = g.qv;
+    let _ = writeln!(
+        code,
+        "  const __m512i lane_ = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);"
+    );
+    let _ = writeln!(code, "  for (int64_t o_ = 0; o_ < len_; o_ += 8) {{");
+    let _ = writeln!(code, "    {qv} = q0_ + o_;");
+    let _ = writeln!(code, "    const int64_t r_ = len_ - o_;");
+    let _ = writeln!(
+        code,
+        "    const __mmask8 m_ = r_ >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << r_) - 1u);"
+    );
+    let _ = writeln!(
+        code,
+        "    const __m512i qv_ = _mm512_add_epi64(_mm512_set1_epi64({qv}), lane_); (void)qv_;"
+    );
+    code.push_str(g.prefetches);
+    code.push_str(g.step);
+    let _ = writeln!(code, "  }}");
+    let _ = writeln!(code, "  if (q0_ < e_) {qv} = e_;");
+}
+
+/// AVX2: groups of eight positions into two vectors of partial sums, then one of four,
+/// then the last one to three as a masked group; fewer than four positions in all run
+/// `rest` as a scalar loop instead. `None` where the instruction set cannot add the
+/// partial sums.
+fn avx2_groups(
+    code: &mut String,
+    g: &Groups,
+    rest: &[KStmt],
+    invariant: &dyn Fn(&KExpr) -> String,
+) -> Option<()> {
+    let isa = Isa::Avx2;
+    let (qv, float) = (g.qv, g.float);
+    let (zero, vt) = (isa.zero(float), isa.vector(float));
+    // Fewer than four positions in all run in scalar code (blocks of 3.5 entries,
+    // mbeacxc, reassociated SpMV on Zen 3: 0.039 ms when they too run as masked
+    // groups, 0.030 ms scalar).
+    let _ = writeln!(code, "  if (len_ >= 4) {{");
+    if g.own_sums {
+        code.push_str(g.declare);
+    }
+    // Two vectors of partial sums in the groups of eight: a fused multiply-add
+    // waits four cycles for the one before it (`bench/block_list_limit.c` on Zen 3,
+    // the synthetic block rows: 0.28 -> 0.24 ms).
+    let _ = writeln!(code, "  {vt} vodd_ = {zero};");
+    let _ = writeln!(
+        code,
+        "  const __m256i lane_ = _mm256_set_epi64x(3, 2, 1, 0);"
+    );
+    // Four positions from the loop's variable into `sums`, after `before`. The
+    // variable itself steps (`e_ - q >= 8; q += 8`), with no count from zero beside
+    // it (reassociated SpMV on Zen 3: bcsstk16's blocks 0.129 -> 0.118 ms, a band
+    // of 11 per row 0.043 -> 0.036 ms).
+    let group = |sums: &str, before: &str, step: &str| {
+        let mut text = format!(
+            "    {{ const __m256i qv_ = _mm256_add_epi64(_mm256_set1_epi64x({qv}), lane_); (void)qv_;\n{before}"
+        );
+        text.push_str(&step.replace("vacc_", sums));
+        text.push_str("    }\n");
+        text
+    };
+    let _ = writeln!(code, "  while (e_ - {qv} >= 8) {{");
+    code.push_str(&group("vacc_", g.prefetches, g.step));
+    let _ = writeln!(code, "    {qv} += 4;");
+    code.push_str(&group("vodd_", "", g.step));
+    let _ = writeln!(code, "    {qv} += 4;");
+    let _ = writeln!(code, "  }}");
+    let _ = writeln!(code, "  if (e_ - {qv} >= 4) {{");
+    code.push_str(&group("vacc_", "", g.step));
+    let _ = writeln!(code, "    {qv} += 4;");
+    let _ = writeln!(code, "  }}");
+    // The last one to three positions: one group with masked loads, which read
+    // nothing at or past the bound, rather than a scalar loop after the vectors
+    // (a band of 11 entries per row, reassociated SpMV on Zen 3: 0.052 -> 0.043 ms).
+    let _ = writeln!(code, "  if ({qv} < e_) {{");
+    let _ = writeln!(
+        code,
+        "    const __m256i m_ = _mm256_cmpgt_epi64(_mm256_set1_epi64x(e_ - {qv}), lane_);"
+    );
+    // The mask of 32-bit lanes, for loads from narrow index buffers.
+    if g.last.contains("m32_") {
+        let _ = writeln!(
+            code,
+            "    const __m128i m32_ = _mm_cmpgt_epi32(_mm_set1_epi32((int)(e_ - {qv})), _mm_set_epi32(3, 2, 1, 0));"
+        );
+    }
+    code.push_str(&group("vodd_", "", g.last));
+    let _ = writeln!(code, "    {qv} = e_;");
+    let _ = writeln!(code, "  }}");
+    let _ = writeln!(
+        code,
+        "  vacc_ = {}(vacc_, vodd_);",
+        isa.arith(Op::Add, float)?
+    );
+    if g.own_sums {
+        code.push_str(g.reduced);
+    }
+    // The short loop in scalar code, which the `asm` keeps GCC from running with
+    // vectors of its own (their set-up costs more than three positions: with a
+    // scalar rest after the groups, reassociated SpMV on Zen 3, bcsstk16's blocks
+    // of 7.8, 0.164 -> 0.135 ms).
+    let _ = writeln!(code, "  }} else {{");
+    let _ = writeln!(
+        code,
+        "  for (; {qv} < e_; {qv}++) {{ {}",
+        super::prefetch::SCALAR_REST
+    );
+    for s in rest {
+        if let KStmt::Assign(l, e) = s {
+            let _ = writeln!(code, "    v{} = {};", l.0, invariant(e));
+        }
+    }
+    let _ = writeln!(code, "  }}");
+    let _ = writeln!(code, "  }}");
+    Some(())
 }
 
 /// The `f64` locals a loop can hold as a vector of partial sums across its iterations:
