@@ -242,7 +242,51 @@ enum Values {
 
 fn parse(text: &str, path: &str, values: Values) -> Result<MatrixMarket> {
     let mut lines = Lines::new(text, path);
-    // The banner must be the very first line.
+    let (layout, field, symmetry) = parse_banner(text, &mut lines, values)?;
+    let mut comments = Vec::new();
+    let (size_line, nums) = parse_size_line(&mut lines, &mut comments, layout, symmetry)?;
+    let (m, n) = (nums[0], nums[1]);
+    let ty = match field {
+        _ if values == Values::Structure => ScalarType::Bool,
+        MtxField::Integer => ScalarType::I64,
+        MtxField::Pattern => ScalarType::Bool,
+        _ => ScalarType::F64,
+    };
+    let declared = Declared {
+        field,
+        symmetry,
+        values,
+        ty,
+        m,
+        n,
+    };
+    let mut coo = Coo::new(ty, &[m, n]);
+    match layout {
+        MtxLayout::Coordinate => {
+            // Never trust the declared count for allocation beyond what the text can hold.
+            let cap = |k: usize| k.min(text.len() / 4 + 1);
+            read_coordinates(&mut lines, &declared, (size_line, nums[2]), cap, &mut coo)?;
+        }
+        MtxLayout::Array => read_array(&mut lines, &declared, &mut coo)?,
+    }
+    Ok(MatrixMarket {
+        header: MtxHeader {
+            layout,
+            field,
+            symmetry,
+            comments,
+        },
+        coo,
+    })
+}
+
+/// The banner, which must be the very first line: its layout, field and symmetry, and
+/// whether they go together (and with what the read keeps, `values`).
+fn parse_banner(
+    text: &str,
+    lines: &mut Lines,
+    values: Values,
+) -> Result<(MtxLayout, MtxField, MtxSymmetry)> {
     let first = text.split('\n').next().unwrap_or("").trim_end_matches('\r');
     lines.iter.next();
     lines.last = 1;
@@ -322,8 +366,19 @@ fn parse(text: &str, path: &str, values: Values) -> Result<MatrixMarket> {
     if layout == MtxLayout::Array && field == MtxField::Pattern {
         return Err(lines.err(1, "`array pattern` is invalid: an array lists values"));
     }
-    let mut comments = Vec::new();
-    let Some((size_line, size_text)) = lines.next_data(Some(&mut comments)) else {
+    Ok((layout, field, symmetry))
+}
+
+/// The size line (after the comments, collected into `comments`): its line number and
+/// its rows, columns and (`coordinate` only, else 0) entries; a symmetric matrix must be
+/// square.
+fn parse_size_line(
+    lines: &mut Lines,
+    comments: &mut Vec<String>,
+    layout: MtxLayout,
+    symmetry: MtxSymmetry,
+) -> Result<(usize, [usize; 3])> {
+    let Some((size_line, size_text)) = lines.next_data(Some(comments)) else {
         return Err(lines.err(lines.last.max(1), "missing size line"));
     };
     let dims: Vec<&str> = size_text.split_whitespace().collect();
@@ -365,211 +420,258 @@ fn parse(text: &str, path: &str, values: Values) -> Result<MatrixMarket> {
             ),
         ));
     }
-    let ty = match field {
-        _ if values == Values::Structure => ScalarType::Bool,
-        MtxField::Integer => ScalarType::I64,
-        MtxField::Pattern => ScalarType::Bool,
-        _ => ScalarType::F64,
-    };
-    // The value an entry gets: parsed, or `true` once its tokens are checked.
-    let value = |toks: &[&str], ln: usize, lines: &Lines| -> Result<Value> {
+    Ok((size_line, nums))
+}
+
+/// What the banner and the size line declare, for reading the entries.
+struct Declared {
+    field: MtxField,
+    symmetry: MtxSymmetry,
+    /// Whether the read keeps the values or only the structure.
+    values: Values,
+    /// The type of the entries read.
+    ty: ScalarType,
+    /// Rows.
+    m: usize,
+    /// Columns.
+    n: usize,
+}
+
+impl Declared {
+    /// The numbers that make one value (two for complex: real and imaginary).
+    fn per_value(&self) -> usize {
+        if self.field == MtxField::Complex {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// The value an entry gets: parsed, or `true` once its tokens are checked.
+    fn value(&self, toks: &[&str], ln: usize, lines: &Lines) -> Result<Value> {
         let mut v = Value::Bool(true);
         for tok in toks {
-            v = parse_value(tok, field, ln, lines)?;
+            v = parse_value(tok, self.field, ln, lines)?;
         }
-        Ok(if values == Values::Structure {
+        Ok(if self.values == Values::Structure {
             Value::Bool(true)
         } else {
             v
         })
-    };
-    let per_value = if field == MtxField::Complex { 2 } else { 1 };
-    let mut coo = Coo::new(ty, &[m, n]);
-    // Never trust the declared count for allocation beyond what the text can hold.
-    let cap = |k: usize| k.min(text.len() / 4 + 1);
-    match layout {
-        MtxLayout::Coordinate => {
-            let nnz = nums[2];
-            if m.checked_mul(n).is_some_and(|mn| nnz > mn) && symmetry == MtxSymmetry::General {
-                return Err(lines.err(
-                    size_line,
-                    format!("{nnz} entries cannot fit in a {m}x{n} matrix"),
-                ));
-            }
-            let expand = if symmetry == MtxSymmetry::General {
-                1
+    }
+
+    /// Appends the entry `(i, j)` with value `v`, and its mirror image across the
+    /// diagonal in a symmetric matrix (negated in a skew-symmetric one).
+    fn push(&self, coo: &mut Coo, (i, j): (usize, usize), v: Value) {
+        let symmetry = self.symmetry;
+        coo.coords[0].push(i);
+        coo.coords[1].push(j);
+        coo.vals.push(v);
+        if symmetry != MtxSymmetry::General && i != j {
+            coo.coords[0].push(j);
+            coo.coords[1].push(i);
+            coo.vals.push(if symmetry == MtxSymmetry::SkewSymmetric {
+                negate(v)
             } else {
-                2
-            };
-            coo.coords[0].reserve(cap(nnz * expand));
-            coo.coords[1].reserve(cap(nnz * expand));
-            coo.vals.reserve(cap(nnz * expand));
-            let ncols = if field == MtxField::Pattern {
-                2
-            } else {
-                2 + per_value
-            };
-            let mut count = 0usize;
-            while let Some((ln, line)) = lines.next_data(None) {
-                if count == nnz {
-                    return Err(lines.err(
-                        ln,
-                        format!("more entries than the {nnz} the size line declares"),
-                    ));
-                }
-                let mut toks = line.split_whitespace();
-                let mut t = [""; 4];
-                let mut k = 0;
-                for tok in toks.by_ref() {
-                    if k == ncols {
-                        k += 1;
-                        break;
-                    }
-                    t[k] = tok;
-                    k += 1;
-                }
-                if k != ncols {
-                    return Err(lines.err(
-                        ln,
-                        format!(
-                            "expected {ncols} numbers ({}) on an entry line, found {}",
-                            match ncols {
-                                2 => "row column; the banner says pattern",
-                                3 => "row column value",
-                                _ => "row column real imaginary; the banner says complex",
-                            },
-                            if k > ncols {
-                                format!("more than {ncols}")
-                            } else {
-                                k.to_string()
-                            }
-                        ),
-                    ));
-                }
-                let i = parse_index(t[0], ln, m, "row", &lines)?;
-                let j = parse_index(t[1], ln, n, "column", &lines)?;
-                let v = value(&t[2..ncols], ln, &lines)?;
-                match symmetry {
-                    MtxSymmetry::Symmetric | MtxSymmetry::Hermitian if i < j => {
-                        return Err(lines.err(ln, format!(
-                            "entry ({}, {}) is above the diagonal; a {} file stores the lower triangle only",
-                            i + 1,
-                            j + 1,
-                            symmetry.name()
-                        )))
-                    }
-                    MtxSymmetry::SkewSymmetric if i <= j => {
-                        return Err(lines.err(ln, format!(
-                            "entry ({}, {}) is not below the diagonal; a skew-symmetric file stores the strict lower triangle only",
-                            i + 1,
-                            j + 1
-                        )))
-                    }
-                    _ => {}
-                }
-                coo.coords[0].push(i);
-                coo.coords[1].push(j);
-                coo.vals.push(v);
-                if symmetry != MtxSymmetry::General && i != j {
-                    coo.coords[0].push(j);
-                    coo.coords[1].push(i);
-                    coo.vals.push(if symmetry == MtxSymmetry::SkewSymmetric {
-                        negate(v)
-                    } else {
-                        v
-                    });
-                }
-                count += 1;
-            }
-            if count < nnz {
-                return Err(lines.err(
-                    lines.last,
-                    format!("the file ends after {count} entries but the size line declares {nnz}"),
-                ));
-            }
-        }
-        MtxLayout::Array => {
-            // Positions in the order the file lists them.
-            let positions: Box<dyn Iterator<Item = (usize, usize)>> = match symmetry {
-                MtxSymmetry::General => {
-                    Box::new((0..n).flat_map(move |j| (0..m).map(move |i| (i, j))))
-                }
-                MtxSymmetry::Symmetric | MtxSymmetry::Hermitian => {
-                    Box::new((0..n).flat_map(move |j| (j..m).map(move |i| (i, j))))
-                }
-                _ => Box::new((0..n).flat_map(move |j| (j + 1..m).map(move |i| (i, j)))),
-            };
-            let mut expected = 0usize;
-            for (i, j) in positions {
-                expected += 1;
-                let Some((ln, line)) = lines.next_data(None) else {
-                    return Err(lines.err(
-                        lines.last,
-                        format!(
-                            "the file ends after {} values; a {m}x{n} {} array needs more",
-                            expected - 1,
-                            symmetry.name()
-                        ),
-                    ));
-                };
-                let toks: Vec<&str> = line.split_whitespace().collect();
-                if toks.len() != per_value {
-                    return Err(lines.err(
-                        ln,
-                        format!(
-                            "expected {} per line in an array file, found {} numbers",
-                            if per_value == 1 {
-                                "one value"
-                            } else {
-                                "two numbers (real imaginary)"
-                            },
-                            toks.len()
-                        ),
-                    ));
-                }
-                let v = value(&toks, ln, &lines)?;
-                coo.coords[0].push(i);
-                coo.coords[1].push(j);
-                coo.vals.push(v);
-                if symmetry != MtxSymmetry::General && i != j {
-                    coo.coords[0].push(j);
-                    coo.coords[1].push(i);
-                    coo.vals.push(if symmetry == MtxSymmetry::SkewSymmetric {
-                        negate(v)
-                    } else {
-                        v
-                    });
-                }
-            }
-            if symmetry == MtxSymmetry::SkewSymmetric {
-                // The diagonal of a skew-symmetric matrix is zero.
-                for d in 0..n {
-                    coo.coords[0].push(d);
-                    coo.coords[1].push(d);
-                    coo.vals.push(if values == Values::Structure {
-                        Value::Bool(true)
-                    } else {
-                        Value::zero_of(ty)
-                    });
-                }
-            }
-            if let Some((ln, _)) = lines.next_data(None) {
-                return Err(lines.err(
-                    ln,
-                    format!("more values than a {m}x{n} {} array holds", symmetry.name()),
-                ));
-            }
+                v
+            });
         }
     }
-    Ok(MatrixMarket {
-        header: MtxHeader {
-            layout,
-            field,
-            symmetry,
-            comments,
-        },
-        coo,
-    })
+}
+
+/// The entry lines of a `coordinate` file into `coo`: exactly `nnz` of them, as the size
+/// line (at `size_line`) declares; `cap` bounds what the declared count may reserve.
+fn read_coordinates(
+    lines: &mut Lines,
+    declared: &Declared,
+    (size_line, nnz): (usize, usize),
+    cap: impl Fn(usize) -> usize,
+    coo: &mut Coo,
+) -> Result<()> {
+    let Declared {
+        field,
+        symmetry,
+        m,
+        n,
+        ..
+    } = *declared;
+    if m.checked_mul(n).is_some_and(|mn| nnz > mn) && symmetry == MtxSymmetry::General {
+        return Err(lines.err(
+            size_line,
+            format!("{nnz} entries cannot fit in a {m}x{n} matrix"),
+        ));
+    }
+    let expand = if symmetry == MtxSymmetry::General {
+        1
+    } else {
+        2
+    };
+    coo.coords[0].reserve(cap(nnz * expand));
+    coo.coords[1].reserve(cap(nnz * expand));
+    coo.vals.reserve(cap(nnz * expand));
+    let ncols = if field == MtxField::Pattern {
+        2
+    } else {
+        2 + declared.per_value()
+    };
+    let mut count = 0usize;
+    while let Some((ln, line)) = lines.next_data(None) {
+        if count == nnz {
+            return Err(lines.err(
+                ln,
+                format!("more entries than the {nnz} the size line declares"),
+            ));
+        }
+        let t = entry_tokens(line, ncols, ln, lines)?;
+        let i = parse_index(t[0], ln, m, "row", lines)?;
+        let j = parse_index(t[1], ln, n, "column", lines)?;
+        let v = declared.value(&t[2..ncols], ln, lines)?;
+        check_triangle(symmetry, (i, j), ln, lines)?;
+        declared.push(coo, (i, j), v);
+        count += 1;
+    }
+    if count < nnz {
+        return Err(lines.err(
+            lines.last,
+            format!("the file ends after {count} entries but the size line declares {nnz}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The `ncols` tokens of the entry line `line` (number `ln`): row, column and the
+/// value's numbers.
+fn entry_tokens<'a>(line: &'a str, ncols: usize, ln: usize, lines: &Lines) -> Result<[&'a str; 4]> {
+    let mut toks = line.split_whitespace();
+    let mut t = [""; 4];
+    let mut k = 0;
+    for tok in toks.by_ref() {
+        if k == ncols {
+            k += 1;
+            break;
+        }
+        t[k] = tok;
+        k += 1;
+    }
+    if k != ncols {
+        return Err(lines.err(
+            ln,
+            format!(
+                "expected {ncols} numbers ({}) on an entry line, found {}",
+                match ncols {
+                    2 => "row column; the banner says pattern",
+                    3 => "row column value",
+                    _ => "row column real imaginary; the banner says complex",
+                },
+                if k > ncols {
+                    format!("more than {ncols}")
+                } else {
+                    k.to_string()
+                }
+            ),
+        ));
+    }
+    Ok(t)
+}
+
+/// A symmetric (or hermitian) file stores the lower triangle only, a skew-symmetric one
+/// the strict lower triangle: the entry `(i, j)` (0-based, on line `ln`) must lie there.
+fn check_triangle(
+    symmetry: MtxSymmetry,
+    (i, j): (usize, usize),
+    ln: usize,
+    lines: &Lines,
+) -> Result<()> {
+    match symmetry {
+        MtxSymmetry::Symmetric | MtxSymmetry::Hermitian if i < j => {
+            Err(lines.err(ln, format!(
+                "entry ({}, {}) is above the diagonal; a {} file stores the lower triangle only",
+                i + 1,
+                j + 1,
+                symmetry.name()
+            )))
+        }
+        MtxSymmetry::SkewSymmetric if i <= j => {
+            Err(lines.err(ln, format!(
+                "entry ({}, {}) is not below the diagonal; a skew-symmetric file stores the strict lower triangle only",
+                i + 1,
+                j + 1
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The values of an `array` file into `coo`, column by column (the lower triangle only
+/// where symmetric), exactly as many as the matrix holds.
+fn read_array(lines: &mut Lines, declared: &Declared, coo: &mut Coo) -> Result<()> {
+    let Declared {
+        symmetry,
+        values,
+        ty,
+        m,
+        n,
+        ..
+    } = *declared;
+    let per_value = declared.per_value();
+    // Positions in the order the file lists them.
+    let positions: Box<dyn Iterator<Item = (usize, usize)>> = match symmetry {
+        MtxSymmetry::General => Box::new((0..n).flat_map(move |j| (0..m).map(move |i| (i, j)))),
+        MtxSymmetry::Symmetric | MtxSymmetry::Hermitian => {
+            Box::new((0..n).flat_map(move |j| (j..m).map(move |i| (i, j))))
+        }
+        _ => Box::new((0..n).flat_map(move |j| (j + 1..m).map(move |i| (i, j)))),
+    };
+    let mut expected = 0usize;
+    for (i, j) in positions {
+        expected += 1;
+        let Some((ln, line)) = lines.next_data(None) else {
+            return Err(lines.err(
+                lines.last,
+                format!(
+                    "the file ends after {} values; a {m}x{n} {} array needs more",
+                    expected - 1,
+                    symmetry.name()
+                ),
+            ));
+        };
+        let toks: Vec<&str> = line.split_whitespace().collect();
+        if toks.len() != per_value {
+            return Err(lines.err(
+                ln,
+                format!(
+                    "expected {} per line in an array file, found {} numbers",
+                    if per_value == 1 {
+                        "one value"
+                    } else {
+                        "two numbers (real imaginary)"
+                    },
+                    toks.len()
+                ),
+            ));
+        }
+        let v = declared.value(&toks, ln, lines)?;
+        declared.push(coo, (i, j), v);
+    }
+    if symmetry == MtxSymmetry::SkewSymmetric {
+        // The diagonal of a skew-symmetric matrix is zero.
+        for d in 0..n {
+            coo.coords[0].push(d);
+            coo.coords[1].push(d);
+            coo.vals.push(if values == Values::Structure {
+                Value::Bool(true)
+            } else {
+                Value::zero_of(ty)
+            });
+        }
+    }
+    if let Some((ln, _)) = lines.next_data(None) {
+        return Err(lines.err(
+            ln,
+            format!("more values than a {m}x{n} {} array holds", symmetry.name()),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a Matrix Market file.
