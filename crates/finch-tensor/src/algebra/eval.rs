@@ -246,97 +246,9 @@ impl Op {
     fn binary(&self, a: &Value, b: &Value) -> Result<Value> {
         let (ta, tb) = (ty_of(a), ty_of(b));
         match self {
-            Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge => {
-                let t = promote(ta, tb);
-                let (x, y) = (to(a, t), to(b, t));
-                let ord = if t.is_float() {
-                    float(&x).partial_cmp(&float(&y))
-                } else {
-                    Some(int(&x).cmp(&int(&y)))
-                };
-                use std::cmp::Ordering::*;
-                let r = match (self, ord) {
-                    (Op::Ne, None) => true,
-                    (_, None) => false,
-                    (Op::Eq, Some(o)) => o == Equal,
-                    (Op::Ne, Some(o)) => o != Equal,
-                    (Op::Lt, Some(o)) => o == Less,
-                    (Op::Le, Some(o)) => o != Greater,
-                    (Op::Gt, Some(o)) => o == Greater,
-                    (_, Some(o)) => o != Less,
-                };
-                Ok(Value::Bool(r))
-            }
-            Op::Min | Op::Max => {
-                let t = promote(ta, tb);
-                let (x, y) = (to(a, t), to(b, t));
-                if t.is_float() {
-                    let (fx, fy) = (float(&x), float(&y));
-                    if fx.is_nan() {
-                        return Ok(x);
-                    }
-                    if fy.is_nan() {
-                        return Ok(y);
-                    }
-                    let pick_x = if *self == Op::Min { fx <= fy } else { fx >= fy };
-                    Ok(if pick_x { x } else { y })
-                } else {
-                    let pick_x = if *self == Op::Min {
-                        int(&x) <= int(&y)
-                    } else {
-                        int(&x) >= int(&y)
-                    };
-                    Ok(if pick_x { x } else { y })
-                }
-            }
-            Op::BitAnd | Op::BitOr | Op::Xor | Op::Shl | Op::Shr => {
-                if ta.is_float() || tb.is_float() {
-                    return err(format!(
-                        "`{}` needs integer or bool operands, got {a} and {b}",
-                        self.symbol()
-                    ));
-                }
-                if matches!(self, Op::Shl | Op::Shr) {
-                    let t = if ta == ScalarType::Bool {
-                        ScalarType::I64
-                    } else {
-                        ta
-                    };
-                    let x = int(&to(a, t));
-                    let s = int(b);
-                    let bits = t.bits() as i128;
-                    let (left, s) = match (self, s < 0) {
-                        (Op::Shl, false) => (true, s),
-                        (Op::Shl, true) => (false, -s),
-                        (_, false) => (false, s),
-                        (_, true) => (true, -s),
-                    };
-                    let r = if left {
-                        if s >= bits {
-                            0
-                        } else {
-                            x << s
-                        }
-                    } else if s >= bits {
-                        if x < 0 {
-                            -1
-                        } else {
-                            0
-                        }
-                    } else {
-                        x >> s
-                    };
-                    return Ok(wrap(r, t));
-                }
-                let t = promote(ta, tb);
-                let (x, y) = (int(&to(a, t)), int(&to(b, t)));
-                let r = match self {
-                    Op::BitAnd => x & y,
-                    Op::BitOr => x | y,
-                    _ => x ^ y,
-                };
-                Ok(wrap(r, t))
-            }
+            Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge => Ok(self.compare(a, b)),
+            Op::Min | Op::Max => Ok(self.min_max(a, b)),
+            Op::BitAnd | Op::BitOr | Op::Xor | Op::Shl | Op::Shr => self.bitwise(a, b),
             Op::Div => {
                 let t = match promote(ta, tb) {
                     ScalarType::F32 => ScalarType::F32,
@@ -344,122 +256,251 @@ impl Op {
                 };
                 Ok(make_float(float(a) / float(b), t))
             }
-            Op::Pow => {
-                let t = arith_type(ta, tb);
-                if t.is_float() {
-                    let rt = if ta.is_float() { arith_type(ta, ta) } else { t };
-                    return Ok(make_float(float(a).powf(float(b)), rt));
-                }
-                let t = arith_type(ta, ta);
-                let base = int(&to(a, t));
-                let e = int(b);
-                if e < 0 {
-                    return match base {
-                        1 => Ok(wrap(1, t)),
-                        -1 => Ok(wrap(if e % 2 == 0 { 1 } else { -1 }, t)),
-                        _ => err(format!(
-                            "integer power {a} ^ {b} with a negative exponent (use a float base)"
-                        )),
-                    };
-                }
-                // Power by squaring with wrapping in the target width.
-                let mut result = wrap(1, t);
-                let mut sq = wrap(base, t);
-                let mut e = e;
-                while e > 0 {
-                    if e & 1 == 1 {
-                        result = wrap(int(&result).wrapping_mul(int(&sq)), t);
-                    }
-                    sq = wrap(int(&sq).wrapping_mul(int(&sq)), t);
-                    e >>= 1;
-                }
-                Ok(result)
-            }
-            Op::Add | Op::Sub | Op::Mul => {
-                let t = arith_type(ta, tb);
-                let (x, y) = (to(a, t), to(b, t));
-                Ok(if t.is_float() {
-                    let (fx, fy) = (float(&x), float(&y));
-                    let r = match self {
-                        Op::Add => fx + fy,
-                        Op::Sub => fx - fy,
-                        _ => fx * fy,
-                    };
-                    if t == ScalarType::F32 {
-                        // Compute in f32 to match f32 rounding exactly.
-                        let (gx, gy) = (fx as f32, fy as f32);
-                        Value::F32(match self {
-                            Op::Add => gx + gy,
-                            Op::Sub => gx - gy,
-                            _ => gx * gy,
-                        })
-                    } else {
-                        Value::F64(r)
-                    }
-                } else {
-                    let (ix, iy) = (int(&x), int(&y));
-                    wrap(
-                        match self {
-                            Op::Add => ix.wrapping_add(iy),
-                            Op::Sub => ix.wrapping_sub(iy),
-                            _ => ix.wrapping_mul(iy),
-                        },
-                        t,
-                    )
-                })
-            }
+            Op::Pow => power(a, b),
+            Op::Add | Op::Sub | Op::Mul => Ok(self.add_sub_mul(a, b)),
             Op::Rem | Op::RemFn | Op::Mod | Op::IntDiv | Op::Fld => {
-                let t = arith_type(ta, tb);
-                let (x, y) = (to(a, t), to(b, t));
-                if t.is_float() {
-                    let (fx, fy) = (float(&x), float(&y));
-                    let r = match self {
-                        Op::Rem | Op::RemFn => fx % fy,
-                        Op::Mod => {
-                            let r = fx % fy;
-                            if r != 0.0 && (r < 0.0) != (fy < 0.0) {
-                                r + fy
-                            } else {
-                                r
-                            }
-                        }
-                        Op::IntDiv => (fx / fy).trunc(),
-                        _ => (fx / fy).floor(),
-                    };
-                    return Ok(make_float(r, t));
-                }
-                let (ix, iy) = (int(&x), int(&y));
-                if iy == 0 {
-                    return err(format!(
-                        "integer division by zero in `{}` ({a}, {b})",
-                        self.symbol()
-                    ));
-                }
-                let q = ix / iy; // i128: no overflow for 64-bit operands
-                let r = ix % iy;
-                let v = match self {
-                    Op::Rem | Op::RemFn => r,
-                    Op::Mod => {
-                        if r != 0 && (r < 0) != (iy < 0) {
-                            r + iy
-                        } else {
-                            r
-                        }
-                    }
-                    Op::IntDiv => q,
-                    _ => {
-                        if r != 0 && (r < 0) != (iy < 0) {
-                            q - 1
-                        } else {
-                            q
-                        }
-                    }
-                };
-                Ok(wrap(v, t))
+                self.quotient_or_remainder(a, b)
             }
             _ => err(format!("`{self}` is not a binary operator")),
         }
     }
+
+    /// `==`, `!=`, `<`, `<=`, `>`, `>=` in the promoted type (a NaN compares unequal to
+    /// everything, itself included).
+    fn compare(&self, a: &Value, b: &Value) -> Value {
+        let t = promote(ty_of(a), ty_of(b));
+        let (x, y) = (to(a, t), to(b, t));
+        let ord = if t.is_float() {
+            float(&x).partial_cmp(&float(&y))
+        } else {
+            Some(int(&x).cmp(&int(&y)))
+        };
+        use std::cmp::Ordering::*;
+        let r = match (self, ord) {
+            (Op::Ne, None) => true,
+            (_, None) => false,
+            (Op::Eq, Some(o)) => o == Equal,
+            (Op::Ne, Some(o)) => o != Equal,
+            (Op::Lt, Some(o)) => o == Less,
+            (Op::Le, Some(o)) => o != Greater,
+            (Op::Gt, Some(o)) => o == Greater,
+            (_, Some(o)) => o != Less,
+        };
+        Value::Bool(r)
+    }
+
+    /// `min` or `max` in the promoted type; a NaN operand is the result.
+    fn min_max(&self, a: &Value, b: &Value) -> Value {
+        let t = promote(ty_of(a), ty_of(b));
+        let (x, y) = (to(a, t), to(b, t));
+        if t.is_float() {
+            let (fx, fy) = (float(&x), float(&y));
+            if fx.is_nan() {
+                return x;
+            }
+            if fy.is_nan() {
+                return y;
+            }
+            let pick_x = if *self == Op::Min { fx <= fy } else { fx >= fy };
+            if pick_x {
+                x
+            } else {
+                y
+            }
+        } else {
+            let pick_x = if *self == Op::Min {
+                int(&x) <= int(&y)
+            } else {
+                int(&x) >= int(&y)
+            };
+            if pick_x {
+                x
+            } else {
+                y
+            }
+        }
+    }
+
+    /// `&`, `|`, `xor`, `<<`, `>>`: integer or `bool` operands only.
+    fn bitwise(&self, a: &Value, b: &Value) -> Result<Value> {
+        let (ta, tb) = (ty_of(a), ty_of(b));
+        if ta.is_float() || tb.is_float() {
+            return err(format!(
+                "`{}` needs integer or bool operands, got {a} and {b}",
+                self.symbol()
+            ));
+        }
+        if matches!(self, Op::Shl | Op::Shr) {
+            return Ok(self.shift(a, b));
+        }
+        let t = promote(ta, tb);
+        let (x, y) = (int(&to(a, t)), int(&to(b, t)));
+        let r = match self {
+            Op::BitAnd => x & y,
+            Op::BitOr => x | y,
+            _ => x ^ y,
+        };
+        Ok(wrap(r, t))
+    }
+
+    /// `a << b` or `a >> b` in `a`'s type (`i64` for `bool`): a negative shift goes the
+    /// other way, and shifting past the width gives 0 (or -1, right, for a negative `a`).
+    fn shift(&self, a: &Value, b: &Value) -> Value {
+        let ta = ty_of(a);
+        let t = if ta == ScalarType::Bool {
+            ScalarType::I64
+        } else {
+            ta
+        };
+        let x = int(&to(a, t));
+        let s = int(b);
+        let bits = t.bits() as i128;
+        let (left, s) = match (self, s < 0) {
+            (Op::Shl, false) => (true, s),
+            (Op::Shl, true) => (false, -s),
+            (_, false) => (false, s),
+            (_, true) => (true, -s),
+        };
+        let r = if left {
+            if s >= bits {
+                0
+            } else {
+                x << s
+            }
+        } else if s >= bits {
+            if x < 0 {
+                -1
+            } else {
+                0
+            }
+        } else {
+            x >> s
+        };
+        wrap(r, t)
+    }
+
+    /// `+`, `-`, `*`: wrapping for integers, in `f32` rounding for `f32`.
+    fn add_sub_mul(&self, a: &Value, b: &Value) -> Value {
+        let t = arith_type(ty_of(a), ty_of(b));
+        let (x, y) = (to(a, t), to(b, t));
+        if t.is_float() {
+            let (fx, fy) = (float(&x), float(&y));
+            let r = match self {
+                Op::Add => fx + fy,
+                Op::Sub => fx - fy,
+                _ => fx * fy,
+            };
+            if t == ScalarType::F32 {
+                // Compute in f32 to match f32 rounding exactly.
+                let (gx, gy) = (fx as f32, fy as f32);
+                Value::F32(match self {
+                    Op::Add => gx + gy,
+                    Op::Sub => gx - gy,
+                    _ => gx * gy,
+                })
+            } else {
+                Value::F64(r)
+            }
+        } else {
+            let (ix, iy) = (int(&x), int(&y));
+            wrap(
+                match self {
+                    Op::Add => ix.wrapping_add(iy),
+                    Op::Sub => ix.wrapping_sub(iy),
+                    _ => ix.wrapping_mul(iy),
+                },
+                t,
+            )
+        }
+    }
+
+    /// `rem`, `%`, `mod`, `div` (truncated) and `fld` (floored); an integer division by
+    /// zero is an error.
+    fn quotient_or_remainder(&self, a: &Value, b: &Value) -> Result<Value> {
+        let t = arith_type(ty_of(a), ty_of(b));
+        let (x, y) = (to(a, t), to(b, t));
+        if t.is_float() {
+            let (fx, fy) = (float(&x), float(&y));
+            let r = match self {
+                Op::Rem | Op::RemFn => fx % fy,
+                Op::Mod => {
+                    let r = fx % fy;
+                    if r != 0.0 && (r < 0.0) != (fy < 0.0) {
+                        r + fy
+                    } else {
+                        r
+                    }
+                }
+                Op::IntDiv => (fx / fy).trunc(),
+                _ => (fx / fy).floor(),
+            };
+            return Ok(make_float(r, t));
+        }
+        let (ix, iy) = (int(&x), int(&y));
+        if iy == 0 {
+            return err(format!(
+                "integer division by zero in `{}` ({a}, {b})",
+                self.symbol()
+            ));
+        }
+        let q = ix / iy; // i128: no overflow for 64-bit operands
+        let r = ix % iy;
+        let v = match self {
+            Op::Rem | Op::RemFn => r,
+            Op::Mod => {
+                if r != 0 && (r < 0) != (iy < 0) {
+                    r + iy
+                } else {
+                    r
+                }
+            }
+            Op::IntDiv => q,
+            _ => {
+                if r != 0 && (r < 0) != (iy < 0) {
+                    q - 1
+                } else {
+                    q
+                }
+            }
+        };
+        Ok(wrap(v, t))
+    }
+}
+
+/// `a ^ b`: a float power where either is a float (in `a`'s float type if `a` is one),
+/// else by squaring with wrapping in `a`'s integer type; a negative exponent is an error
+/// except for a base of 1 or -1.
+fn power(a: &Value, b: &Value) -> Result<Value> {
+    let (ta, tb) = (ty_of(a), ty_of(b));
+    let t = arith_type(ta, tb);
+    if t.is_float() {
+        let rt = if ta.is_float() { arith_type(ta, ta) } else { t };
+        return Ok(make_float(float(a).powf(float(b)), rt));
+    }
+    let t = arith_type(ta, ta);
+    let base = int(&to(a, t));
+    let e = int(b);
+    if e < 0 {
+        return match base {
+            1 => Ok(wrap(1, t)),
+            -1 => Ok(wrap(if e % 2 == 0 { 1 } else { -1 }, t)),
+            _ => err(format!(
+                "integer power {a} ^ {b} with a negative exponent (use a float base)"
+            )),
+        };
+    }
+    // Power by squaring with wrapping in the target width.
+    let mut result = wrap(1, t);
+    let mut sq = wrap(base, t);
+    let mut e = e;
+    while e > 0 {
+        if e & 1 == 1 {
+            result = wrap(int(&result).wrapping_mul(int(&sq)), t);
+        }
+        sq = wrap(int(&sq).wrapping_mul(int(&sq)), t);
+        e >>= 1;
+    }
+    Ok(result)
 }
 
 #[cfg(test)]
