@@ -461,6 +461,54 @@ fn run_finch(
 pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Result<String> {
     let cache = std::env::temp_dir().join(format!("finch-bench-cache-{}", std::process::id()));
     std::env::set_var("FINCH_CACHE_DIR", &cache);
+    let (kernels, latency) = compile_kernels(&cache)?;
+    let sources = matrix_sources(data, quick, only);
+    let stream = stream_gbs();
+    let results = measure_all(&sources, &kernels, repeat)?;
+    let call = call_overhead()?;
+    let _ = std::fs::remove_dir_all(&cache);
+
+    let mut out = String::new();
+    out.push_str("# SpMV\n\n");
+    out.push_str(&format!("Machine: {}\n\n", crate::machine_line()));
+    out.push_str(&format!(
+        "Minimum of {repeat} runs, milliseconds, single thread. Finch row = `y[i] += AT[j, i] * x[j]` over CSR (the \
+         transposed tensor, no copy); Finch col = `y[i] += A[i, j] * x[j]` over CSC; Rust = hand-written loops over the \
+         same arrays; SciPy = `csr_matrix @ x`, MKL = `sparse_dot_mkl.dot_product_mkl` (mkl_sparse_d_mv), GraphBLAS = python-graphblas `A @ x` (SuiteSparse, nthreads = 1) ({}). Ratio = best baseline / best Finch with strict floating-point order (> 1: Finch faster); ratio reassoc = best baseline / Finch u32 reassoc (the u32 programs compiled with `reassociate`). Bandwidth = \
+         bytes a u32 kernel must read and write (12 per entry) / the fastest u32 kernel's time, as a share of the STREAM-like read bandwidth measured in \
+         this run ({stream:.1} GB/s). The u32 columns run the same programs over `SparseList{{UInt32}}`, the index width SciPy, MKL and GraphBLAS are given. Kernels are compiled with `cc -O3` (trusted mode, no bounds checks).\n\n",
+        if Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/.venv/bin/python").exists() { "bench/.venv" } else { "not installed: run bench/run.sh" }
+    ));
+    out.push_str(&results_table(&results, stream));
+    out.push_str(&format!(
+        "\nGeomean ratio (best baseline / best Finch): **{:.2}** with the default \
+         strict floating-point order (as SciPy and GraphBLAS), **{:.2}** with \
+         `CompileOptions {{ reassociate: true }}` (`finch run --reassociate`: the C compiler may \
+         reorder the sums, as MKL's kernels do).\n\n",
+        results.geomean, results.geomean_reassoc
+    ));
+    out.push_str(
+        "Index width: `SparseList` stores 64-bit indices and positions by default (16 bytes \
+         per stored `f64` entry); `SparseList{UInt32}` stores 32-bit ones (12 bytes), as the \
+         baselines do.\n\n",
+    );
+    out.push_str(&latency_table(&latency, call));
+    Ok(out)
+}
+
+/// How long the column-major SpMV program takes to compile.
+struct Latency {
+    /// With an empty cache.
+    cold: Duration,
+    /// Again in the same process (the in-memory cache).
+    memory: Duration,
+    /// In a fresh process, from the disk cache (`None` if the child process failed).
+    disk: Option<Duration>,
+}
+
+/// Compiles the SpMV kernels (with `cache` as the disk cache), measuring the compile
+/// latency of the first on the way.
+fn compile_kernels(cache: &Path) -> Result<(Kernels, Latency)> {
     let col = Program::parse(COL)?;
     let row = Program::parse(ROW)?;
     // Compile latency: cold (empty cache), memory (same process), disk (a child process).
@@ -475,7 +523,7 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
     let memory = t.elapsed();
     let disk = Command::new(std::env::current_exe()?)
         .arg("compile-latency")
-        .env("FINCH_CACHE_DIR", &cache)
+        .env("FINCH_CACHE_DIR", cache)
         .output()
         .ok()
         .and_then(|o| {
@@ -502,7 +550,12 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
         row32r: row32.compile_with(Engine::C, &reassociate)?,
         col: col_k,
     };
+    Ok((kernels, Latency { cold, memory, disk }))
+}
 
+/// The matrices to run on: the shared-data files present, then a random and a banded
+/// one (small ones where `quick`); only those whose name contains `only`, if given.
+fn matrix_sources(data: &Path, quick: bool, only: Option<&str>) -> Vec<MatrixSource> {
     // Matrices are loaded (or generated) one at a time, so the process holds one matrix
     // and its CSC copy at most (the 2M x 2M banded matrix alone is 4 GB as CSR).
     let mut sources: Vec<MatrixSource> = Vec::new();
@@ -540,17 +593,30 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
     if let Some(only) = only {
         sources.retain(|s| s.name().contains(only));
     }
-    let stream = stream_gbs();
+    sources
+}
+
+/// Every matrix measured, the baselines any of them ran, and the geometric means of
+/// the ratios best baseline / best Finch (strict and reassociated).
+struct Results {
+    rows: Vec<Measured>,
+    baseline_names: Vec<String>,
+    geomean: f64,
+    geomean_reassoc: f64,
+}
+
+/// Measures every source, loading one matrix at a time.
+fn measure_all(sources: &[MatrixSource], kernels: &Kernels, repeat: usize) -> Result<Results> {
     let tmp = std::env::temp_dir().join(format!("finch-bench-spmv-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
     let mut rows = Vec::new();
     let mut ratios_best = Vec::new();
     let mut ratios_reassoc = Vec::new();
     let mut baseline_names: Vec<String> = Vec::new();
-    for source in &sources {
+    for source in sources {
         let a = source.load()?;
         eprintln!("spmv: {} ({}x{}, {} nnz)", a.name, a.m, a.n, a.idx.len());
-        let m = measure(a, &kernels, repeat, &tmp)?;
+        let m = measure(a, kernels, repeat, &tmp)?;
         for b in &m.baselines {
             if !baseline_names.contains(&b.name) {
                 baseline_names.push(b.name.clone());
@@ -563,8 +629,16 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
     let _ = std::fs::remove_dir_all(&tmp);
     let geo = |r: &[f64]| (r.iter().map(|r| r.ln()).sum::<f64>() / r.len().max(1) as f64).exp();
     let (geomean, geomean_reassoc) = (geo(&ratios_best), geo(&ratios_reassoc));
+    Ok(Results {
+        rows,
+        baseline_names,
+        geomean,
+        geomean_reassoc,
+    })
+}
 
-    // Call overhead: a tiny kernel.
+/// The fastest and the median call of a tiny kernel (one element): the cost of a call.
+fn call_overhead() -> Result<(Duration, Duration)> {
     let tiny = Program::parse("input x :: Dense(Element(0.0))\noutput s :: Scalar(0.0)\ns .= 0\nfor i = _\n  s[] += x[i]\nend\n")?;
     let tiny_k = tiny.compile(Engine::C)?;
     let one = Tensor::from_dense(
@@ -572,33 +646,31 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
         &finch::DenseArray::from_f64(&[1], &[1.0])?,
     )?;
     let mut tt: HashMap<String, Tensor> = HashMap::from([("x".into(), one)]);
-    let (call, call_med) = time(2000, || {
+    time(2000, || {
         tiny_k.run(&mut tt, &HashMap::new())?;
         Ok(())
-    })?;
-    let _ = std::fs::remove_dir_all(&cache);
+    })
+}
 
+/// The Markdown table of the measurements, a row per matrix (`stream`: the read
+/// bandwidth in GB/s the bandwidth column is a share of).
+fn results_table(results: &Results, stream: f64) -> String {
+    let Results {
+        rows,
+        baseline_names,
+        ..
+    } = results;
     let mut out = String::new();
-    out.push_str("# SpMV\n\n");
-    out.push_str(&format!("Machine: {}\n\n", crate::machine_line()));
-    out.push_str(&format!(
-        "Minimum of {repeat} runs, milliseconds, single thread. Finch row = `y[i] += AT[j, i] * x[j]` over CSR (the \
-         transposed tensor, no copy); Finch col = `y[i] += A[i, j] * x[j]` over CSC; Rust = hand-written loops over the \
-         same arrays; SciPy = `csr_matrix @ x`, MKL = `sparse_dot_mkl.dot_product_mkl` (mkl_sparse_d_mv), GraphBLAS = python-graphblas `A @ x` (SuiteSparse, nthreads = 1) ({}). Ratio = best baseline / best Finch with strict floating-point order (> 1: Finch faster); ratio reassoc = best baseline / Finch u32 reassoc (the u32 programs compiled with `reassociate`). Bandwidth = \
-         bytes a u32 kernel must read and write (12 per entry) / the fastest u32 kernel's time, as a share of the STREAM-like read bandwidth measured in \
-         this run ({stream:.1} GB/s). The u32 columns run the same programs over `SparseList{{UInt32}}`, the index width SciPy, MKL and GraphBLAS are given. Kernels are compiled with `cc -O3` (trusted mode, no bounds checks).\n\n",
-        if Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/.venv/bin/python").exists() { "bench/.venv" } else { "not installed: run bench/run.sh" }
-    ));
     let mut header =
         String::from("| matrix | shape | nnz | Finch row | Finch col | Finch row u32 | Finch col u32 | Finch u32 reassoc | Rust CSR | Rust CSC |");
-    for name in &baseline_names {
+    for name in baseline_names {
         header.push_str(&format!(" {} |", display_name(name)));
     }
     header.push_str(" best baseline | ratio | ratio reassoc | bandwidth |\n");
     out.push_str(&header);
     out.push_str(&"|---".repeat(14 + baseline_names.len()));
     out.push_str("|\n");
-    for m in &rows {
+    for m in rows {
         let mut line = format!(
             "| {} | {}x{} | {} | {} | {} | {} | {} | {} | {} | {} |",
             m.name,
@@ -613,7 +685,7 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
             ms(m.rust_csr),
             ms(m.rust_csc)
         );
-        for name in &baseline_names {
+        for name in baseline_names {
             let cell = m
                 .baselines
                 .iter()
@@ -633,17 +705,14 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
         ));
         out.push_str(&line);
     }
-    out.push_str(&format!(
-        "\nGeomean ratio (best baseline / best Finch): **{geomean:.2}** with the default \
-         strict floating-point order (as SciPy and GraphBLAS), **{geomean_reassoc:.2}** with \
-         `CompileOptions {{ reassociate: true }}` (`finch run --reassociate`: the C compiler may \
-         reorder the sums, as MKL's kernels do).\n\n"
-    ));
-    out.push_str(
-        "Index width: `SparseList` stores 64-bit indices and positions by default (16 bytes \
-         per stored `f64` entry); `SparseList{UInt32}` stores 32-bit ones (12 bytes), as the \
-         baselines do.\n\n",
-    );
+    out
+}
+
+/// The Markdown section on compile latency and call overhead (`call`: the fastest and
+/// the median call).
+fn latency_table(latency: &Latency, (call, call_med): (Duration, Duration)) -> String {
+    let Latency { cold, memory, disk } = *latency;
+    let mut out = String::new();
     out.push_str("## Compile latency and call overhead\n\n| what | time |\n|---|---|\n");
     out.push_str(&format!(
         "| cold compile (lower + emit + cc + load) | {} ms |\n",
@@ -658,7 +727,7 @@ pub fn run(repeat: usize, data: &Path, quick: bool, only: Option<&str>) -> Resul
         ms(memory)
     ));
     out.push_str(&format!("| call overhead, 1-element kernel via `CompiledProgram::run` (min / median) | {:.2} µs / {:.2} µs |\n", call.as_secs_f64() * 1e6, call_med.as_secs_f64() * 1e6));
-    Ok(out)
+    out
 }
 
 /// Child-process helper: the latency of compiling the SpMV program with a warm disk cache.
