@@ -112,6 +112,91 @@ impl LevelKind {
         }
     }
 
+    /// The looplets of a structured level's fiber (`lower/unfurl/structured.rs`): each
+    /// level's read rule, in its module's `lowering`.
+    pub(crate) fn unfurl_structured(
+        self,
+        lw: &mut crate::lower::kit::Lowerer,
+        cx: &crate::lower::kit::StructuredFiber,
+    ) -> crate::error::Result<crate::looplets::Looplet> {
+        use super::*;
+        match self {
+            LevelKind::SparsePoint => sparse_point::lowering::unfurl_read(lw, cx),
+            LevelKind::SparseInterval => sparse_interval::lowering::unfurl_read(lw, cx),
+            LevelKind::SparseBand => sparse_band::lowering::unfurl_read(lw, cx),
+            LevelKind::RunList => run_list::lowering::unfurl_read(lw, cx),
+            LevelKind::SparseRunList => sparse_run_list::lowering::unfurl_read(lw, cx),
+            LevelKind::SparseBlockList => sparse_block_list::lowering::unfurl_read(lw, cx),
+            LevelKind::SparseByteMap => sparse_byte_map::lowering::unfurl_read(lw, cx),
+            LevelKind::SparseHash => sparse_hash::lowering::unfurl_read(lw, cx),
+            LevelKind::Dense | LevelKind::SparseList | LevelKind::SparseCoo(_) => {
+                Err(crate::error::Error::Program(format!(
+                    "internal: {} is not a structured level",
+                    self.name()
+                )))
+            }
+        }
+    }
+
+    /// The kernel parameters of a level of this kind read by a kernel; `None` for the
+    /// levels the tensor table gives parameters of its own (Dense, SparseCOO).
+    pub(crate) fn read_params(
+        self,
+        kernel: &mut crate::kernel::Kernel,
+        at: &crate::lower::kit::LevelAt,
+        index: IndexWidth,
+    ) -> Option<crate::lower::kit::LevelParams> {
+        use super::*;
+        use crate::lower::kit::structured_read_params as structured;
+        Some(match self {
+            LevelKind::SparseList => sparse_list::lowering::read_params(kernel, at, index),
+            LevelKind::SparsePoint => structured(kernel, at, self, SparsePointStorage::BUFFERS),
+            LevelKind::SparseInterval => {
+                structured(kernel, at, self, SparseIntervalStorage::BUFFERS)
+            }
+            LevelKind::SparseBand => structured(kernel, at, self, SparseBandStorage::BUFFERS),
+            LevelKind::SparseBlockList => {
+                structured(kernel, at, self, SparseBlockListStorage::BUFFERS)
+            }
+            LevelKind::RunList => structured(kernel, at, self, RunListStorage::BUFFERS),
+            LevelKind::SparseRunList => structured(kernel, at, self, SparseRunListStorage::BUFFERS),
+            LevelKind::SparseByteMap => structured(kernel, at, self, SparseByteMapStorage::BUFFERS),
+            LevelKind::SparseHash => structured(kernel, at, self, SparseHashStorage::BUFFERS),
+            LevelKind::Dense | LevelKind::SparseCoo(_) => return None,
+        })
+    }
+
+    /// The kernel parameters of a level of this kind that a kernel writes itself (in
+    /// order, or a SparseByteMap in any order) above `child`; `None` where the kernel
+    /// records entries instead and the run time builds the level from them.
+    pub(crate) fn written_in_order(
+        self,
+        kernel: &mut crate::kernel::Kernel,
+        at: &crate::lower::kit::LevelAt,
+        child: &LevelFormat,
+    ) -> Option<crate::lower::kit::LevelParams> {
+        use super::*;
+        match self {
+            LevelKind::SparseList => sparse_list::lowering::written_in_order(kernel, at, child),
+            LevelKind::SparsePoint => sparse_point::lowering::written_in_order(kernel, at, child),
+            LevelKind::SparseInterval => {
+                sparse_interval::lowering::written_in_order(kernel, at, child)
+            }
+            LevelKind::SparseBand => sparse_band::lowering::written_in_order(kernel, at, child),
+            LevelKind::SparseBlockList => {
+                sparse_block_list::lowering::written_in_order(kernel, at, child)
+            }
+            LevelKind::RunList => run_list::lowering::written_in_order(kernel, at, child),
+            LevelKind::SparseRunList => {
+                sparse_run_list::lowering::written_in_order(kernel, at, child)
+            }
+            LevelKind::SparseByteMap => {
+                sparse_byte_map::lowering::written_in_order(kernel, at, child)
+            }
+            LevelKind::Dense | LevelKind::SparseCoo(_) | LevelKind::SparseHash => None,
+        }
+    }
+
     /// What the level can do.
     pub fn capabilities(self) -> Capabilities {
         use super::*;

@@ -157,3 +157,97 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
         child: at.child_of(val)?,
     }))
 }
+
+/// The level's looplets and kernel parameters: how the lowerer reads and writes it.
+pub(crate) mod lowering {
+    use crate::lower::kit::*;
+
+    /// Runs tiling the fiber: a stepper over runs, each a Run of its child.
+    /// Under a present condition (see `unfurl_present`), a fiber where it fails is
+    /// one run of fill over the whole dimension: its runs are read only where it
+    /// holds.
+    pub(crate) fn unfurl_read(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        if cx.follow {
+            return unfurl_follow(lw, cx);
+        }
+        let t = cx.tensor;
+        let depth = cx.depth;
+        let pos = cx.pos.clone();
+        let shape = cx.shape;
+        let gallop = cx.gallop;
+        let fill = cx.fill;
+        let present = cx.present;
+        let l = KExpr::Local;
+        let child = cx.child();
+        let buf = |k: usize| cx.buf(k);
+        let bounds_where =
+            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
+        let (ptr, right) = (buf(0)?, buf(1)?);
+        let q = lw.level_local(t, depth, "q");
+        let q_stop = lw.level_local(t, depth, "q_stop");
+        let seek = seek_on(q, q_stop, right);
+        let (seek, stop, run): (SeekCode, KExpr, Tensor) = match present {
+            None => (Box::new(seek), plus1(KExpr::load(right, l(q))), child(l(q))),
+            Some(cond) => {
+                let (c, run) = (cond.clone(), child(l(q)));
+                let Tensor::Fiber(fiber) = run else {
+                    return Err(Error::Program("internal: a run's child".into()));
+                };
+                (
+                    Box::new(move |start| where_present(Some(&c), seek(start), vec![])),
+                    KExpr::Op(
+                        Op::IfElse,
+                        vec![cond.clone(), plus1(KExpr::load(right, l(q))), l(shape)],
+                    ),
+                    Tensor::Present {
+                        cond: cond.clone(),
+                        fiber,
+                        fill,
+                    },
+                )
+            }
+        };
+        let stepper = Stepper {
+            seek,
+            preamble: vec![],
+            stop,
+            chunk: Looplet::Run(Box::new(run)),
+            next: vec![KStmt::Assign(q, plus1(l(q)))],
+            counted: Some(Counted {
+                more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
+                last: l(shape),
+                first: None,
+            }),
+            outside: None,
+        };
+        Ok(Looplet::Thunk {
+            preamble: bounds_where(
+                vec![
+                    KStmt::Assign(q, KExpr::load(ptr, pos.clone())),
+                    KStmt::Assign(q_stop, KExpr::load(ptr, plus1(pos))),
+                ],
+                vec![
+                    KStmt::Assign(q, KExpr::int(0)),
+                    KStmt::Assign(q_stop, KExpr::int(1)),
+                ],
+            ),
+            body: Box::new(walker(stepper, gallop)),
+            epilogue: vec![],
+        })
+    }
+
+    /// Follow: a binary search over the ends of the fiber's runs.
+    fn unfurl_follow(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        let ends = cx.buf(1)?;
+        lw.follow_by_search(cx, ends, Rc::new(|_| None), None)
+    }
+
+    /// A RunList level written in order.
+    pub(crate) fn written_in_order(
+        kernel: &mut Kernel,
+        at: &LevelAt,
+        child: &LevelFormat,
+    ) -> Option<LevelParams> {
+        matches!(child, LevelFormat::Element(_)).then(|| runs_out(kernel, at, true))
+    }
+}

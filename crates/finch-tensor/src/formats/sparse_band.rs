@@ -147,3 +147,115 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
         child: at.child_of(val)?,
     }))
 }
+
+/// The level's looplets and kernel parameters: how the lowerer reads and writes it.
+pub(crate) mod lowering {
+    use crate::lower::kit::*;
+
+    /// One block `first..=last` with consecutive child positions: fill, random
+    /// access into the block, fill.
+    pub(crate) fn unfurl_read(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        if cx.follow {
+            return unfurl_follow(lw, cx);
+        }
+        let t = cx.tensor;
+        let depth = cx.depth;
+        let pos = cx.pos.clone();
+        let shape = cx.shape;
+        let present = cx.present;
+        let l = KExpr::Local;
+        let child = cx.child();
+        let fill_run = || cx.fill_run();
+        let buf = |k: usize| cx.buf(k);
+        let bounds_where =
+            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
+        let (idx, ofs) = (buf(0)?, buf(1)?);
+        let q1 = lw.level_local(t, depth, "q_stop");
+        let last = lw.level_local(t, depth, "last");
+        let before = lw.level_local(t, depth, "before");
+        let width = l(q1) - KExpr::load(ofs, pos.clone());
+        // `0 <= before <= last <= shape`: a block lies in the level (I3), and the
+        // clamp holds an empty fiber's `last` (I4 allows `shape + 1`) in it too. So
+        // over the level's whole extent the phases need no clamping of their own.
+        lw.at_most
+            .extend([(last, shape), (before, last), (ZERO, before)]);
+        Ok(Looplet::Thunk {
+            preamble: bounds_where(
+                vec![
+                    KStmt::Assign(q1, KExpr::load(ofs, plus1(pos.clone()))),
+                    KStmt::Assign(
+                        last,
+                        KExpr::Op(Op::Min, vec![plus1(KExpr::load(idx, pos)), l(shape)]),
+                    ),
+                    KStmt::Assign(before, l(last) - width),
+                ],
+                zeros(&[q1, last, before]),
+            ),
+            body: Box::new(Looplet::Sequence(vec![
+                (Some(l(before)), fill_run()),
+                (
+                    Some(l(last)),
+                    Looplet::Lookup(Rc::new(move |i: KExpr| {
+                        // child(q_stop - 1 - (last - i))
+                        child((minus1(l(q1)) - l(last)) + i)
+                    })),
+                ),
+                (None, fill_run()),
+            ])),
+            epilogue: vec![],
+        })
+    }
+
+    /// Follow: a check against the fiber's one block `last - width + 1 ..= last`, at
+    /// child positions ending at `ofs[p+1]`; a miss reads fill.
+    fn unfurl_follow(_lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        let (pos, fill, child) = (cx.pos.clone(), cx.fill, cx.child());
+        let (idx, ofs) = (cx.buf(0)?, cx.buf(1)?);
+        Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
+            let last = plus1(KExpr::load(idx, pos.clone()));
+            let end = KExpr::load(ofs, plus1(pos.clone()));
+            let width = end.clone() - KExpr::load(ofs, pos.clone());
+            let first = plus1(last.clone() - width);
+            Tensor::Switch {
+                pre: vec![],
+                cond: within(first, i.clone(), last.clone()),
+                then: Box::new(child((end - KExpr::int(1)) - (last - i))),
+                otherwise: Box::new(Tensor::FillLeaf(fill)),
+            }
+        })))
+    }
+
+    /// A SparseBand level written in order.
+    /// `None` unless the level is right above an Element leaf.
+    pub(crate) fn written_in_order(
+        kernel: &mut Kernel,
+        at: &LevelAt,
+        child: &LevelFormat,
+    ) -> Option<LevelParams> {
+        if !matches!(child, LevelFormat::Element(_)) {
+            return None;
+        }
+        let idx = at.buf(kernel, "idx", false);
+        let ofs = at.buf(kernel, "ofs", false);
+        let (qos, start, origin, last) = (
+            at.local(kernel, "qos", ScalarType::I64),
+            at.local(kernel, "start", ScalarType::I64),
+            at.local(kernel, "origin", ScalarType::I64),
+            at.local(kernel, "last", ScalarType::I64),
+        );
+        let dirty = at.local(kernel, "dirty", ScalarType::Bool);
+        let conflict = at.local(kernel, "conflict", ScalarType::Bool);
+        kernel.outputs.push(conflict);
+        Some(LevelParams::SparseBandOut {
+            shape: at.shape,
+            idx,
+            ofs,
+            qos,
+            start,
+            origin,
+            last,
+            dirty,
+            conflict,
+        })
+    }
+}

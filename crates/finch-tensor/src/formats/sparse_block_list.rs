@@ -183,3 +183,125 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
         },
     ))
 }
+
+/// The level's looplets and kernel parameters: how the lowerer reads and writes it.
+pub(crate) mod lowering {
+    use crate::lower::kit::*;
+
+    /// Blocks: a stepper (or jumper) over blocks, each fill before its first index
+    /// then random access into its consecutive child positions.
+    pub(crate) fn unfurl_read(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        if cx.follow {
+            return unfurl_follow(lw, cx);
+        }
+        let t = cx.tensor;
+        let depth = cx.depth;
+        let pos = cx.pos.clone();
+        let shape = cx.shape;
+        let gallop = cx.gallop;
+        let present = cx.present;
+        let l = KExpr::Local;
+        let child = cx.child();
+        let fill_run = || cx.fill_run();
+        let buf = |k: usize| cx.buf(k);
+        let bounds_where =
+            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
+        let (ptr, idx, ofs) = (buf(0)?, buf(1)?, buf(2)?);
+        let r = lw.level_local(t, depth, "r");
+        let r_stop = lw.level_local(t, depth, "r_stop");
+        let i_last = lw.level_local(t, depth, "i_last");
+        lw.at_most.push((i_last, shape));
+        let b_last = lw.level_local(t, depth, "block_last");
+        let b_end = lw.level_local(t, depth, "block_q_stop");
+        let b_first = lw.level_local(t, depth, "block_first");
+        // A block is never empty: its first index is at most its last.
+        lw.at_most.push((b_first, b_last));
+        let stepper = Stepper {
+            seek: Box::new(seek_on(r, r_stop, idx)),
+            preamble: vec![
+                KStmt::Assign(b_last, plus1(KExpr::load(idx, l(r)))),
+                KStmt::Assign(b_end, KExpr::load(ofs, plus1(l(r)))),
+                KStmt::Assign(
+                    b_first,
+                    plus1(l(b_last) - (l(b_end) - KExpr::load(ofs, l(r)))),
+                ),
+            ],
+            stop: l(b_last),
+            chunk: Looplet::Sequence(vec![
+                (Some(minus1(l(b_first))), fill_run()),
+                (
+                    None,
+                    Looplet::Lookup(Rc::new(move |j: KExpr| {
+                        child((minus1(l(b_end)) - l(b_last)) + j)
+                    })),
+                ),
+            ]),
+            next: vec![KStmt::Assign(r, plus1(l(r)))],
+            counted: Some(Counted {
+                more: KExpr::bin(Op::Lt, l(r), l(r_stop)),
+                last: l(i_last),
+                first: Some(b_first),
+            }),
+            outside: None,
+        };
+        Ok(Looplet::Thunk {
+            preamble: bounds_where(
+                fiber_bounds(ptr, idx, pos, r, r_stop, i_last),
+                zeros(&[r, r_stop, i_last]),
+            ),
+            body: Box::new(Looplet::Sequence(vec![
+                (Some(l(i_last)), walker(stepper, gallop)),
+                (None, fill_run()),
+            ])),
+            epilogue: vec![],
+        })
+    }
+
+    /// Follow: a binary search over the last indices of the fiber's blocks, a hit when the
+    /// index is not before its block's first.
+    fn unfurl_follow(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        let (idx, ofs) = (cx.buf(1)?, cx.buf(2)?);
+        let start = Rc::new(move |r: KExpr| {
+            let width = KExpr::load(ofs, r.clone() + 1) - KExpr::load(ofs, r.clone());
+            Some((KExpr::load(idx, r) - width) + 1)
+        });
+        let ofs = cx.buf(2)?;
+        lw.follow_by_search(cx, idx, start, Some(ofs))
+    }
+
+    /// A SparseBlockList level written in order.
+    /// `None` unless the level is right above an Element leaf.
+    pub(crate) fn written_in_order(
+        kernel: &mut Kernel,
+        at: &LevelAt,
+        child: &LevelFormat,
+    ) -> Option<LevelParams> {
+        if !matches!(child, LevelFormat::Element(_)) {
+            return None;
+        }
+        let ptr = at.buf(kernel, "ptr", false);
+        let idx = at.buf(kernel, "idx", true);
+        let ofs = at.buf(kernel, "ofs", true);
+        let (qos, blocks, first_block, last) = (
+            at.local(kernel, "qos", ScalarType::I64),
+            at.local(kernel, "blocks", ScalarType::I64),
+            at.local(kernel, "first_block", ScalarType::I64),
+            at.local(kernel, "last", ScalarType::I64),
+        );
+        let dirty = at.local(kernel, "dirty", ScalarType::Bool);
+        let conflict = at.local(kernel, "conflict", ScalarType::Bool);
+        kernel.outputs.push(conflict);
+        Some(LevelParams::SparseBlockListOut {
+            shape: at.shape,
+            ptr,
+            idx,
+            ofs,
+            qos,
+            blocks,
+            first_block,
+            last,
+            dirty,
+            conflict,
+        })
+    }
+}

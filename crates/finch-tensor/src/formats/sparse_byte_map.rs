@@ -235,3 +235,57 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
         child: at.child_of(val)?,
     }))
 }
+
+/// The level's looplets and kernel parameters: how the lowerer reads and writes it.
+pub(crate) mod lowering {
+    use crate::lower::kit::*;
+
+    /// A sorted list of set indices over dense child positions `pos·shape + i`.
+    pub(crate) fn unfurl_read(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        let t = cx.tensor;
+        let depth = cx.depth;
+        let pos = cx.pos.clone();
+        let shape = cx.shape;
+        let gallop = cx.gallop;
+        let f = cx.fiber;
+        let fill = cx.fill;
+        let present = cx.present;
+        let protocols = cx.fiber.protocols;
+        let l = KExpr::Local;
+        let child = cx.child();
+        let buf = |k: usize| cx.buf(k);
+        let (ptr, tbl, srt) = (buf(0)?, buf(1)?, buf(2)?);
+        let base = pos.clone() * l(shape);
+        if f.protocols.follows(f.depth) {
+            // follow: the flag decides between the child and fill.
+            return Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
+                let q = base.clone() + minus1(i);
+                Tensor::Switch {
+                    pre: vec![],
+                    cond: KExpr::load(tbl, q.clone()),
+                    then: Box::new(child(q)),
+                    otherwise: Box::new(Tensor::FillLeaf(fill)),
+                }
+            })));
+        }
+        let child_of: ChildOf = Rc::new(move |q| base.clone() + KExpr::load(srt, q));
+        let list = SortedList {
+            entries: Entries::of_fiber(ptr, present),
+            idx: srt,
+            child_of,
+            shape,
+            runs: false,
+        };
+        Ok(lw.sorted_walk(t, depth, f.pos.clone(), protocols, list, gallop))
+    }
+
+    /// A SparseByteMap level written in any order above an Element or a Pattern leaf.
+    pub(crate) fn written_in_order(
+        kernel: &mut Kernel,
+        at: &LevelAt,
+        child: &LevelFormat,
+    ) -> Option<LevelParams> {
+        matches!(child, LevelFormat::Element(_) | LevelFormat::Pattern)
+            .then(|| byte_map_out(kernel, at.name, at.depth, at.shape))
+    }
+}

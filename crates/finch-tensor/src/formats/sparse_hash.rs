@@ -130,3 +130,26 @@ pub(crate) fn build(at: &BuildAt) -> Result<LevelStorage> {
         child: Box::new(c),
     }))
 }
+
+/// The level's looplets and kernel parameters: how the lowerer reads and writes it.
+pub(crate) mod lowering {
+    use crate::lower::kit::*;
+
+    /// Sorted entries with a child position each.
+    pub(crate) fn unfurl_read(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        let shape = cx.shape;
+        let f = cx.fiber;
+        let present = cx.present;
+        let buf = |k: usize| cx.buf(k);
+        let (ptr, idx, posbuf) = (buf(0)?, buf(1)?, buf(2)?);
+        let child_of: ChildOf = Rc::new(move |q| KExpr::load(posbuf, q));
+        let list = SortedList {
+            entries: Entries::of_fiber(ptr, present),
+            idx,
+            child_of,
+            shape,
+            runs: false,
+        };
+        Ok(lw.sorted_read(f, list))
+    }
+}

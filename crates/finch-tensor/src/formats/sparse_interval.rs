@@ -168,3 +168,87 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
         child: at.child_of(val)?,
     }))
 }
+
+/// The level's looplets and kernel parameters: how the lowerer reads and writes it.
+pub(crate) mod lowering {
+    use crate::lower::kit::*;
+
+    /// One run `left..=right` of one child: fill, the child repeated, fill.
+    pub(crate) fn unfurl_read(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        if cx.follow {
+            return unfurl_follow(lw, cx);
+        }
+        let t = cx.tensor;
+        let depth = cx.depth;
+        let pos = cx.pos.clone();
+        let present = cx.present;
+        let l = KExpr::Local;
+        let child = cx.child();
+        let fill_run = || cx.fill_run();
+        let buf = |k: usize| cx.buf(k);
+        let bounds_where =
+            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
+        let (lo, hi) = (
+            lw.level_local(t, depth, "left"),
+            lw.level_local(t, depth, "right"),
+        );
+        Ok(Looplet::Thunk {
+            preamble: bounds_where(
+                vec![
+                    KStmt::Assign(lo, plus1(KExpr::load(buf(0)?, pos.clone()))),
+                    KStmt::Assign(hi, plus1(KExpr::load(buf(1)?, pos.clone()))),
+                ],
+                vec![
+                    KStmt::Assign(lo, KExpr::int(1)),
+                    KStmt::Assign(hi, KExpr::int(0)),
+                ],
+            ),
+            body: Box::new(Looplet::Sequence(vec![
+                (Some(minus1(l(lo))), fill_run()),
+                (Some(l(hi)), Looplet::Run(Box::new(child(pos)))),
+                (None, fill_run()),
+            ])),
+            epilogue: vec![],
+        })
+    }
+
+    /// Follow: a check against the fiber's one run; a miss reads fill.
+    fn unfurl_follow(_lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        let (pos, fill, child) = (cx.pos.clone(), cx.fill, cx.child());
+        let (left, right) = (cx.buf(0)?, cx.buf(1)?);
+        Ok(Looplet::Lookup(Rc::new(move |i: KExpr| Tensor::Switch {
+            pre: vec![],
+            cond: within(
+                plus1(KExpr::load(left, pos.clone())),
+                i,
+                plus1(KExpr::load(right, pos.clone())),
+            ),
+            then: Box::new(child(pos.clone())),
+            otherwise: Box::new(Tensor::FillLeaf(fill)),
+        })))
+    }
+
+    /// A SparseInterval level written in order: one run of indices.
+    /// `None` unless the level is right above an Element leaf.
+    pub(crate) fn written_in_order(
+        kernel: &mut Kernel,
+        at: &LevelAt,
+        child: &LevelFormat,
+    ) -> Option<LevelParams> {
+        if !matches!(child, LevelFormat::Element(_)) {
+            return None;
+        }
+        let left = at.buf(kernel, "left", false);
+        let right = at.buf(kernel, "right", false);
+        let dirty = at.local(kernel, "dirty", ScalarType::Bool);
+        let conflict = at.local(kernel, "conflict", ScalarType::Bool);
+        kernel.outputs.push(conflict);
+        Some(LevelParams::SparseIntervalOut {
+            shape: at.shape,
+            left,
+            right,
+            dirty,
+            conflict,
+        })
+    }
+}

@@ -190,3 +190,42 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
         child: at.child_of(val)?,
     }))
 }
+
+/// The level's kernel parameters: how the lowerer reads and writes it.
+pub(crate) mod lowering {
+    use crate::lower::kit::*;
+
+    /// A SparseList level written in order.
+    /// `None` unless the level is right above an Element or a Pattern leaf.
+    pub(crate) fn written_in_order(
+        kernel: &mut Kernel,
+        at: &LevelAt,
+        child: &LevelFormat,
+    ) -> Option<LevelParams> {
+        if !matches!(child, LevelFormat::Element(_) | LevelFormat::Pattern) {
+            return None;
+        }
+        let ptr = at.buf(kernel, "ptr", false);
+        let idx = at.buf(kernel, "idx", true);
+        let qos = at.local(kernel, "qos", ScalarType::I64);
+        let dirty = at.local(kernel, "dirty", ScalarType::Bool);
+        Some(LevelParams::SparseListOut {
+            shape: at.shape,
+            ptr,
+            idx,
+            qos,
+            dirty,
+        })
+    }
+
+    /// A SparseList level read by a kernel: `ptr` over `idx`, of the level's index width.
+    pub(crate) fn read_params(kernel: &mut Kernel, at: &LevelAt, index: IndexWidth) -> LevelParams {
+        let ptr = kernel.index_buf(at.named("ptr"), index);
+        let idx = kernel.index_buf(at.named("idx"), index);
+        LevelParams::SparseList {
+            shape: at.shape,
+            ptr,
+            idx,
+        }
+    }
+}

@@ -132,3 +132,74 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
         child: at.child_of(val)?,
     }))
 }
+
+/// The level's looplets and kernel parameters: how the lowerer reads and writes it.
+pub(crate) mod lowering {
+    use crate::lower::kit::*;
+
+    /// One index `i` per fiber (`shape` when empty): fill, the child at `i`, fill.
+    pub(crate) fn unfurl_read(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        if cx.follow {
+            return unfurl_follow(lw, cx);
+        }
+        let t = cx.tensor;
+        let depth = cx.depth;
+        let pos = cx.pos.clone();
+        let shape = cx.shape;
+        let present = cx.present;
+        let l = KExpr::Local;
+        let child = cx.child();
+        let fill_run = || cx.fill_run();
+        let buf = |k: usize| cx.buf(k);
+        let bounds_where =
+            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
+        let i = lw.level_local(t, depth, "i");
+        // An empty fiber stores index `shape` (0-based): past every index.
+        Ok(Looplet::Thunk {
+            preamble: bounds_where(
+                vec![KStmt::Assign(i, plus1(KExpr::load(buf(0)?, pos.clone())))],
+                vec![KStmt::Assign(i, plus1(l(shape)))],
+            ),
+            body: Box::new(Looplet::Sequence(vec![
+                (Some(minus1(l(i))), fill_run()),
+                (Some(l(i)), Looplet::Run(Box::new(child(pos)))),
+                (None, fill_run()),
+            ])),
+            epilogue: vec![],
+        })
+    }
+
+    /// Follow: a check against the fiber's one index; a miss reads fill.
+    fn unfurl_follow(_lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        let (pos, fill, child) = (cx.pos.clone(), cx.fill, cx.child());
+        let idx = cx.buf(0)?;
+        Ok(Looplet::Lookup(Rc::new(move |i: KExpr| Tensor::Switch {
+            pre: vec![],
+            cond: KExpr::bin(Op::Eq, plus1(KExpr::load(idx, pos.clone())), i),
+            then: Box::new(child(pos.clone())),
+            otherwise: Box::new(Tensor::FillLeaf(fill)),
+        })))
+    }
+
+    /// A SparsePoint level written in order: one index, and a flag for a second one.
+    /// `None` unless the level is right above an Element leaf.
+    pub(crate) fn written_in_order(
+        kernel: &mut Kernel,
+        at: &LevelAt,
+        child: &LevelFormat,
+    ) -> Option<LevelParams> {
+        if !matches!(child, LevelFormat::Element(_)) {
+            return None;
+        }
+        let idx = at.buf(kernel, "idx", false);
+        let dirty = at.local(kernel, "dirty", ScalarType::Bool);
+        let conflict = at.local(kernel, "conflict", ScalarType::Bool);
+        kernel.outputs.push(conflict);
+        Some(LevelParams::SparsePointOut {
+            shape: at.shape,
+            idx,
+            dirty,
+            conflict,
+        })
+    }
+}

@@ -131,3 +131,76 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
         child: at.child_of(val)?,
     }))
 }
+
+/// The level's looplets and kernel parameters: how the lowerer reads and writes it.
+pub(crate) mod lowering {
+    use crate::lower::kit::*;
+
+    /// Sparse runs: a stepper over runs, each fill before `left` then its child.
+    pub(crate) fn unfurl_read(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        if cx.follow {
+            return unfurl_follow(lw, cx);
+        }
+        let t = cx.tensor;
+        let depth = cx.depth;
+        let pos = cx.pos.clone();
+        let shape = cx.shape;
+        let gallop = cx.gallop;
+        let present = cx.present;
+        let l = KExpr::Local;
+        let child = cx.child();
+        let fill_run = || cx.fill_run();
+        let buf = |k: usize| cx.buf(k);
+        let bounds_where =
+            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
+        let (ptr, left, right) = (buf(0)?, buf(1)?, buf(2)?);
+        let q = lw.level_local(t, depth, "q");
+        let q_stop = lw.level_local(t, depth, "q_stop");
+        let i_last = lw.level_local(t, depth, "i_last");
+        lw.at_most.push((i_last, shape));
+        let stepper = Stepper {
+            seek: Box::new(seek_on(q, q_stop, right)),
+            preamble: vec![],
+            stop: plus1(KExpr::load(right, l(q))),
+            chunk: Looplet::Sequence(vec![
+                (Some(KExpr::load(left, l(q))), fill_run()),
+                (None, Looplet::Run(Box::new(child(l(q))))),
+            ]),
+            next: vec![KStmt::Assign(q, plus1(l(q)))],
+            counted: Some(Counted {
+                more: KExpr::bin(Op::Lt, l(q), l(q_stop)),
+                last: l(i_last),
+                first: None,
+            }),
+            outside: None,
+        };
+        Ok(Looplet::Thunk {
+            preamble: bounds_where(
+                fiber_bounds(ptr, right, pos, q, q_stop, i_last),
+                zeros(&[q, q_stop, i_last]),
+            ),
+            body: Box::new(Looplet::Sequence(vec![
+                (Some(l(i_last)), walker(stepper, gallop)),
+                (None, fill_run()),
+            ])),
+            epilogue: vec![],
+        })
+    }
+
+    /// Follow: a binary search over the ends of the fiber's runs, a hit when the index is
+    /// not before its run's `left`.
+    fn unfurl_follow(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
+        let left = cx.buf(1)?;
+        let ends = cx.buf(2)?;
+        lw.follow_by_search(cx, ends, Rc::new(move |r| Some(KExpr::load(left, r))), None)
+    }
+
+    /// A SparseRunList level written in order.
+    pub(crate) fn written_in_order(
+        kernel: &mut Kernel,
+        at: &LevelAt,
+        child: &LevelFormat,
+    ) -> Option<LevelParams> {
+        matches!(child, LevelFormat::Element(_)).then(|| runs_out(kernel, at, false))
+    }
+}

@@ -20,6 +20,7 @@ mod exprs;
 mod fission;
 mod hash;
 mod jumper;
+pub(crate) mod kit;
 mod lifecycle;
 mod lookup;
 mod masks;

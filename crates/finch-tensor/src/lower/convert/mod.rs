@@ -38,6 +38,7 @@ pub use level_params::{HashView, LevelParams, OutArray, TensorInfo};
 use shared_reads::*;
 pub(crate) use tensor_table::readable_runs;
 use tensor_table::*;
+pub(crate) use tensor_table::{byte_map_out, runs_out, structured_read_params, LevelAt};
 
 /// A window whose bounds use enclosing loop indices: computed and checked in the kernel.
 struct DynamicWindow {

@@ -93,8 +93,7 @@ fn inner_level<'f>(
     // beats a hash table (its dense flags and values cost only the vector's length).
     let byte_map = hashed == Some(1) && depth == 1;
     let leaf_below = matches!(**child, LevelFormat::Element(_) | LevelFormat::Pattern);
-    let element_below = matches!(**child, LevelFormat::Element(_));
-    let at = OutLevelAt { name, depth, shape };
+    let at = LevelAt { name, depth, shape };
     let levels = &mut info.levels;
     match kind {
         LevelKind::Dense => levels.push(LevelParams::Dense { shape }),
@@ -122,71 +121,65 @@ fn inner_level<'f>(
             if is_written {
                 levels.extend(recorded_levels(kernel, name, depth, &shapes, false));
             } else {
-                let ptr = kernel.buf(format!("{name}_lvl{depth}_ptr"), ScalarType::I64, false, false);
+                let ptr = kernel.buf(
+                    format!("{name}_lvl{depth}_ptr"),
+                    ScalarType::I64,
+                    false,
+                    false,
+                );
                 let tbl: Vec<BufId> = (0..*modes)
                     .map(|k| {
-                        kernel.buf(format!("{name}_lvl{depth}_tbl{}", k + 1), ScalarType::I64, false, false)
+                        kernel.buf(
+                            format!("{name}_lvl{depth}_tbl{}", k + 1),
+                            ScalarType::I64,
+                            false,
+                            false,
+                        )
                     })
                     .collect();
                 for (mode, &shape) in shapes.iter().enumerate() {
-                    levels.push(LevelParams::Coo { shape, ptr, tbl: tbl.clone(), mode, modes: *modes });
+                    levels.push(LevelParams::Coo {
+                        shape,
+                        ptr,
+                        tbl: tbl.clone(),
+                        mode,
+                        modes: *modes,
+                    });
                 }
             }
             return Ok((child, *modes));
         }
-        LevelKind::SparseList if !is_written => {
-            let ptr = kernel.index_buf(format!("{name}_lvl{depth}_ptr"), *index);
-            let idx = kernel.index_buf(format!("{name}_lvl{depth}_idx"), *index);
-            levels.push(LevelParams::SparseList { shape, ptr, idx });
-        }
-        LevelKind::SparseList if leaf_below => levels.push(sparse_list_out(kernel, &at)),
-        LevelKind::SparseByteMap if is_written && leaf_below => {
-            levels.push(byte_map_out(kernel, name, depth, shape));
-        }
-        LevelKind::SparsePoint if is_written && element_below => {
-            levels.push(sparse_point_out(kernel, &at));
-        }
-        LevelKind::SparseBand if is_written && element_below => {
-            levels.push(sparse_band_out(kernel, &at));
-        }
-        LevelKind::SparseBlockList if is_written && element_below => {
-            levels.push(sparse_block_list_out(kernel, &at));
-        }
-        LevelKind::RunList | LevelKind::SparseRunList if is_written && element_below => {
-            levels.push(runs_out(kernel, &at, *kind == LevelKind::RunList));
-        }
-        LevelKind::SparseInterval if is_written && element_below => {
-            levels.push(sparse_interval_out(kernel, &at));
-        }
-        // Any other written format whose levels from here down end in an Element leaf:
-        // entries are recorded in order (extrude) like a SparseCOO level spanning those
-        // modes, and the run time builds the levels from them.
-        _ if is_written
-            && matches!(level.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern) =>
-        {
-            let modes = level.ndims();
-            let shapes = mode_shapes(kernel, name, depth, shape, modes);
-            levels.extend(recorded_levels(kernel, name, depth, &shapes, true));
-            return Ok((level.leaf(), modes));
-        }
-        kind if !is_written && structured_buffers(*kind).is_some() => {
-            let bufs = structured_buffers(*kind)
-                .unwrap_or_default()
-                .iter()
-                .map(|(buf, ty)| kernel.buf(format!("{name}_lvl{depth}_{buf}"), *ty, false, false))
-                .collect();
-            levels.push(LevelParams::Structured { kind: *kind, shape, bufs });
-        }
-        other => {
-            return unsupported(format!(
-                "compiling {} `{}` as {} (this release compiles reads of every level, and writes over an Element leaf into Dense, SparseByteMap and SparseHash levels in any order and into SparseList, SparseCOO, SparsePoint, SparseInterval, SparseBand, SparseBlockList, RunList and SparseRunList levels in order)",
-                if is_written { "writes to" } else { "reads of" },
-                name,
-                other.name()
-            ))
+        _ if !is_written => match kind.read_params(kernel, &at, *index) {
+            Some(params) => levels.push(params),
+            None => return Err(not_compiled(kind, name, is_written)),
+        },
+        _ => {
+            if let Some(params) = kind.written_in_order(kernel, &at, child) {
+                levels.push(params);
+            } else if matches!(level.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern) {
+                // Any other written format whose levels from here down end in an Element
+                // leaf: entries are recorded in order (extrude) like a SparseCOO level
+                // spanning those modes, and the run time builds the levels from them.
+                let modes = level.ndims();
+                let shapes = mode_shapes(kernel, name, depth, shape, modes);
+                levels.extend(recorded_levels(kernel, name, depth, &shapes, true));
+                return Ok((level.leaf(), modes));
+            } else {
+                return Err(not_compiled(kind, name, is_written));
+            }
         }
     }
     Ok((child, 1))
+}
+
+/// A level the compiled engines do not read or write this way.
+fn not_compiled(kind: &LevelKind, name: &str, is_written: bool) -> Error {
+    Error::Unsupported(format!(
+        "compiling {} `{}` as {} (this release compiles reads of every level, and writes over an Element leaf into Dense, SparseByteMap and SparseHash levels in any order and into SparseList, SparseCOO, SparsePoint, SparseInterval, SparseBand, SparseBlockList, RunList and SparseRunList levels in order)",
+        if is_written { "writes to" } else { "reads of" },
+        name,
+        kind.name()
+    ))
 }
 
 /// The leaf at `depth`: an Element level's values, or a Pattern leaf (which stores
@@ -281,31 +274,31 @@ fn leaf_level(
     Ok(())
 }
 
-/// Where an output level's kernel parameters are named: `{name}_lvl{depth}_...`.
-struct OutLevelAt<'a> {
-    name: &'a str,
-    depth: usize,
+/// Where a level's kernel parameters are named: `{name}_lvl{depth}_...`.
+pub(crate) struct LevelAt<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) depth: usize,
     /// The level's shape local (a kernel input).
-    shape: LocalId,
+    pub(crate) shape: LocalId,
 }
 
-impl OutLevelAt<'_> {
+impl LevelAt<'_> {
     /// A buffer of `i64`s written by the kernel; `grows` when it grows with the entries.
-    fn buf(&self, kernel: &mut Kernel, what: &str, grows: bool) -> BufId {
+    pub(crate) fn buf(&self, kernel: &mut Kernel, what: &str, grows: bool) -> BufId {
         kernel.buf(self.named(what), ScalarType::I64, true, grows)
     }
 
-    fn local(&self, kernel: &mut Kernel, what: &str, ty: ScalarType) -> LocalId {
+    pub(crate) fn local(&self, kernel: &mut Kernel, what: &str, ty: ScalarType) -> LocalId {
         kernel.local(self.named(what), ty)
     }
 
-    fn named(&self, what: &str) -> String {
+    pub(crate) fn named(&self, what: &str) -> String {
         format!("{}_lvl{}_{what}", self.name, self.depth)
     }
 }
 
 /// The levels of a SparseHash group spanning `modes` modes: one table over all of them.
-fn hash_group_levels(kernel: &mut Kernel, at: &OutLevelAt, modes: usize) -> Vec<LevelParams> {
+fn hash_group_levels(kernel: &mut Kernel, at: &LevelAt, modes: usize) -> Vec<LevelParams> {
     let shapes = mode_shapes(kernel, at.name, at.depth, at.shape, modes);
     let mut buf = |what: &str| at.buf(kernel, what, true);
     let (table, keys, slot_of) = (buf("table"), buf("keys"), buf("slot_of"));
@@ -345,91 +338,8 @@ fn hash_group_levels(kernel: &mut Kernel, at: &OutLevelAt, modes: usize) -> Vec<
         .collect()
 }
 
-/// A SparseList level written in order.
-fn sparse_list_out(kernel: &mut Kernel, at: &OutLevelAt) -> LevelParams {
-    let ptr = at.buf(kernel, "ptr", false);
-    let idx = at.buf(kernel, "idx", true);
-    let qos = at.local(kernel, "qos", ScalarType::I64);
-    let dirty = at.local(kernel, "dirty", ScalarType::Bool);
-    LevelParams::SparseListOut {
-        shape: at.shape,
-        ptr,
-        idx,
-        qos,
-        dirty,
-    }
-}
-
-/// A SparsePoint level written in order: one index, and a flag for a second one.
-fn sparse_point_out(kernel: &mut Kernel, at: &OutLevelAt) -> LevelParams {
-    let idx = at.buf(kernel, "idx", false);
-    let dirty = at.local(kernel, "dirty", ScalarType::Bool);
-    let conflict = at.local(kernel, "conflict", ScalarType::Bool);
-    kernel.outputs.push(conflict);
-    LevelParams::SparsePointOut {
-        shape: at.shape,
-        idx,
-        dirty,
-        conflict,
-    }
-}
-
-/// A SparseBand level written in order.
-fn sparse_band_out(kernel: &mut Kernel, at: &OutLevelAt) -> LevelParams {
-    let idx = at.buf(kernel, "idx", false);
-    let ofs = at.buf(kernel, "ofs", false);
-    let (qos, start, origin, last) = (
-        at.local(kernel, "qos", ScalarType::I64),
-        at.local(kernel, "start", ScalarType::I64),
-        at.local(kernel, "origin", ScalarType::I64),
-        at.local(kernel, "last", ScalarType::I64),
-    );
-    let dirty = at.local(kernel, "dirty", ScalarType::Bool);
-    let conflict = at.local(kernel, "conflict", ScalarType::Bool);
-    kernel.outputs.push(conflict);
-    LevelParams::SparseBandOut {
-        shape: at.shape,
-        idx,
-        ofs,
-        qos,
-        start,
-        origin,
-        last,
-        dirty,
-        conflict,
-    }
-}
-
-/// A SparseBlockList level written in order.
-fn sparse_block_list_out(kernel: &mut Kernel, at: &OutLevelAt) -> LevelParams {
-    let ptr = at.buf(kernel, "ptr", false);
-    let idx = at.buf(kernel, "idx", true);
-    let ofs = at.buf(kernel, "ofs", true);
-    let (qos, blocks, first_block, last) = (
-        at.local(kernel, "qos", ScalarType::I64),
-        at.local(kernel, "blocks", ScalarType::I64),
-        at.local(kernel, "first_block", ScalarType::I64),
-        at.local(kernel, "last", ScalarType::I64),
-    );
-    let dirty = at.local(kernel, "dirty", ScalarType::Bool);
-    let conflict = at.local(kernel, "conflict", ScalarType::Bool);
-    kernel.outputs.push(conflict);
-    LevelParams::SparseBlockListOut {
-        shape: at.shape,
-        ptr,
-        idx,
-        ofs,
-        qos,
-        blocks,
-        first_block,
-        last,
-        dirty,
-        conflict,
-    }
-}
-
 /// A RunList (`dense`) or SparseRunList level written in order.
-fn runs_out(kernel: &mut Kernel, at: &OutLevelAt, dense: bool) -> LevelParams {
+pub(crate) fn runs_out(kernel: &mut Kernel, at: &LevelAt, dense: bool) -> LevelParams {
     let ptr = at.buf(kernel, "ptr", false);
     let left = (!dense).then(|| at.buf(kernel, "left", true));
     let right = at.buf(kernel, "right", true);
@@ -450,22 +360,6 @@ fn runs_out(kernel: &mut Kernel, at: &OutLevelAt, dense: bool) -> LevelParams {
         qos,
         start,
         last,
-        dirty,
-        conflict,
-    }
-}
-
-/// A SparseInterval level written in order: one run of indices.
-fn sparse_interval_out(kernel: &mut Kernel, at: &OutLevelAt) -> LevelParams {
-    let left = at.buf(kernel, "left", false);
-    let right = at.buf(kernel, "right", false);
-    let dirty = at.local(kernel, "dirty", ScalarType::Bool);
-    let conflict = at.local(kernel, "conflict", ScalarType::Bool);
-    kernel.outputs.push(conflict);
-    LevelParams::SparseIntervalOut {
-        shape: at.shape,
-        left,
-        right,
         dirty,
         conflict,
     }
@@ -583,7 +477,7 @@ pub(super) fn any_order_or(
 }
 
 /// A written SparseByteMap level `depth` of `name`: its buffers and cursors.
-pub(super) fn byte_map_out(
+pub(crate) fn byte_map_out(
     kernel: &mut Kernel,
     name: &str,
     depth: usize,
@@ -662,34 +556,28 @@ pub(super) fn is_extruded(l: &LevelParams) -> bool {
     )
 }
 
-/// The kernel buffers (name, element type) of a structured level read by a kernel, in
-/// the order of its storage's `BUFFERS`; `None` for levels with their own parameters.
-pub(super) fn structured_buffers(kind: LevelKind) -> Option<Vec<(&'static str, ScalarType)>> {
-    use crate::formats as f;
-    let names: &[&str] = match kind {
-        LevelKind::SparsePoint => f::SparsePointStorage::BUFFERS,
-        LevelKind::SparseInterval => f::SparseIntervalStorage::BUFFERS,
-        LevelKind::SparseBand => f::SparseBandStorage::BUFFERS,
-        LevelKind::SparseBlockList => f::SparseBlockListStorage::BUFFERS,
-        LevelKind::RunList => f::RunListStorage::BUFFERS,
-        LevelKind::SparseRunList => f::SparseRunListStorage::BUFFERS,
-        LevelKind::SparseByteMap => f::SparseByteMapStorage::BUFFERS,
-        LevelKind::SparseHash => f::SparseHashStorage::BUFFERS,
-        LevelKind::Dense | LevelKind::SparseList | LevelKind::SparseCoo(_) => return None,
-    };
-    Some(
-        names
-            .iter()
-            .map(|&n| {
-                (
-                    n,
-                    if n == "tbl" {
-                        ScalarType::Bool
-                    } else {
-                        ScalarType::I64
-                    },
-                )
-            })
-            .collect(),
-    )
+/// A structured level read by a kernel: its storage's buffers (`BUFFERS`, in that order)
+/// as kernel inputs; `tbl` holds flags, the others `i64`s.
+pub(crate) fn structured_read_params(
+    kernel: &mut Kernel,
+    at: &LevelAt,
+    kind: LevelKind,
+    buffers: &[&str],
+) -> LevelParams {
+    let bufs = buffers
+        .iter()
+        .map(|&name| {
+            let ty = if name == "tbl" {
+                ScalarType::Bool
+            } else {
+                ScalarType::I64
+            };
+            kernel.buf(at.named(name), ty, false, false)
+        })
+        .collect();
+    LevelParams::Structured {
+        kind,
+        shape: at.shape,
+        bufs,
+    }
 }

@@ -6,12 +6,13 @@
 //! * SparseList (read, walk): `Thunk(q = ptr[p]; q_stop = ptr[p+1]; i_last = idx[q_stop-1]+1
 //!   or 0) -> Sequence(Phase(stop = i_last, Stepper(seek: scansearch; preamble: i = idx[q]+1;
 //!   stop = i; chunk = Spike(FillLeaf(fill), child(q)); next: q += 1)), Phase(Run(FillLeaf(fill))))`.
-//! * The structured levels (`unfurl_structured`, `structured_follow`), SparseCOO modes
+//! * The structured levels (`unfurl_structured`, each level's `lowering`), SparseCOO modes
 //!   (`coo_list`) and the output levels (`unfurl_*_out`; SparseHash groups in `hash.rs`)
 //!   follow the same pattern.
 //!
-//! The looplets of every level live here, with the lowerer; `formats/` holds each level's
-//! storage and invariants.
+//! The scaffolds live here (the sorted-list walk, the segment walk's `StructuredFiber`, the
+//! search into runs and blocks) with the write side of output levels; each structured
+//! level's own looplets are in its module's `lowering` (`formats/<level>.rs`).
 
 use std::rc::Rc;
 
@@ -28,6 +29,8 @@ mod structured;
 mod written;
 
 use sorted::*;
+pub(crate) use sorted::{fiber_bounds, seek_on};
+pub(crate) use structured::{minus1, plus1, within, StructuredFiber};
 
 impl Lowerer {
     /// The fill value of a tensor's leaf.
@@ -380,7 +383,7 @@ impl Lowerer {
     }
 
     /// A fresh `i64` local named after the level.
-    pub(super) fn level_local(
+    pub(crate) fn level_local(
         &mut self,
         t: usize,
         depth: usize,
@@ -392,7 +395,11 @@ impl Lowerer {
 }
 
 /// `code` where `present` holds (if given), `otherwise` where it does not.
-fn where_present(present: Option<&KExpr>, code: Vec<KStmt>, otherwise: Vec<KStmt>) -> Vec<KStmt> {
+pub(crate) fn where_present(
+    present: Option<&KExpr>,
+    code: Vec<KStmt>,
+    otherwise: Vec<KStmt>,
+) -> Vec<KStmt> {
     match present {
         Some(cond) => vec![KStmt::If {
             cond: cond.clone(),
@@ -404,7 +411,7 @@ fn where_present(present: Option<&KExpr>, code: Vec<KStmt>, otherwise: Vec<KStmt
 }
 
 /// Sets each of `xs` to 0 (the bounds of a fiber with no entries).
-fn zeros(xs: &[crate::kernel::LocalId]) -> Vec<KStmt> {
+pub(crate) fn zeros(xs: &[crate::kernel::LocalId]) -> Vec<KStmt> {
     xs.iter()
         .map(|x| KStmt::Assign(*x, KExpr::int(0)))
         .collect()
@@ -490,7 +497,7 @@ pub(super) fn dense_lookup(f: &Fiber, shape: crate::kernel::LocalId) -> Looplet 
 }
 
 /// A stepper over a level's entries, or a jumper when the access asks to gallop.
-fn walker(stepper: Stepper, gallop: bool) -> Looplet {
+pub(crate) fn walker(stepper: Stepper, gallop: bool) -> Looplet {
     if gallop {
         Looplet::Jumper(Rc::new(stepper))
     } else {
@@ -499,21 +506,21 @@ fn walker(stepper: Stepper, gallop: bool) -> Looplet {
 }
 
 /// A stepper's seek: code that moves it to the child holding a start index.
-type SeekCode = Box<dyn Fn(KExpr) -> Vec<KStmt>>;
+pub(crate) type SeekCode = Box<dyn Fn(KExpr) -> Vec<KStmt>>;
 
 /// Maps a list entry's position to its child position.
-pub(super) type ChildOf = Rc<dyn Fn(KExpr) -> KExpr>;
+pub(crate) type ChildOf = Rc<dyn Fn(KExpr) -> KExpr>;
 
 /// A sorted per-fiber list: `ptr` over `idx`, children by `child_of(q)`.
-pub(super) struct SortedList {
-    pub(super) entries: Entries,
-    pub(super) idx: crate::kernel::BufId,
-    pub(super) child_of: ChildOf,
+pub(crate) struct SortedList {
+    pub(crate) entries: Entries,
+    pub(crate) idx: crate::kernel::BufId,
+    pub(crate) child_of: ChildOf,
     /// The level's size: every stored index is below it (the level's invariants).
-    pub(super) shape: crate::kernel::LocalId,
+    pub(crate) shape: crate::kernel::LocalId,
     /// For a SparseCOO mode above its last: entries with equal indices (nondecreasing
     /// here) form one child, the run `q .. r` handed down as a fiber with an `end`.
-    pub(super) runs: bool,
+    pub(crate) runs: bool,
 }
 
 impl SortedList {
@@ -534,7 +541,7 @@ impl SortedList {
 }
 
 /// Where a sorted list's entries for fiber `pos` lie.
-pub(super) enum Entries {
+pub(crate) enum Entries {
     /// `ptr[pos] .. ptr[pos+1]`.
     Fiber(crate::kernel::BufId),
     /// `pos .. end` (a SparseCOO mode below its first; a hash group read back).
@@ -546,7 +553,7 @@ pub(super) enum Entries {
 
 impl Entries {
     /// `ptr[pos] .. ptr[pos+1]`, where `present` holds if given.
-    fn of_fiber(ptr: crate::kernel::BufId, present: Option<&KExpr>) -> Entries {
+    pub(crate) fn of_fiber(ptr: crate::kernel::BufId, present: Option<&KExpr>) -> Entries {
         match present {
             Some(cond) => Entries::FiberWhere(ptr, cond.clone()),
             None => Entries::Fiber(ptr),

@@ -6,7 +6,7 @@ use super::*;
 impl Lowerer {
     /// A sorted list read by the protocol the access asks: follow (binary search), gallop
     /// or walk.
-    pub(in crate::lower) fn sorted_read(&mut self, f: &Fiber, list: SortedList) -> Looplet {
+    pub(crate) fn sorted_read(&mut self, f: &Fiber, list: SortedList) -> Looplet {
         let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
         if f.protocols.follows(f.depth) {
             self.sorted_follow(t, depth, pos, protocols, list)
@@ -19,7 +19,7 @@ impl Lowerer {
     /// Walk (or gallop) over a sorted index list: `Thunk(q = ptr[p]; q_stop = ptr[p+1];
     /// i_last) -> Sequence(Phase(stop = i_last, Stepper(Spike(fill, child(q)))),
     /// Phase(Run(fill)))`.
-    pub(in crate::lower) fn sorted_walk(
+    pub(crate) fn sorted_walk(
         &mut self,
         t: usize,
         depth: usize,
@@ -240,7 +240,7 @@ pub(in crate::lower) fn coo_list(
 
 /// `q = ptr[p]; q_stop = ptr[p+1]; i_last = last[q_stop - 1] + 1` (or 0 for an empty
 /// fiber), where `last[q]` is entry `q`'s last 0-based index.
-pub(in crate::lower) fn fiber_bounds(
+pub(crate) fn fiber_bounds(
     ptr: crate::kernel::BufId,
     last: crate::kernel::BufId,
     pos: KExpr,
@@ -282,7 +282,7 @@ pub(in crate::lower) fn entry_bounds(
 /// Seek for a stepper over entries `q ..< q_stop` whose last 0-based indices `last[q]`
 /// increase: when the entry at `q` ends before `start`, binary-search the first that
 /// does not (one comparison when the cursor is already in place).
-pub(in crate::lower) fn seek_on(
+pub(crate) fn seek_on(
     q: crate::kernel::LocalId,
     q_stop: crate::kernel::LocalId,
     last: crate::kernel::BufId,

@@ -1,0 +1,21 @@
+//! What a level's lowering uses of the lowerer. Each level's module in `formats/` keeps
+//! its looplets (how the lowerer reads and writes it) in a `lowering` submodule that
+//! imports this kit, so the lowerer's internals stay private to `lower/` except for
+//! what is named here.
+
+pub(crate) use std::rc::Rc;
+
+pub(crate) use super::bounds::ZERO;
+pub(crate) use super::convert::{
+    byte_map_out, runs_out, structured_read_params, LevelAt, LevelParams,
+};
+pub(crate) use super::unfurl::{
+    fiber_bounds, minus1, plus1, seek_on, walker, where_present, within, zeros, ChildOf, Entries,
+    SeekCode, SortedList, StructuredFiber,
+};
+pub(crate) use super::Lowerer;
+pub(crate) use crate::algebra::{Op, ScalarType};
+pub(crate) use crate::error::{Error, Result};
+pub(crate) use crate::formats::{IndexWidth, LevelFormat};
+pub(crate) use crate::kernel::{KExpr, KStmt, Kernel};
+pub(crate) use crate::looplets::{Counted, Looplet, Stepper, Tensor};
