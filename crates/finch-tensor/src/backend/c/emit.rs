@@ -110,7 +110,9 @@ pub fn c_type(t: ScalarType) -> &'static str {
     }
 }
 
-const PRELUDE: &str = r#"#include <stdint.h>
+/// The helpers every generated C file starts with (before its search helpers and its
+/// kernel), the same for every kernel.
+pub const PRELUDE: &str = r#"#include <stdint.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <math.h>

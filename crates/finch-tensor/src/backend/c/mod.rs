@@ -24,6 +24,9 @@ pub use emit::{
     c_type, emit, CheckMode, ErrorCode, INDEX_OUT_OF_RANGE_BASE, OUTSIDE_WINDOW_BASE,
     WINDOW_MISMATCH_BASE,
 };
+// For the golden tests of the emitted C, which leave out what every kernel shares.
+#[doc(hidden)]
+pub use emit::PRELUDE;
 
 use std::collections::HashMap;
 use std::ffi::c_void;
