@@ -83,8 +83,9 @@ enum Command {
         #[arg(long)]
         compact: bool,
     },
-    /// Print the program after each normalization (parsed; wrapperized, dimensionalized,
-    /// concordized and with lifecycles, in lowering IR; the kernel IR).
+    /// Print the program after each normalization (parsed; wrapperized, dimensionalized
+    /// and with lifecycles, in lowering IR; the kernel IR, where reads out of loop order
+    /// are concordized).
     Lower {
         /// The program (`.fin`).
         program: PathBuf,
@@ -449,7 +450,7 @@ fn lower(path: &Path, formats: &[String]) -> Result<()> {
     let converted = finch::lower::convert(&program, &Default::default())
         .with_context(|| format!("normalizing {}", path.display()))?;
     outln(format_args!(
-        "# 2. wrapperized (offsets, permissive reads, masks), dimensionalized (loop extents),\n#    concordized and with lifecycles (@freeze), as the compiler lowers it\n{}",
+        "# 2. wrapperized (offsets, permissive reads, masks), dimensionalized (loop extents)\n#    and with lifecycles (@freeze), as the compiler lowers it (reads out of loop order\n#    are concordized in step 3)\n{}",
         finch::lower::print_converted(&converted)
     ))?;
     for w in &converted.warnings {
