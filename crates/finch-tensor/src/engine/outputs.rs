@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use crate::algebra::{ScalarType, Value};
 use crate::error::{Error, Result};
+use crate::formats::output::{index_vec, AllocateAt};
 use crate::lower::{LevelParams, TensorInfo};
 use crate::notation::DeclKind;
 use crate::tensor::{checked_len, fmt_shape, Buffer, Tensor};
@@ -102,70 +103,38 @@ fn allocate_output(
                 flags: Buffer::new(ScalarType::Bool),
                 aux: Vec::new(),
             };
-            match &info.levels[d] {
-                LevelParams::SparseByteMapOut { .. } => {
-                    // Dense child positions (all at the initial value) and a
-                    // flag per position: the modes from the root down to this
-                    // level (the last `d + 1` of the shape).
-                    let total = checked_len(&shape[shape.len() - d - 1..])?;
-                    // (A Pattern leaf has no values: the flags are the entries.)
-                    if matches!(info.levels.last(), Some(LevelParams::Element { .. })) {
-                        b.val = Buffer::filled(ty, total, init)?;
-                    }
-                    b.flags = Buffer::filled(ScalarType::Bool, total, Value::Bool(false))?;
+            let level = &info.levels[d];
+            // Entries are recorded by their linear position over every mode from the
+            // root down to the group's last, which must fit the kernel's `i64`.
+            if let Some((modes, hash)) = level.recorded_modes() {
+                let below = shape.len() - d - modes;
+                let fits = checked_len(&shape[below..])
+                    .ok()
+                    .is_some_and(|n| i64::try_from(n).is_ok());
+                if !fits {
+                    return Err(Error::Program(format!(
+                        "`{}` ({}) of shape {} is too large to be written: its {} levels record entries by their position in 64 bits",
+                        info.name,
+                        info.format,
+                        fmt_shape(shape),
+                        if hash { "SparseHash" } else { "sparse" }
+                    )));
                 }
-                LevelParams::SparsePointOut { .. } => {
-                    // One child position per fiber; every fiber starts empty.
-                    b.val = Buffer::filled(ty, parents, init)?;
+                if hash {
                     b.ptr = Vec::new();
-                    b.idx = index_vec(parents, n)?;
                 }
-                // Per-fiber last index and width (in `ptr`).
-                LevelParams::SparseBandOut { .. } => b.idx = index_vec(parents, 0)?,
-                LevelParams::SparseIntervalOut { .. } => {
-                    // Every fiber starts empty (`left = 1`, `right = 0`); one
-                    // value slot per fiber plus a scratch slot for the run being
-                    // written.
-                    b.val = Buffer::filled(ty, parents + 1, init)?;
-                    b.ptr = index_vec(parents, 0)?;
-                    b.idx = index_vec(parents, 1)?;
-                }
-                // Block ends start with the first block's start.
-                LevelParams::SparseBlockListOut { .. } => b.aux = vec![0],
-                // Entries are recorded by their linear position over every
-                // mode from the root down to the group's last, which must fit
-                // the kernel's `i64`.
-                l @ (LevelParams::HashOut { modes, .. } | LevelParams::CooOut { modes, .. }) => {
-                    let below = shape.len() - d - modes;
-                    let fits = checked_len(&shape[below..])
-                        .ok()
-                        .is_some_and(|n| i64::try_from(n).is_ok());
-                    let hash = matches!(l, LevelParams::HashOut { .. });
-                    if !fits {
-                        return Err(Error::Program(format!(
-                            "`{}` ({}) of shape {} is too large to be written: its {} levels record entries by their position in 64 bits",
-                            info.name,
-                            info.format,
-                            fmt_shape(shape),
-                            if hash { "SparseHash" } else { "sparse" }
-                        )));
-                    }
-                    if hash {
-                        b.ptr = Vec::new();
-                    }
-                }
-                // SparseList and run-length levels: per-fiber counts in `ptr`.
-                _ => {}
+            } else if let Some(kind) = level.written_kind() {
+                let at = AllocateAt {
+                    parents,
+                    size: n,
+                    positions: &shape[shape.len() - d - 1..],
+                    ty,
+                    init,
+                    has_values: matches!(info.levels.last(), Some(LevelParams::Element { .. })),
+                };
+                kind.allocate_output(&mut b, &at)?;
             }
             b
         }
     })
-}
-
-/// `n` copies of `x` (an output level's initial positions), or an error when memory
-/// cannot hold them: a size taken from a huge input is an error, not an aborted process.
-fn index_vec(n: usize, x: usize) -> Result<Vec<usize>> {
-    let mut v = Vec::new();
-    crate::tensor::resize_fallibly(&mut v, n, x)?;
-    Ok(v)
 }

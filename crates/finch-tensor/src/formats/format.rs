@@ -197,6 +197,73 @@ impl LevelKind {
         }
     }
 
+    /// Allocates the buffers a written level of this kind starts with, beyond per-fiber
+    /// counts in `ptr` (`engine`): its module's `allocate_output`.
+    pub(crate) fn allocate_output(
+        self,
+        bufs: &mut super::output::OutBufs,
+        at: &super::output::AllocateAt,
+    ) -> crate::error::Result<()> {
+        use super::*;
+        match self {
+            LevelKind::SparsePoint => sparse_point::allocate_output(bufs, at),
+            LevelKind::SparseInterval => sparse_interval::allocate_output(bufs, at),
+            LevelKind::SparseBand => sparse_band::allocate_output(bufs, at),
+            LevelKind::SparseBlockList => sparse_block_list::allocate_output(bufs, at),
+            LevelKind::SparseByteMap => sparse_byte_map::allocate_output(bufs, at),
+            // Per-fiber counts in `ptr` are all a SparseList, SparseCOO or run-length
+            // level starts with.
+            LevelKind::Dense
+            | LevelKind::SparseList
+            | LevelKind::SparseCoo(_)
+            | LevelKind::RunList
+            | LevelKind::SparseRunList
+            | LevelKind::SparseHash => Ok(()),
+        }
+    }
+
+    /// Freezes a written level of this kind in place after its kernel ran
+    /// (`engine::freeze`): its module's `freeze_output`. Dense and SparseHash levels have
+    /// nothing to freeze (a written SparseHash is recorded as entries).
+    pub(crate) fn freeze_output(
+        self,
+        bufs: &mut super::output::OutBufs,
+        at: &super::output::FreezeAt,
+    ) -> crate::error::Result<()> {
+        use super::*;
+        match self {
+            LevelKind::SparseList => sparse_list::freeze_output(bufs, at),
+            LevelKind::SparseCoo(_) => sparse_coo::freeze_output(bufs, at),
+            LevelKind::SparsePoint => sparse_point::freeze_output(bufs, at),
+            LevelKind::SparseInterval => sparse_interval::freeze_output(bufs, at),
+            LevelKind::SparseBand => sparse_band::freeze_output(bufs, at),
+            LevelKind::SparseBlockList => sparse_block_list::freeze_output(bufs, at),
+            LevelKind::RunList => run_list::freeze_output(bufs, at),
+            LevelKind::SparseRunList => sparse_run_list::freeze_output(bufs, at),
+            LevelKind::SparseByteMap => sparse_byte_map::freeze_output(bufs, at),
+            LevelKind::Dense | LevelKind::SparseHash => Ok(()),
+        }
+    }
+
+    /// What a kernel wrote that a level of this kind written in order cannot hold, for the
+    /// levels whose kernels flag it (`None`: the level takes anything written to it).
+    pub(crate) fn write_conflict(self) -> Option<&'static str> {
+        use super::*;
+        match self {
+            LevelKind::SparsePoint => Some(sparse_point::WRITE_CONFLICT),
+            LevelKind::SparseInterval => Some(sparse_interval::WRITE_CONFLICT),
+            LevelKind::SparseBand => Some(sparse_band::WRITE_CONFLICT),
+            LevelKind::SparseBlockList => Some(sparse_block_list::WRITE_CONFLICT),
+            LevelKind::RunList => Some(run_list::WRITE_CONFLICT),
+            LevelKind::SparseRunList => Some(sparse_run_list::WRITE_CONFLICT),
+            LevelKind::Dense
+            | LevelKind::SparseList
+            | LevelKind::SparseCoo(_)
+            | LevelKind::SparseByteMap
+            | LevelKind::SparseHash => None,
+        }
+    }
+
     /// What the level can do.
     pub fn capabilities(self) -> Capabilities {
         use super::*;

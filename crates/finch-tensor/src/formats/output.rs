@@ -4,7 +4,7 @@
 use super::format::{IndexWidth, LevelFormat};
 use super::level::LevelStorage;
 use super::{ElementStorage, PatternStorage};
-use crate::algebra::ScalarType;
+use crate::algebra::{ScalarType, Value};
 use crate::error::{Error, Result};
 use crate::tensor::{fmt_shape, Buffer};
 
@@ -88,4 +88,120 @@ impl OutputAt<'_> {
             OutBufs::values(val),
         )?))
     }
+}
+
+/// What freezing a written level in place needs besides its buffers.
+pub(crate) struct FreezeAt {
+    /// The size of the level's mode.
+    pub(crate) size: usize,
+    /// The output's fill value.
+    pub(crate) fill: Value,
+    /// The count the kernel returned for a level that counts its entries (a
+    /// SparseByteMap's set positions).
+    pub(crate) count: Option<usize>,
+    /// A SparseList output the kernel froze itself (its counts are offsets already).
+    pub(crate) frozen_in_kernel: bool,
+}
+
+/// Per-fiber counts to offsets, in place.
+pub(crate) fn prefix_sum(counts: &mut [usize]) {
+    for p in 1..counts.len() {
+        counts[p] += counts[p - 1];
+    }
+}
+
+/// Freezes a list written in order (SparseList, SparseCOO): counts become offsets (unless
+/// the kernel froze it), buffers are trimmed.
+pub(crate) fn freeze_list(bufs: &mut OutBufs, at: &FreezeAt) {
+    if bufs.ptr.is_empty() {
+        return;
+    }
+    if !at.frozen_in_kernel {
+        prefix_sum(&mut bufs.ptr);
+    }
+    let n = bufs.ptr[bufs.ptr.len() - 1];
+    bufs.idx.truncate(n);
+    bufs.val.truncate(n);
+}
+
+/// Freezes a written RunList (`dense`) or SparseRunList: run counts become offsets, the
+/// arrays are trimmed, touching runs of equal values are merged (Finch's `merge`), and a
+/// SparseRunList drops runs that hold the fill, so the result is canonical.
+pub(crate) fn freeze_runs(
+    bufs: &mut OutBufs,
+    dense: bool,
+    size: usize,
+    fill: &Value,
+) -> Result<()> {
+    let parents = bufs.ptr.len().saturating_sub(1);
+    let mut q = 0;
+    let (mut ptr, mut left, mut right) = (vec![0], Vec::new(), Vec::new());
+    let mut vals = Buffer::new(bufs.val.scalar_type());
+    for p in 0..parents {
+        let end = q + bufs.ptr[p + 1];
+        let first = right.len();
+        while q < end {
+            let (l, r) = (if dense { 0 } else { bufs.aux[q] }, bufs.idx[q]);
+            let v = bufs
+                .val
+                .get(q)
+                .ok_or_else(|| Error::Program("internal: run values".into()))?;
+            if !dense && v.same(fill) {
+                q += 1;
+                continue;
+            }
+            // A run of values the same as the fill holds the fill itself (`0.0`, not
+            // `-0.0`), as the reference's does.
+            let v = if v.same(fill) { *fill } else { v };
+            let touches = right.len() > first
+                && (dense || right.last().is_some_and(|&prev: &usize| prev + 1 == l))
+                && vals.get(vals.len() - 1).is_some_and(|u| u.same(&v));
+            if touches {
+                if let Some(last) = right.last_mut() {
+                    *last = r;
+                }
+            } else {
+                left.push(l);
+                right.push(r);
+                vals.push(v)?;
+            }
+            q += 1;
+        }
+        // A RunList fiber the kernel never reached (its output declared but not written
+        // there) is one run of fill.
+        if dense && right.len() == first && size > 0 {
+            left.push(0);
+            right.push(size - 1);
+            vals.push(*fill)?;
+        }
+        ptr.push(right.len());
+    }
+    bufs.ptr = ptr;
+    bufs.idx = right;
+    bufs.aux = if dense { Vec::new() } else { left };
+    bufs.val = vals;
+    Ok(())
+}
+
+/// What allocating a written level's buffers before its kernel runs needs.
+pub(crate) struct AllocateAt<'a> {
+    /// Parent positions: the product of the Dense sizes above the level.
+    pub(crate) parents: usize,
+    /// The size of the level's mode.
+    pub(crate) size: usize,
+    /// The sizes of the modes from the root down to the level's.
+    pub(crate) positions: &'a [usize],
+    /// The values' type and initial value.
+    pub(crate) ty: ScalarType,
+    pub(crate) init: Value,
+    /// Whether the leaf stores values (an Element leaf, not a Pattern).
+    pub(crate) has_values: bool,
+}
+
+/// `n` copies of `x` (an output level's initial positions), or an error when memory
+/// cannot hold them: a size taken from a huge input is an error, not an aborted process.
+pub(crate) fn index_vec(n: usize, x: usize) -> Result<Vec<usize>> {
+    let mut v = Vec::new();
+    crate::tensor::resize_fallibly(&mut v, n, x)?;
+    Ok(v)
 }

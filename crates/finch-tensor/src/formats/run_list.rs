@@ -28,6 +28,12 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     accept_run: true,
 };
 
+/// What a kernel wrote that the level cannot hold, when it flags a conflict: the run is
+/// made again with the output recorded as entries (`engine`), and this is the error if
+/// the result cannot be stored that way either.
+pub(crate) const WRITE_CONFLICT: &str =
+    "a run-length level is written in increasing index order, once per index, but the program wrote an index at or before one already written";
+
 /// Storage of a RunList level.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunListStorage {
@@ -156,6 +162,11 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
         right: idx,
         child: at.child_of(val)?,
     }))
+}
+
+/// Freezes a written RunList output (`engine::freeze`): see [`super::output::freeze_runs`].
+pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) -> Result<()> {
+    super::output::freeze_runs(bufs, true, at.size, &at.fill)
 }
 
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.

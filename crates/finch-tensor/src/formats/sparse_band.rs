@@ -28,6 +28,12 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     accept_run: false,
 };
 
+/// What a kernel wrote that the level cannot hold, when it flags a conflict: the run is
+/// made again with the output recorded as entries (`engine`), and this is the error if
+/// the result cannot be stored that way either.
+pub(crate) const WRITE_CONFLICT: &str =
+    "a SparseBand level is written in increasing index order, once per index, but the program wrote an index at or before one already written";
+
 /// Storage of a SparseBand level.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SparseBandStorage {
@@ -148,6 +154,54 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
     }))
 }
 
+/// Allocates a written SparseBand (`engine`): per-fiber last index (and width, in `ptr`).
+pub(crate) fn allocate_output(b: &mut OutBufs, at: &super::output::AllocateAt) -> Result<()> {
+    b.idx = super::output::index_vec(at.parents, 0)?;
+    Ok(())
+}
+
+/// Freezes a written SparseBand output (`engine::freeze`): widths become offsets, values
+/// are trimmed, and fills dropped ([`drop_band_fills`]).
+pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) -> Result<()> {
+    super::output::prefix_sum(&mut bufs.ptr);
+    let n = bufs.ptr.last().copied().unwrap_or(0);
+    bufs.val.truncate(n);
+    drop_band_fills(bufs, &at.fill)
+}
+
+/// Drops the fill values at the ends of each band of a frozen SparseBand output (`ptr`
+/// the value offsets, `idx` each band's last index), so that, as the reference stores its
+/// result, each band runs from its first value other than the fill to its last.
+fn drop_band_fills(bufs: &mut OutBufs, fill: &crate::algebra::Value) -> Result<()> {
+    let is_fill = |q: usize| bufs.val.get(q).is_some_and(|v| v.same(fill));
+    let mut ptr = vec![0];
+    let mut idx = Vec::with_capacity(bufs.idx.len());
+    let mut val = crate::tensor::Buffer::new(bufs.val.scalar_type());
+    for (p, &last) in bufs.idx.iter().enumerate() {
+        let (lo, hi) = (bufs.ptr[p], bufs.ptr[p + 1]);
+        let first = (lo..hi).find(|&q| !is_fill(q));
+        let end = (lo..hi).rev().find(|&q| !is_fill(q));
+        match (first, end) {
+            (Some(a), Some(b)) => {
+                for q in a..=b {
+                    let v = bufs
+                        .val
+                        .get(q)
+                        .ok_or_else(|| Error::Program("internal: band values".into()))?;
+                    // Inside the band, a value the same as the fill is the fill itself.
+                    val.push(if v.same(fill) { *fill } else { v })?;
+                }
+                // Position `hi - 1` holds index `last`.
+                idx.push(last - (hi - 1 - b));
+            }
+            _ => idx.push(0),
+        }
+        ptr.push(val.len());
+    }
+    (bufs.ptr, bufs.idx, bufs.val) = (ptr, idx, val);
+    Ok(())
+}
+
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.
 pub(crate) mod lowering {
     use crate::lower::kit::*;
@@ -256,6 +310,105 @@ pub(crate) mod lowering {
             last,
             dirty,
             conflict,
+        })
+    }
+
+    /// A written SparseBand: the fiber's first written index fixes its origin; index `i`
+    /// lands at child position `start + (i - origin)`, the buffer growing (with the fill)
+    /// to reach it, so unwritten indices inside the band hold the fill. After the fiber,
+    /// its last index and width are stored and the cursor moves past the band. An index
+    /// at or before the last one written sets `conflict` (kept in bounds).
+    pub(crate) fn unfurl_write(
+        lw: &mut Lowerer,
+        f: &Fiber,
+        [idx, ofs]: [crate::kernel::BufId; 2],
+        [qos, start, origin, last, dirty, conflict]: [crate::kernel::LocalId; 6],
+    ) -> Result<Looplet> {
+        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let (val, init) = lw.written_leaf(t, depth, "SparseBand")?;
+        let l = KExpr::Local;
+        let int = KExpr::int;
+        let at = move |i: KExpr| l(start) + ((i - 1) - l(origin));
+        let body = move |i: KExpr| {
+            let i0 = i.clone() - 1;
+            let need = at(i.clone()) + 1;
+            let claim = vec![
+                KStmt::If {
+                    cond: KExpr::bin(Op::Le, i0.clone(), l(last)),
+                    then: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
+                    otherwise: vec![],
+                },
+                KStmt::If {
+                    cond: KExpr::Op(
+                        Op::Or,
+                        vec![
+                            KExpr::bin(Op::Lt, l(origin), int(0)),
+                            KExpr::bin(Op::Lt, i0.clone(), l(origin)),
+                        ],
+                    ),
+                    then: vec![KStmt::Assign(origin, i0)],
+                    otherwise: vec![],
+                },
+                grow_to(val, need, init),
+                KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))),
+            ];
+            Fiber::hollow_leaf(
+                t,
+                depth,
+                at(i),
+                crate::looplets::Hollow::claiming(dirty, claim),
+            )
+        };
+        let record = move |i: KExpr| {
+            vec![KStmt::If {
+                cond: l(dirty),
+                then: vec![
+                    KStmt::Assign(last, i - 1),
+                    KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+                ],
+                otherwise: vec![],
+            }]
+        };
+        let width = (l(last) - l(origin)) + 1;
+        let next = pos.clone() + 1;
+        Ok(Looplet::Thunk {
+            preamble: vec![
+                KStmt::Assign(start, l(qos)),
+                KStmt::Assign(origin, int(-1)),
+                KStmt::Assign(last, int(-1)),
+            ],
+            body: Box::new(Looplet::LookupWrite {
+                body: Rc::new(body),
+                epilogue: Rc::new(record),
+            }),
+            epilogue: vec![KStmt::If {
+                cond: KExpr::bin(Op::Ge, l(origin), int(0)),
+                then: vec![
+                    KStmt::Store {
+                        buf: idx,
+                        index: pos.clone(),
+                        value: l(last),
+                    },
+                    KStmt::Store {
+                        buf: ofs,
+                        index: next.clone(),
+                        value: width.clone(),
+                    },
+                    KStmt::Assign(qos, l(start) + width),
+                ],
+                otherwise: vec![
+                    KStmt::Store {
+                        buf: idx,
+                        index: pos,
+                        value: int(0),
+                    },
+                    KStmt::Store {
+                        buf: ofs,
+                        index: next,
+                        value: int(0),
+                    },
+                ],
+            }],
         })
     }
 }

@@ -29,6 +29,12 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     accept_run: false,
 };
 
+/// What a kernel wrote that the level cannot hold, when it flags a conflict: the run is
+/// made again with the output recorded as entries (`engine`), and this is the error if
+/// the result cannot be stored that way either.
+pub(crate) const WRITE_CONFLICT: &str =
+    "a SparseBlockList level is written in increasing index order, once per index, but the program wrote an index at or before one already written";
+
 /// Storage of a SparseBlockList level.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SparseBlockListStorage {
@@ -184,6 +190,64 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
     ))
 }
 
+/// Allocates a written SparseBlockList (`engine`): block ends start with the first
+/// block's start.
+pub(crate) fn allocate_output(b: &mut OutBufs, _at: &super::output::AllocateAt) -> Result<()> {
+    b.aux = vec![0];
+    Ok(())
+}
+
+/// Freezes a written SparseBlockList output (`engine::freeze`): block counts become
+/// offsets, the block and value arrays are trimmed, and fills dropped
+/// ([`drop_block_fills`]).
+pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) -> Result<()> {
+    super::output::prefix_sum(&mut bufs.ptr);
+    let blocks = bufs.ptr.last().copied().unwrap_or(0);
+    bufs.idx.truncate(blocks);
+    bufs.aux.truncate(blocks + 1);
+    let n = bufs.aux.get(blocks).copied().unwrap_or(0);
+    bufs.val.truncate(n);
+    drop_block_fills(bufs, &at.fill)
+}
+
+/// Rebuilds the blocks of a frozen SparseBlockList output (`ptr` block offsets, `idx`
+/// block ends, `aux` value offsets) from its values other than the fill, in maximal runs
+/// of consecutive indices, as the reference stores its result.
+fn drop_block_fills(bufs: &mut OutBufs, fill: &crate::algebra::Value) -> Result<()> {
+    let mut ptr = vec![0];
+    let (mut ends, mut ofs) = (Vec::new(), vec![0]);
+    let mut val = crate::tensor::Buffer::new(bufs.val.scalar_type());
+    for p in 0..bufs.ptr.len().saturating_sub(1) {
+        let mut prev: Option<usize> = None;
+        for b in bufs.ptr[p]..bufs.ptr[p + 1] {
+            let (lo, hi, last) = (bufs.aux[b], bufs.aux[b + 1], bufs.idx[b]);
+            for q in lo..hi {
+                let v = bufs
+                    .val
+                    .get(q)
+                    .ok_or_else(|| Error::Program("internal: block values".into()))?;
+                if v.same(fill) {
+                    continue;
+                }
+                let i = last - (hi - 1 - q);
+                val.push(v)?;
+                match (prev, ends.last_mut(), ofs.last_mut()) {
+                    // The value extends the current block.
+                    (Some(j), Some(end), Some(o)) if j + 1 == i => (*end, *o) = (i, val.len()),
+                    _ => {
+                        ends.push(i);
+                        ofs.push(val.len());
+                    }
+                }
+                prev = Some(i);
+            }
+        }
+        ptr.push(ends.len());
+    }
+    (bufs.ptr, bufs.idx, bufs.aux, bufs.val) = (ptr, ends, ofs, val);
+    Ok(())
+}
+
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.
 pub(crate) mod lowering {
     use crate::lower::kit::*;
@@ -302,6 +366,99 @@ pub(crate) mod lowering {
             last,
             dirty,
             conflict,
+        })
+    }
+
+    /// A written SparseBlockList: each written index appends its value at `qos`; one that
+    /// does not follow the fiber's last written index opens a new block (growing `idx`
+    /// and `ofs` by doubling). After each written index the current block's last index and
+    /// end are updated; after the fiber, its block count is stored. An index at or before
+    /// the last one written sets `conflict`.
+    pub(crate) fn unfurl_write(
+        lw: &mut Lowerer,
+        f: &Fiber,
+        [ptr, idx, ofs]: [crate::kernel::BufId; 3],
+        [qos, blocks, first_block, last, dirty, conflict]: [crate::kernel::LocalId; 6],
+    ) -> Result<Looplet> {
+        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let (val, init) = lw.written_leaf(t, depth, "SparseBlockList")?;
+        let l = KExpr::Local;
+        let int = KExpr::int;
+        let body = move |i: KExpr| {
+            let i0 = i - 1;
+            let claim = vec![
+                KStmt::If {
+                    cond: KExpr::bin(Op::Le, i0.clone(), l(last)),
+                    then: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
+                    otherwise: vec![],
+                },
+                KStmt::If {
+                    cond: KExpr::Op(
+                        Op::Or,
+                        vec![
+                            KExpr::bin(Op::Lt, l(last), int(0)),
+                            KExpr::bin(Op::Ne, i0, l(last) + 1),
+                        ],
+                    ),
+                    then: vec![
+                        grow_to(idx, l(blocks) + 1, Value::I64(0)),
+                        grow_to(ofs, l(blocks) + 2, Value::I64(0)),
+                        KStmt::Assign(blocks, l(blocks) + 1),
+                    ],
+                    otherwise: vec![],
+                },
+                grow_to(val, l(qos) + 1, init),
+                KStmt::Store {
+                    buf: val,
+                    index: l(qos),
+                    value: KExpr::Lit(init),
+                },
+                KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))),
+            ];
+            Fiber::hollow_leaf(
+                t,
+                depth,
+                l(qos),
+                crate::looplets::Hollow::claiming(dirty, claim),
+            )
+        };
+        let record = move |i: KExpr| {
+            let i0 = i - 1;
+            let block = l(blocks) - 1;
+            vec![KStmt::If {
+                cond: l(dirty),
+                then: vec![
+                    KStmt::Assign(last, i0.clone()),
+                    KStmt::Store {
+                        buf: idx,
+                        index: block,
+                        value: i0,
+                    },
+                    KStmt::Assign(qos, l(qos) + 1),
+                    KStmt::Store {
+                        buf: ofs,
+                        index: l(blocks),
+                        value: l(qos),
+                    },
+                    KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+                ],
+                otherwise: vec![],
+            }]
+        };
+        Ok(Looplet::Thunk {
+            preamble: vec![
+                KStmt::Assign(first_block, l(blocks)),
+                KStmt::Assign(last, int(-1)),
+            ],
+            body: Box::new(Looplet::LookupWrite {
+                body: Rc::new(body),
+                epilogue: Rc::new(record),
+            }),
+            epilogue: vec![KStmt::Store {
+                buf: ptr,
+                index: pos + 1,
+                value: l(blocks) - l(first_block),
+            }],
         })
     }
 }

@@ -236,6 +236,60 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
     }))
 }
 
+/// Allocates a written SparseByteMap (`engine`): dense child positions (all at the
+/// initial value) and a flag per position, over the modes from the root down to the
+/// level. A Pattern leaf has no values: the flags are the entries.
+pub(crate) fn allocate_output(b: &mut OutBufs, at: &super::output::AllocateAt) -> Result<()> {
+    let total = crate::tensor::checked_len(at.positions)?;
+    if at.has_values {
+        b.val = crate::tensor::Buffer::filled(at.ty, total, at.init)?;
+    }
+    b.flags = crate::tensor::Buffer::filled(
+        crate::algebra::ScalarType::Bool,
+        total,
+        crate::algebra::Value::Bool(false),
+    )?;
+    Ok(())
+}
+
+/// Freezes a written SparseByteMap (`engine::freeze`): the set positions (linear, in write
+/// order; `at.count` of them) are sorted and split into fibers; a set position whose value
+/// ended up the fill is not kept (as the reference stores its result).
+pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) -> Result<()> {
+    let count = at
+        .count
+        .filter(|&n| n <= bufs.idx.len())
+        .ok_or_else(|| Error::Program("internal: SparseByteMap count".into()))?;
+    let n = at.size.max(1);
+    bufs.idx.truncate(count);
+    let fill = at.fill;
+    let OutBufs {
+        idx, val, flags, ..
+    } = bufs;
+    let mut cleared = Vec::new();
+    idx.retain(|&q| {
+        let kept = !val.get(q).is_some_and(|v| v.same(&fill));
+        if !kept {
+            cleared.push(q);
+        }
+        kept
+    });
+    for q in cleared {
+        flags.set(q, crate::algebra::Value::Bool(false))?;
+    }
+    bufs.idx.sort_unstable();
+    bufs.ptr.iter_mut().for_each(|c| *c = 0);
+    for q in bufs.idx.iter_mut() {
+        let p = *q / n;
+        if let Some(c) = bufs.ptr.get_mut(p + 1) {
+            *c += 1;
+        }
+        *q %= n;
+    }
+    super::output::prefix_sum(&mut bufs.ptr);
+    Ok(())
+}
+
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.
 pub(crate) mod lowering {
     use crate::lower::kit::*;
@@ -287,5 +341,153 @@ pub(crate) mod lowering {
     ) -> Option<LevelParams> {
         matches!(child, LevelFormat::Element(_) | LevelFormat::Pattern)
             .then(|| byte_map_out(kernel, at.name, at.depth, at.shape))
+    }
+
+    /// A written SparseByteMap (an output or a workspace). Written: random access to the
+    /// dense child position `p·shape + i`; after an index's statements, a first write
+    /// sets its flag and appends the position to `srt` (doubling it when full). Read back
+    /// (root level only, after the writes of earlier statements): `srt` is sorted and the
+    /// level is walked like any sorted list, or followed through its flags.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn unfurl_write(
+        lw: &mut Lowerer,
+        f: &Fiber,
+        shape: crate::kernel::LocalId,
+        ptr: crate::kernel::BufId,
+        tbl: crate::kernel::BufId,
+        srt: crate::kernel::BufId,
+        nsrt: crate::kernel::LocalId,
+        dirty: crate::kernel::LocalId,
+    ) -> Result<Looplet> {
+        let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
+        let name = lw.tensors[t].name.clone();
+        let l = KExpr::Local;
+        let fill = lw.fill_of(t);
+        let base = pos.clone() * l(shape);
+        if !f.protocols.is_written() {
+            if f.depth != 0 {
+                return Err(Error::Unsupported(format!(
+                    "reading the SparseByteMap level of `{name}` below the root after writing it (only a SparseByteMap vector can be read back so far)"
+                )));
+            }
+            if f.protocols.follows(f.depth) {
+                return Ok(Looplet::Lookup(Rc::new(move |i: KExpr| {
+                    let q = base.clone() + (i - 1);
+                    Tensor::Switch {
+                        pre: vec![],
+                        cond: KExpr::load(tbl, q.clone()),
+                        then: Box::new(Tensor::Fiber(Fiber {
+                            tensor: t,
+                            depth,
+                            pos: q,
+                            end: None,
+                            hollow: None,
+                            protocols,
+                        })),
+                        otherwise: Box::new(Tensor::FillLeaf(fill)),
+                    }
+                })));
+            }
+            // Freeze for reading: sort the set positions and bound the one fiber.
+            let freeze = vec![
+                KStmt::Sort {
+                    buf: srt,
+                    lo: KExpr::int(0),
+                    hi: l(nsrt),
+                },
+                KStmt::Store {
+                    buf: ptr,
+                    index: KExpr::int(0),
+                    value: KExpr::int(0),
+                },
+                KStmt::Store {
+                    buf: ptr,
+                    index: KExpr::int(1),
+                    value: l(nsrt),
+                },
+            ];
+            let child_of: ChildOf = Rc::new(move |q| KExpr::load(srt, q));
+            let gallop = f.protocols.gallops(f.depth);
+            let walk = lw.sorted_walk(
+                t,
+                depth,
+                pos,
+                protocols,
+                SortedList {
+                    entries: Entries::Fiber(ptr),
+                    idx: srt,
+                    child_of,
+                    shape,
+                    runs: false,
+                },
+                gallop,
+            );
+            return Ok(Looplet::Thunk {
+                preamble: freeze,
+                body: Box::new(walk),
+                epilogue: vec![],
+            });
+        }
+        if !matches!(
+            lw.tensors[t].levels.get(depth),
+            Some(LevelParams::Element { .. } | LevelParams::Pattern)
+        ) {
+            return Err(Error::Program(format!(
+                "internal: `{name}` has no leaf under its SparseByteMap level"
+            )));
+        }
+        // Dense child positions exist already: a write only marks the index; storing the
+        // fill still stores (the position may hold a value from an earlier statement).
+        let hollow = crate::looplets::Hollow {
+            dirty,
+            claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
+            skip_fill: false,
+            skip_fill_values: false,
+            fill_claims: false,
+            repeated: false,
+        };
+        let position = move |i: KExpr| base.clone() + (i - 1);
+        let at = position.clone();
+        let record = move |i: KExpr| {
+            let q = position(i);
+            let grown = KExpr::Op(Op::Max, vec![KExpr::Len(srt) * 2, KExpr::int(1)]);
+            vec![KStmt::If {
+                cond: l(dirty),
+                then: vec![
+                    KStmt::If {
+                        cond: KExpr::Op(Op::Not, vec![KExpr::load(tbl, q.clone())]),
+                        then: vec![
+                            KStmt::Store {
+                                buf: tbl,
+                                index: q.clone(),
+                                value: KExpr::Lit(Value::Bool(true)),
+                            },
+                            KStmt::If {
+                                cond: KExpr::bin(Op::Ge, l(nsrt), KExpr::Len(srt)),
+                                then: vec![KStmt::Resize {
+                                    buf: srt,
+                                    len: grown,
+                                    fill: Value::I64(0),
+                                }],
+                                otherwise: vec![],
+                            },
+                            KStmt::Store {
+                                buf: srt,
+                                index: l(nsrt),
+                                value: q,
+                            },
+                            KStmt::Assign(nsrt, l(nsrt) + 1),
+                        ],
+                        otherwise: vec![],
+                    },
+                    KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+                ],
+                otherwise: vec![],
+            }]
+        };
+        Ok(Looplet::LookupWrite {
+            body: Rc::new(move |i: KExpr| Fiber::hollow_leaf(t, depth, at(i), hollow.clone())),
+            epilogue: Rc::new(record),
+        })
     }
 }

@@ -197,3 +197,10 @@ pub(crate) fn from_output(modes: usize, at: &OutputAt, bufs: OutBufs) -> Result<
         )?),
     }))
 }
+
+/// Freezes a SparseCOO output written in order (`engine::freeze`): its entries are a
+/// list, frozen as one ([`super::output::freeze_list`]).
+pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) -> Result<()> {
+    super::output::freeze_list(bufs, at);
+    Ok(())
+}

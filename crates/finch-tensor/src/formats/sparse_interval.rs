@@ -26,6 +26,12 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     accept_run: true,
 };
 
+/// What a kernel wrote that the level cannot hold, when it flags a conflict: the run is
+/// made again with the output recorded as entries (`engine`), and this is the error if
+/// the result cannot be stored that way either.
+pub(crate) const WRITE_CONFLICT: &str =
+    "a SparseInterval level stores one run of equal values per fiber, but the program wrote another";
+
 /// Storage of a SparseInterval level.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SparseIntervalStorage {
@@ -169,6 +175,23 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
     }))
 }
 
+/// Allocates a written SparseInterval (`engine`): every fiber empty (`left = 1`,
+/// `right = 0`), one value slot per fiber plus a scratch slot for the run being written.
+pub(crate) fn allocate_output(b: &mut OutBufs, at: &super::output::AllocateAt) -> Result<()> {
+    b.val = crate::tensor::Buffer::filled(at.ty, at.parents + 1, at.init)?;
+    b.ptr = super::output::index_vec(at.parents, 0)?;
+    b.idx = super::output::index_vec(at.parents, 1)?;
+    Ok(())
+}
+
+/// Freezes a written SparseInterval output (`engine::freeze`): the scratch value slot past
+/// the fibers' values is dropped.
+pub(crate) fn freeze_output(bufs: &mut OutBufs, _at: &super::output::FreezeAt) -> Result<()> {
+    let n = bufs.idx.len();
+    bufs.val.truncate(n);
+    Ok(())
+}
+
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.
 pub(crate) mod lowering {
     use crate::lower::kit::*;
@@ -249,6 +272,107 @@ pub(crate) mod lowering {
             right,
             dirty,
             conflict,
+        })
+    }
+
+    /// A written SparseInterval (AcceptRun): a run's value goes to a scratch slot (the
+    /// value slot after the last fiber's); after the run, an empty fiber takes it as its
+    /// interval, a touching run of the same value extends the interval, and any other run
+    /// sets `conflict`. Values equal to the fill at run time are not written, and a run
+    /// whose value ends up the fill is not recorded.
+    pub(crate) fn unfurl_write(
+        lw: &mut Lowerer,
+        f: &Fiber,
+        left: crate::kernel::BufId,
+        right: crate::kernel::BufId,
+        dirty: crate::kernel::LocalId,
+        conflict: crate::kernel::LocalId,
+    ) -> Result<Looplet> {
+        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let (val, init) = lw.written_leaf(t, depth, "SparseInterval")?;
+        let fill = lw.fill_of(t);
+        let l = KExpr::Local;
+        let _int = KExpr::int;
+        let scratch = KExpr::Len(left);
+        let hollow = crate::looplets::Hollow {
+            dirty,
+            claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
+            skip_fill: true,
+            skip_fill_values: true,
+            fill_claims: false,
+            repeated: false,
+        };
+        let at = scratch.clone();
+        let body =
+            move |_lo: KExpr, _hi: KExpr| Fiber::hollow_leaf(t, depth, at.clone(), hollow.clone());
+        let record = move |lo: KExpr, hi: KExpr| {
+            let (lo0, hi0) = ((lo - 1), hi - 1);
+            let (lp, rp) = (
+                KExpr::load(left, pos.clone()),
+                KExpr::load(right, pos.clone()),
+            );
+            let value = KExpr::load(val, scratch.clone());
+            let empty = KExpr::bin(Op::Gt, lp.clone(), rp.clone());
+            let extends = KExpr::Op(
+                Op::And,
+                vec![
+                    KExpr::bin(Op::Eq, rp + 1, lo0.clone()),
+                    KExpr::bin(Op::Eq, value.clone(), KExpr::load(val, pos.clone())),
+                ],
+            );
+            let kept = not_fill(value.clone(), fill);
+            let placed = KStmt::If {
+                cond: empty,
+                then: vec![
+                    KStmt::Store {
+                        buf: val,
+                        index: pos.clone(),
+                        value,
+                    },
+                    KStmt::Store {
+                        buf: left,
+                        index: pos.clone(),
+                        value: lo0,
+                    },
+                    KStmt::Store {
+                        buf: right,
+                        index: pos.clone(),
+                        value: hi0.clone(),
+                    },
+                ],
+                otherwise: vec![KStmt::If {
+                    cond: extends,
+                    then: vec![KStmt::Store {
+                        buf: right,
+                        index: pos.clone(),
+                        value: hi0,
+                    }],
+                    otherwise: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
+                }],
+            };
+            // A run whose value is the fill is not stored (as the reference stores its
+            // result): it is no part of the interval.
+            vec![KStmt::If {
+                cond: l(dirty),
+                then: vec![
+                    KStmt::If {
+                        cond: kept,
+                        then: vec![placed],
+                        otherwise: vec![],
+                    },
+                    KStmt::Store {
+                        buf: val,
+                        index: scratch.clone(),
+                        value: KExpr::Lit(init),
+                    },
+                    KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+                ],
+                otherwise: vec![],
+            }]
+        };
+        Ok(Looplet::AcceptRun {
+            body: Rc::new(body),
+            epilogue: Rc::new(record),
         })
     }
 }

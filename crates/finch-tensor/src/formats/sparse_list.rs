@@ -191,6 +191,13 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
     }))
 }
 
+/// Freezes a written SparseList output (`engine::freeze`): see
+/// [`super::output::freeze_list`].
+pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) -> Result<()> {
+    super::output::freeze_list(bufs, at);
+    Ok(())
+}
+
 /// The level's kernel parameters: how the lowerer reads and writes it.
 pub(crate) mod lowering {
     use crate::lower::kit::*;

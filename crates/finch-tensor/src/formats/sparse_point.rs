@@ -25,6 +25,12 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     accept_run: false,
 };
 
+/// What a kernel wrote that the level cannot hold, when it flags a conflict: the run is
+/// made again with the output recorded as entries (`engine`), and this is the error if
+/// the result cannot be stored that way either.
+pub(crate) const WRITE_CONFLICT: &str =
+    "a SparsePoint level stores one index per fiber, but the program wrote two indices of one fiber";
+
 /// Storage of a SparsePoint level.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SparsePointStorage {
@@ -133,6 +139,33 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
     }))
 }
 
+/// Allocates a written SparsePoint (`engine`): one child position per fiber, every fiber
+/// empty (its index `size`).
+pub(crate) fn allocate_output(b: &mut OutBufs, at: &super::output::AllocateAt) -> Result<()> {
+    b.val = crate::tensor::Buffer::filled(at.ty, at.parents, at.init)?;
+    b.ptr = Vec::new();
+    b.idx = super::output::index_vec(at.parents, at.size)?;
+    Ok(())
+}
+
+/// Freezes a written SparsePoint output (`engine::freeze`): see [`drop_point_fills`].
+pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) -> Result<()> {
+    drop_point_fills(bufs, at.size, &at.fill);
+    Ok(())
+}
+
+/// Empties a written SparsePoint fiber whose one entry ended up the fill (written, then
+/// updated back: `y[j] <<xor>>= true` twice), as the reference stores its result: its
+/// index becomes `size`, the empty mark, and its value slot already holds the fill the
+/// child of an empty fiber must hold. A Pattern leaf has no values: nothing to compare.
+fn drop_point_fills(bufs: &mut OutBufs, size: usize, fill: &crate::algebra::Value) {
+    for (p, i) in bufs.idx.iter_mut().enumerate() {
+        if *i != size && bufs.val.get(p).is_some_and(|v| v.same(fill)) {
+            *i = size;
+        }
+    }
+}
+
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.
 pub(crate) mod lowering {
     use crate::lower::kit::*;
@@ -200,6 +233,80 @@ pub(crate) mod lowering {
             idx,
             dirty,
             conflict,
+        })
+    }
+
+    /// A SparsePoint output: every index of fiber `p` writes child position `p`; after
+    /// an index's statements a write records it, and a second index is a conflict. A
+    /// value that ends up the fill is not recorded (as the reference stores its result),
+    /// and the position starts from the declared value again.
+    pub(crate) fn unfurl_write(
+        lw: &mut Lowerer,
+        f: &Fiber,
+        shape: LocalId,
+        idx: BufId,
+        dirty: LocalId,
+        conflict: LocalId,
+    ) -> Result<Looplet> {
+        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let name = lw.tensors[t].name.clone();
+        // Every index of fiber `p` writes child position `p`; after an index's
+        // statements a write records it, and a second index is a conflict. A
+        // value that ends up the fill is not recorded (as the reference stores its
+        // result), and the position starts from the declared value again.
+        let l = KExpr::Local;
+        let (val, init) = lw.written_leaf(t, depth, "SparsePoint")?;
+        let kept = not_fill(KExpr::load(val, pos.clone()), lw.fill_of(t));
+        let hollow = crate::looplets::Hollow {
+            dirty,
+            claim: vec![KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true)))],
+            skip_fill: true,
+            skip_fill_values: true,
+            fill_claims: false,
+            repeated: false,
+        };
+        let at = pos.clone();
+        let record = move |i: KExpr| {
+            let i0 = i - 1;
+            let held = KExpr::load(idx, pos.clone());
+            vec![KStmt::If {
+                cond: l(dirty),
+                then: vec![
+                    KStmt::If {
+                        cond: KExpr::Op(
+                            Op::And,
+                            vec![
+                                KExpr::bin(Op::Ne, held.clone(), l(shape)),
+                                KExpr::bin(Op::Ne, held, i0.clone()),
+                            ],
+                        ),
+                        then: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
+                        otherwise: vec![],
+                    },
+                    KStmt::If {
+                        cond: kept.clone(),
+                        then: vec![KStmt::Store {
+                            buf: idx,
+                            index: pos.clone(),
+                            value: i0,
+                        }],
+                        otherwise: vec![KStmt::Store {
+                            buf: val,
+                            index: pos.clone(),
+                            value: KExpr::Lit(init),
+                        }],
+                    },
+                    KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+                ],
+                otherwise: vec![],
+            }]
+        };
+        lw.written_only(f, &name)?;
+        Ok(Looplet::LookupWrite {
+            body: Rc::new(move |_i: KExpr| {
+                Fiber::hollow_leaf(t, depth, at.clone(), hollow.clone())
+            }),
+            epilogue: Rc::new(record),
         })
     }
 }

@@ -287,6 +287,56 @@ pub enum OutArray {
 }
 
 impl LevelParams {
+    /// The kind of a level the kernel writes and the run time freezes in place; `None` for
+    /// read levels, Dense levels, leaves and SparseHash groups (recorded as entries).
+    pub(crate) fn written_kind(&self) -> Option<LevelKind> {
+        Some(match self {
+            LevelParams::SparseListOut { .. } => LevelKind::SparseList,
+            LevelParams::CooOut { modes, .. } => LevelKind::SparseCoo(*modes),
+            LevelParams::SparseByteMapOut { .. } => LevelKind::SparseByteMap,
+            LevelParams::SparsePointOut { .. } => LevelKind::SparsePoint,
+            LevelParams::SparseIntervalOut { .. } => LevelKind::SparseInterval,
+            LevelParams::SparseBandOut { .. } => LevelKind::SparseBand,
+            LevelParams::SparseBlockListOut { .. } => LevelKind::SparseBlockList,
+            LevelParams::RunsOut { dense: true, .. } => LevelKind::RunList,
+            LevelParams::RunsOut { dense: false, .. } => LevelKind::SparseRunList,
+            _ => return None,
+        })
+    }
+
+    /// The flag a written level sets for data it cannot hold (a second index of a
+    /// SparsePoint fiber, an index out of order), if it has one.
+    pub(crate) fn conflict_flag(&self) -> Option<LocalId> {
+        match self {
+            LevelParams::SparsePointOut { conflict, .. }
+            | LevelParams::SparseIntervalOut { conflict, .. }
+            | LevelParams::RunsOut { conflict, .. }
+            | LevelParams::SparseBlockListOut { conflict, .. }
+            | LevelParams::SparseBandOut { conflict, .. } => Some(*conflict),
+            _ => None,
+        }
+    }
+
+    /// For a level whose kernel records entries by their linear position (a SparseHash
+    /// group, or levels built from recorded entries): how many modes it spans, and
+    /// whether it is a SparseHash group.
+    pub(crate) fn recorded_modes(&self) -> Option<(usize, bool)> {
+        match self {
+            LevelParams::HashOut { modes, .. } => Some((*modes, true)),
+            LevelParams::CooOut { modes, .. } => Some((*modes, false)),
+            _ => None,
+        }
+    }
+
+    /// The local a level counts its entries in, returned by the kernel (a SparseByteMap's
+    /// set positions).
+    pub(crate) fn entry_count(&self) -> Option<LocalId> {
+        match self {
+            LevelParams::SparseByteMapOut { nsrt, .. } => Some(*nsrt),
+            _ => None,
+        }
+    }
+
     /// Is this a sparse level being written (any `*Out` variant)?
     pub fn is_sparse_out(&self) -> bool {
         is_extruded(self)

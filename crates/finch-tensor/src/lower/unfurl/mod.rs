@@ -30,11 +30,12 @@ mod written;
 
 use sorted::*;
 pub(crate) use sorted::{fiber_bounds, seek_on};
+
 pub(crate) use structured::{minus1, plus1, within, StructuredFiber};
 
 impl Lowerer {
     /// The fill value of a tensor's leaf.
-    pub(super) fn fill_of(&self, t: usize) -> Value {
+    pub(crate) fn fill_of(&self, t: usize) -> Value {
         self.tensors[t].format.fill_value()
     }
 
@@ -206,13 +207,17 @@ impl Lowerer {
                 srt,
                 nsrt,
                 dirty,
-            } => self.unfurl_byte_map_out(f, shape, ptr, tbl, srt, nsrt, dirty),
+            } => crate::formats::sparse_byte_map::lowering::unfurl_write(
+                self, f, shape, ptr, tbl, srt, nsrt, dirty,
+            ),
             LevelParams::SparsePointOut {
                 shape,
                 idx,
                 dirty,
                 conflict,
-            } => self.unfurl_point_out(f, shape, idx, dirty, conflict),
+            } => crate::formats::sparse_point::lowering::unfurl_write(
+                self, f, shape, idx, dirty, conflict,
+            ),
             LevelParams::SparseBlockListOut {
                 ptr,
                 idx,
@@ -226,7 +231,8 @@ impl Lowerer {
                 ..
             } => {
                 self.written_only(f, &name)?;
-                self.unfurl_block_list_out(
+                crate::formats::sparse_block_list::lowering::unfurl_write(
+                    self,
                     f,
                     [ptr, idx, ofs],
                     [qos, blocks, first_block, last, dirty, conflict],
@@ -265,7 +271,9 @@ impl Lowerer {
                 ..
             } => {
                 self.written_only(f, &name)?;
-                self.unfurl_interval_out(f, left, right, dirty, conflict)
+                crate::formats::sparse_interval::lowering::unfurl_write(
+                    self, f, left, right, dirty, conflict,
+                )
             }
             LevelParams::SparseBandOut {
                 idx,
@@ -279,7 +287,12 @@ impl Lowerer {
                 ..
             } => {
                 self.written_only(f, &name)?;
-                self.unfurl_band_out(f, [idx, ofs], [qos, start, origin, last, dirty, conflict])
+                crate::formats::sparse_band::lowering::unfurl_write(
+                    self,
+                    f,
+                    [idx, ofs],
+                    [qos, start, origin, last, dirty, conflict],
+                )
             }
             LevelParams::Element { .. } | LevelParams::Pattern => Err(Error::Program(format!(
                 "internal: the leaf of `{name}` indexed by a loop"
@@ -318,7 +331,7 @@ impl Lowerer {
     /// The value buffer of the Element leaf (at `depth`) under a written sparse level, and
     /// the value a claimed position starts from: the declared initial value in the element
     /// type (checked equal to the fill when the program was converted).
-    pub(super) fn written_leaf(
+    pub(crate) fn written_leaf(
         &self,
         t: usize,
         depth: usize,
@@ -353,7 +366,7 @@ impl Lowerer {
     }
 
     /// Levels written in order cannot be read back in the same kernel.
-    pub(super) fn written_only(&self, f: &Fiber, name: &str) -> Result<()> {
+    pub(crate) fn written_only(&self, f: &Fiber, name: &str) -> Result<()> {
         if !f.protocols.is_written() {
             return Err(Error::Unsupported(format!(
                 "reading the output `{name}` in the kernel that writes it"
@@ -563,7 +576,7 @@ impl Entries {
 
 /// Grows a buffer (doubling, at least to `need`) when `need` exceeds its length; new
 /// elements are `fill`.
-pub(super) fn grow_to(buf: crate::kernel::BufId, need: KExpr, fill: Value) -> KStmt {
+pub(crate) fn grow_to(buf: crate::kernel::BufId, need: KExpr, fill: Value) -> KStmt {
     KStmt::If {
         cond: KExpr::bin(Op::Gt, need.clone(), KExpr::Len(buf)),
         then: vec![KStmt::Resize {
@@ -577,7 +590,7 @@ pub(super) fn grow_to(buf: crate::kernel::BufId, need: KExpr, fill: Value) -> KS
 
 /// Whether `value` is not the fill `fill`, as the reference decides what to store
 /// ([`Value::same`]: `-0.0` is the fill `0.0`, and `NaN` the fill `NaN`).
-fn not_fill(value: KExpr, fill: Value) -> KExpr {
+pub(crate) fn not_fill(value: KExpr, fill: Value) -> KExpr {
     if fill.as_f64().is_some_and(f64::is_nan) {
         KExpr::bin(Op::Eq, value.clone(), value)
     } else {
