@@ -203,8 +203,34 @@ fn drop_band_fills(bufs: &mut OutBufs, fill: &crate::algebra::Value) -> Result<(
 }
 
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.
-pub(crate) mod lowering {
+pub mod lowering {
     use crate::lower::kit::*;
+
+    /// The kernel parameters of the level written by a kernel (`LevelParams::SparseBandOut`).
+    /// A SparseBand level of an output, written in order (extrude): the first written
+    /// index of a fiber fixes its origin, later ones land at `start + (i - origin)` (gaps
+    /// hold the fill); `ofs` holds per-fiber widths until the run time prefix-sums it.
+    #[derive(Clone, Debug)]
+    pub struct OutParams {
+        /// Size of the mode.
+        pub shape: LocalId,
+        /// The last index per fiber.
+        pub idx: BufId,
+        /// Per-fiber widths (`P + 1` entries, prefix-summed after the kernel).
+        pub ofs: BufId,
+        /// The next free child position.
+        pub qos: LocalId,
+        /// The fiber's first child position.
+        pub start: LocalId,
+        /// The fiber's first written index (`-1` before any).
+        pub origin: LocalId,
+        /// The fiber's last written index.
+        pub last: LocalId,
+        /// Whether the current index was written.
+        pub dirty: LocalId,
+        /// Set when an index is written out of order (a kernel output).
+        pub conflict: LocalId,
+    }
 
     /// One block `first..=last` with consecutive child positions: fill, random
     /// access into the block, fill.
@@ -300,7 +326,7 @@ pub(crate) mod lowering {
         let dirty = at.local(kernel, "dirty", ScalarType::Bool);
         let conflict = at.local(kernel, "conflict", ScalarType::Bool);
         kernel.outputs.push(conflict);
-        Some(LevelParams::SparseBandOut {
+        Some(LevelParams::SparseBandOut(OutParams {
             shape: at.shape,
             idx,
             ofs,
@@ -310,7 +336,7 @@ pub(crate) mod lowering {
             last,
             dirty,
             conflict,
-        })
+        }))
     }
 
     /// A written SparseBand: the fiber's first written index fixes its origin; index `i`
@@ -318,12 +344,18 @@ pub(crate) mod lowering {
     /// to reach it, so unwritten indices inside the band hold the fill. After the fiber,
     /// its last index and width are stored and the cursor moves past the band. An index
     /// at or before the last one written sets `conflict` (kept in bounds).
-    pub(crate) fn unfurl_write(
-        lw: &mut Lowerer,
-        f: &Fiber,
-        [idx, ofs]: [crate::kernel::BufId; 2],
-        [qos, start, origin, last, dirty, conflict]: [crate::kernel::LocalId; 6],
-    ) -> Result<Looplet> {
+    pub(crate) fn unfurl_write(lw: &mut Lowerer, f: &Fiber, p: &OutParams) -> Result<Looplet> {
+        let OutParams {
+            idx,
+            ofs,
+            qos,
+            start,
+            origin,
+            last,
+            dirty,
+            conflict,
+            ..
+        } = *p;
         let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
         let (val, init) = lw.written_leaf(t, depth, "SparseBand")?;
         let l = KExpr::Local;

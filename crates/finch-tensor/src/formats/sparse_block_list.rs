@@ -249,8 +249,37 @@ fn drop_block_fills(bufs: &mut OutBufs, fill: &crate::algebra::Value) -> Result<
 }
 
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.
-pub(crate) mod lowering {
+pub mod lowering {
     use crate::lower::kit::*;
+
+    /// The kernel parameters of the level written by a kernel (`LevelParams::SparseBlockListOut`).
+    /// A SparseBlockList level of an output, written in order (extrude): values are
+    /// appended at `qos` like SparseList's; an index that does not follow the last one
+    /// written starts a new block. `ptr` holds per-fiber block counts until the run time
+    /// prefix-sums it; `idx` (block last index) and `ofs` (block ends) grow by doubling.
+    #[derive(Clone, Debug)]
+    pub struct OutParams {
+        /// Size of the mode.
+        pub shape: LocalId,
+        /// Per-fiber block counts (`P + 1`, prefix-summed after the kernel).
+        pub ptr: BufId,
+        /// Last index of each block, growable.
+        pub idx: BufId,
+        /// Block boundaries into the values (`blocks + 1`), growable.
+        pub ofs: BufId,
+        /// The next free child position.
+        pub qos: LocalId,
+        /// The number of blocks so far.
+        pub blocks: LocalId,
+        /// The block count when the fiber began.
+        pub first_block: LocalId,
+        /// The fiber's last written index (`-1` before any).
+        pub last: LocalId,
+        /// Whether the current index was written.
+        pub dirty: LocalId,
+        /// Set when an index is written out of order (a kernel output).
+        pub conflict: LocalId,
+    }
 
     /// Blocks: a stepper (or jumper) over blocks, each fill before its first index
     /// then random access into its consecutive child positions.
@@ -355,7 +384,7 @@ pub(crate) mod lowering {
         let dirty = at.local(kernel, "dirty", ScalarType::Bool);
         let conflict = at.local(kernel, "conflict", ScalarType::Bool);
         kernel.outputs.push(conflict);
-        Some(LevelParams::SparseBlockListOut {
+        Some(LevelParams::SparseBlockListOut(OutParams {
             shape: at.shape,
             ptr,
             idx,
@@ -366,7 +395,7 @@ pub(crate) mod lowering {
             last,
             dirty,
             conflict,
-        })
+        }))
     }
 
     /// A written SparseBlockList: each written index appends its value at `qos`; one that
@@ -374,12 +403,19 @@ pub(crate) mod lowering {
     /// and `ofs` by doubling). After each written index the current block's last index and
     /// end are updated; after the fiber, its block count is stored. An index at or before
     /// the last one written sets `conflict`.
-    pub(crate) fn unfurl_write(
-        lw: &mut Lowerer,
-        f: &Fiber,
-        [ptr, idx, ofs]: [crate::kernel::BufId; 3],
-        [qos, blocks, first_block, last, dirty, conflict]: [crate::kernel::LocalId; 6],
-    ) -> Result<Looplet> {
+    pub(crate) fn unfurl_write(lw: &mut Lowerer, f: &Fiber, p: &OutParams) -> Result<Looplet> {
+        let OutParams {
+            ptr,
+            idx,
+            ofs,
+            qos,
+            blocks,
+            first_block,
+            last,
+            dirty,
+            conflict,
+            ..
+        } = *p;
         let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
         let (val, init) = lw.written_leaf(t, depth, "SparseBlockList")?;
         let l = KExpr::Local;

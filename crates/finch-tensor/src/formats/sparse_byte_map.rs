@@ -291,8 +291,29 @@ pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) ->
 }
 
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.
-pub(crate) mod lowering {
+pub mod lowering {
     use crate::lower::kit::*;
+
+    /// The kernel parameters of the level written by a kernel (`LevelParams::SparseByteMapOut`).
+    /// A SparseByteMap level of an output or workspace, written in any order (laminate):
+    /// a flag per position, dense child positions `p·shape + i`, and the list `srt` of the
+    /// set positions (linear, unsorted while written, grown by doubling) with its length
+    /// in `nsrt`. Read back (root level only) after sorting `srt`.
+    #[derive(Clone, Debug)]
+    pub struct OutParams {
+        /// Size of the mode.
+        pub shape: LocalId,
+        /// Fiber boundaries into `srt` (set before reads, and by the run time at freeze).
+        pub ptr: BufId,
+        /// One flag per position.
+        pub tbl: BufId,
+        /// The set positions.
+        pub srt: BufId,
+        /// How many positions `srt` lists (a kernel output).
+        pub nsrt: LocalId,
+        /// Whether the current index was written.
+        pub dirty: LocalId,
+    }
 
     /// A sorted list of set indices over dense child positions `pos·shape + i`.
     pub(crate) fn unfurl_read(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
@@ -348,17 +369,15 @@ pub(crate) mod lowering {
     /// sets its flag and appends the position to `srt` (doubling it when full). Read back
     /// (root level only, after the writes of earlier statements): `srt` is sorted and the
     /// level is walked like any sorted list, or followed through its flags.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn unfurl_write(
-        lw: &mut Lowerer,
-        f: &Fiber,
-        shape: crate::kernel::LocalId,
-        ptr: crate::kernel::BufId,
-        tbl: crate::kernel::BufId,
-        srt: crate::kernel::BufId,
-        nsrt: crate::kernel::LocalId,
-        dirty: crate::kernel::LocalId,
-    ) -> Result<Looplet> {
+    pub(crate) fn unfurl_write(lw: &mut Lowerer, f: &Fiber, p: &OutParams) -> Result<Looplet> {
+        let OutParams {
+            shape,
+            ptr,
+            tbl,
+            srt,
+            nsrt,
+            dirty,
+        } = *p;
         let (t, depth, pos, protocols) = (f.tensor, f.depth + 1, f.pos.clone(), f.protocols);
         let name = lw.tensors[t].name.clone();
         let l = KExpr::Local;

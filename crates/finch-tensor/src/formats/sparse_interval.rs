@@ -193,8 +193,27 @@ pub(crate) fn freeze_output(bufs: &mut OutBufs, _at: &super::output::FreezeAt) -
 }
 
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.
-pub(crate) mod lowering {
+pub mod lowering {
     use crate::lower::kit::*;
+
+    /// The kernel parameters of the level written by a kernel (`LevelParams::SparseIntervalOut`).
+    /// A SparseInterval level of an output, written in order through AcceptRun: a written
+    /// run lands in a scratch position (the last value slot); after it, the first run of
+    /// a fiber becomes its interval, a touching run of the same value extends it, and
+    /// anything else sets `conflict`.
+    #[derive(Clone, Debug)]
+    pub struct OutParams {
+        /// Size of the mode.
+        pub shape: LocalId,
+        /// First index per fiber (`1` when empty).
+        pub left: BufId,
+        /// Last index per fiber (`0` when empty).
+        pub right: BufId,
+        /// Whether the current run was written.
+        pub dirty: LocalId,
+        /// Set when the data is not one run per fiber (a kernel output).
+        pub conflict: LocalId,
+    }
 
     /// One run `left..=right` of one child: fill, the child repeated, fill.
     pub(crate) fn unfurl_read(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
@@ -266,13 +285,13 @@ pub(crate) mod lowering {
         let dirty = at.local(kernel, "dirty", ScalarType::Bool);
         let conflict = at.local(kernel, "conflict", ScalarType::Bool);
         kernel.outputs.push(conflict);
-        Some(LevelParams::SparseIntervalOut {
+        Some(LevelParams::SparseIntervalOut(OutParams {
             shape: at.shape,
             left,
             right,
             dirty,
             conflict,
-        })
+        }))
     }
 
     /// A written SparseInterval (AcceptRun): a run's value goes to a scratch slot (the
@@ -280,14 +299,14 @@ pub(crate) mod lowering {
     /// interval, a touching run of the same value extends the interval, and any other run
     /// sets `conflict`. Values equal to the fill at run time are not written, and a run
     /// whose value ends up the fill is not recorded.
-    pub(crate) fn unfurl_write(
-        lw: &mut Lowerer,
-        f: &Fiber,
-        left: crate::kernel::BufId,
-        right: crate::kernel::BufId,
-        dirty: crate::kernel::LocalId,
-        conflict: crate::kernel::LocalId,
-    ) -> Result<Looplet> {
+    pub(crate) fn unfurl_write(lw: &mut Lowerer, f: &Fiber, p: &OutParams) -> Result<Looplet> {
+        let OutParams {
+            left,
+            right,
+            dirty,
+            conflict,
+            ..
+        } = *p;
         let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
         let (val, init) = lw.written_leaf(t, depth, "SparseInterval")?;
         let fill = lw.fill_of(t);

@@ -167,8 +167,24 @@ fn drop_point_fills(bufs: &mut OutBufs, size: usize, fill: &crate::algebra::Valu
 }
 
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.
-pub(crate) mod lowering {
+pub mod lowering {
     use crate::lower::kit::*;
+
+    /// The kernel parameters of the level written by a kernel (`LevelParams::SparsePointOut`).
+    /// A SparsePoint level of an output, written in order (extrude): `idx` (one per fiber,
+    /// `shape` when empty) and dense child positions (one per fiber). A fiber written at
+    /// two indices sets `conflict` (the run time reports it).
+    #[derive(Clone, Debug)]
+    pub struct OutParams {
+        /// Size of the mode.
+        pub shape: LocalId,
+        /// The stored index per fiber.
+        pub idx: BufId,
+        /// Whether the current index was written.
+        pub dirty: LocalId,
+        /// Set when the data does not fit the level (a kernel output).
+        pub conflict: LocalId,
+    }
 
     /// One index `i` per fiber (`shape` when empty): fill, the child at `i`, fill.
     pub(crate) fn unfurl_read(lw: &mut Lowerer, cx: &StructuredFiber) -> Result<Looplet> {
@@ -228,26 +244,25 @@ pub(crate) mod lowering {
         let dirty = at.local(kernel, "dirty", ScalarType::Bool);
         let conflict = at.local(kernel, "conflict", ScalarType::Bool);
         kernel.outputs.push(conflict);
-        Some(LevelParams::SparsePointOut {
+        Some(LevelParams::SparsePointOut(OutParams {
             shape: at.shape,
             idx,
             dirty,
             conflict,
-        })
+        }))
     }
 
     /// A SparsePoint output: every index of fiber `p` writes child position `p`; after
     /// an index's statements a write records it, and a second index is a conflict. A
     /// value that ends up the fill is not recorded (as the reference stores its result),
     /// and the position starts from the declared value again.
-    pub(crate) fn unfurl_write(
-        lw: &mut Lowerer,
-        f: &Fiber,
-        shape: LocalId,
-        idx: BufId,
-        dirty: LocalId,
-        conflict: LocalId,
-    ) -> Result<Looplet> {
+    pub(crate) fn unfurl_write(lw: &mut Lowerer, f: &Fiber, p: &OutParams) -> Result<Looplet> {
+        let OutParams {
+            shape,
+            idx,
+            dirty,
+            conflict,
+        } = *p;
         let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
         let name = lw.tensors[t].name.clone();
         // Every index of fiber `p` writes child position `p`; after an index's

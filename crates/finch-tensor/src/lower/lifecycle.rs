@@ -90,7 +90,10 @@ impl Lowerer {
             }
             // A bytemap workspace resets only the positions it set (TACO's
             // workspace): the cost follows the previous nonzeros, not the size.
-            (Some(LevelParams::SparseByteMapOut { tbl, srt, nsrt, .. }), leaf) => {
+            (
+                Some(LevelParams::SparseByteMapOut(SparseByteMapOut { tbl, srt, nsrt, .. })),
+                leaf,
+            ) => {
                 let at = KExpr::load(*srt, KExpr::Local(q));
                 let mut body = vec![KStmt::Store {
                     buf: *tbl,

@@ -37,7 +37,9 @@ mod unfurl;
 mod writes;
 
 pub use convert::{
-    convert, Bound, Converted, LevelParams, OutArray, RangeCheck, Size, TensorInfo, WindowCheck,
+    convert, Bound, Converted, LevelParams, OutArray, RangeCheck, Size, SparseBandOut,
+    SparseBlockListOut, SparseByteMapOut, SparseIntervalOut, SparsePointOut, TensorInfo,
+    WindowCheck,
 };
 pub use print::print_converted;
 

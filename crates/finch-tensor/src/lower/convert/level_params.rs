@@ -3,6 +3,14 @@
 
 use super::*;
 
+// The parameters of the levels whose modules own their write side (each module's
+// `lowering::OutParams`), named after their `LevelParams` variants.
+pub use crate::formats::sparse_band::lowering::OutParams as SparseBandOut;
+pub use crate::formats::sparse_block_list::lowering::OutParams as SparseBlockListOut;
+pub use crate::formats::sparse_byte_map::lowering::OutParams as SparseByteMapOut;
+pub use crate::formats::sparse_interval::lowering::OutParams as SparseIntervalOut;
+pub use crate::formats::sparse_point::lowering::OutParams as SparsePointOut;
+
 /// The kernel parameters of one level of a tensor.
 #[derive(Clone, Debug)]
 pub enum LevelParams {
@@ -110,82 +118,20 @@ pub enum LevelParams {
     /// a flag per position, dense child positions `p·shape + i`, and the list `srt` of the
     /// set positions (linear, unsorted while written, grown by doubling) with its length
     /// in `nsrt`. Read back (root level only) after sorting `srt`.
-    SparseByteMapOut {
-        /// Size of the mode.
-        shape: LocalId,
-        /// Fiber boundaries into `srt` (set before reads, and by the run time at freeze).
-        ptr: BufId,
-        /// One flag per position.
-        tbl: BufId,
-        /// The set positions.
-        srt: BufId,
-        /// How many positions `srt` lists (a kernel output).
-        nsrt: LocalId,
-        /// Whether the current index was written.
-        dirty: LocalId,
-    },
+    SparseByteMapOut(SparseByteMapOut),
     /// A SparsePoint level of an output, written in order (extrude): `idx` (one per fiber,
     /// `shape` when empty) and dense child positions (one per fiber). A fiber written at
     /// two indices sets `conflict` (the run time reports it).
-    SparsePointOut {
-        /// Size of the mode.
-        shape: LocalId,
-        /// The stored index per fiber.
-        idx: BufId,
-        /// Whether the current index was written.
-        dirty: LocalId,
-        /// Set when the data does not fit the level (a kernel output).
-        conflict: LocalId,
-    },
+    SparsePointOut(SparsePointOut),
     /// A SparseBand level of an output, written in order (extrude): the first written
     /// index of a fiber fixes its origin, later ones land at `start + (i - origin)` (gaps
     /// hold the fill); `ofs` holds per-fiber widths until the run time prefix-sums it.
-    SparseBandOut {
-        /// Size of the mode.
-        shape: LocalId,
-        /// The last index per fiber.
-        idx: BufId,
-        /// Per-fiber widths (`P + 1` entries, prefix-summed after the kernel).
-        ofs: BufId,
-        /// The next free child position.
-        qos: LocalId,
-        /// The fiber's first child position.
-        start: LocalId,
-        /// The fiber's first written index (`-1` before any).
-        origin: LocalId,
-        /// The fiber's last written index.
-        last: LocalId,
-        /// Whether the current index was written.
-        dirty: LocalId,
-        /// Set when an index is written out of order (a kernel output).
-        conflict: LocalId,
-    },
+    SparseBandOut(SparseBandOut),
     /// A SparseBlockList level of an output, written in order (extrude): values are
     /// appended at `qos` like SparseList's; an index that does not follow the last one
     /// written starts a new block. `ptr` holds per-fiber block counts until the run time
     /// prefix-sums it; `idx` (block last index) and `ofs` (block ends) grow by doubling.
-    SparseBlockListOut {
-        /// Size of the mode.
-        shape: LocalId,
-        /// Per-fiber block counts (`P + 1`, prefix-summed after the kernel).
-        ptr: BufId,
-        /// Last index of each block, growable.
-        idx: BufId,
-        /// Block boundaries into the values (`blocks + 1`), growable.
-        ofs: BufId,
-        /// The next free child position.
-        qos: LocalId,
-        /// The number of blocks so far.
-        blocks: LocalId,
-        /// The block count when the fiber began.
-        first_block: LocalId,
-        /// The fiber's last written index (`-1` before any).
-        last: LocalId,
-        /// Whether the current index was written.
-        dirty: LocalId,
-        /// Set when an index is written out of order (a kernel output).
-        conflict: LocalId,
-    },
+    SparseBlockListOut(SparseBlockListOut),
     /// A RunList or SparseRunList level of an output, written in order through AcceptRun:
     /// each written run (a whole extent where the value is constant, else one index) gets
     /// a child position; a RunList also fills the gaps with fill runs so its runs tile the
@@ -217,18 +163,7 @@ pub enum LevelParams {
     /// run lands in a scratch position (the last value slot); after it, the first run of
     /// a fiber becomes its interval, a touching run of the same value extends it, and
     /// anything else sets `conflict`.
-    SparseIntervalOut {
-        /// Size of the mode.
-        shape: LocalId,
-        /// First index per fiber (`1` when empty).
-        left: BufId,
-        /// Last index per fiber (`0` when empty).
-        right: BufId,
-        /// Whether the current run was written.
-        dirty: LocalId,
-        /// Set when the data is not one run per fiber (a kernel output).
-        conflict: LocalId,
-    },
+    SparseIntervalOut(SparseIntervalOut),
     /// A read-only structured level (SparsePoint, SparseInterval, SparseBand,
     /// SparseBlockList, RunList, SparseRunList, SparseByteMap, SparseHash): its kind and
     /// its buffers in the order of the storage's `BUFFERS`.
@@ -293,11 +228,13 @@ impl LevelParams {
         Some(match self {
             LevelParams::SparseListOut { .. } => LevelKind::SparseList,
             LevelParams::CooOut { modes, .. } => LevelKind::SparseCoo(*modes),
-            LevelParams::SparseByteMapOut { .. } => LevelKind::SparseByteMap,
-            LevelParams::SparsePointOut { .. } => LevelKind::SparsePoint,
-            LevelParams::SparseIntervalOut { .. } => LevelKind::SparseInterval,
-            LevelParams::SparseBandOut { .. } => LevelKind::SparseBand,
-            LevelParams::SparseBlockListOut { .. } => LevelKind::SparseBlockList,
+            LevelParams::SparseByteMapOut(SparseByteMapOut { .. }) => LevelKind::SparseByteMap,
+            LevelParams::SparsePointOut(SparsePointOut { .. }) => LevelKind::SparsePoint,
+            LevelParams::SparseIntervalOut(SparseIntervalOut { .. }) => LevelKind::SparseInterval,
+            LevelParams::SparseBandOut(SparseBandOut { .. }) => LevelKind::SparseBand,
+            LevelParams::SparseBlockListOut(SparseBlockListOut { .. }) => {
+                LevelKind::SparseBlockList
+            }
             LevelParams::RunsOut { dense: true, .. } => LevelKind::RunList,
             LevelParams::RunsOut { dense: false, .. } => LevelKind::SparseRunList,
             _ => return None,
@@ -308,11 +245,11 @@ impl LevelParams {
     /// SparsePoint fiber, an index out of order), if it has one.
     pub(crate) fn conflict_flag(&self) -> Option<LocalId> {
         match self {
-            LevelParams::SparsePointOut { conflict, .. }
-            | LevelParams::SparseIntervalOut { conflict, .. }
+            LevelParams::SparsePointOut(SparsePointOut { conflict, .. })
+            | LevelParams::SparseIntervalOut(SparseIntervalOut { conflict, .. })
             | LevelParams::RunsOut { conflict, .. }
-            | LevelParams::SparseBlockListOut { conflict, .. }
-            | LevelParams::SparseBandOut { conflict, .. } => Some(*conflict),
+            | LevelParams::SparseBlockListOut(SparseBlockListOut { conflict, .. })
+            | LevelParams::SparseBandOut(SparseBandOut { conflict, .. }) => Some(*conflict),
             _ => None,
         }
     }
@@ -332,7 +269,7 @@ impl LevelParams {
     /// set positions).
     pub(crate) fn entry_count(&self) -> Option<LocalId> {
         match self {
-            LevelParams::SparseByteMapOut { nsrt, .. } => Some(*nsrt),
+            LevelParams::SparseByteMapOut(SparseByteMapOut { nsrt, .. }) => Some(*nsrt),
             _ => None,
         }
     }
@@ -342,7 +279,8 @@ impl LevelParams {
         is_extruded(self)
             || matches!(
                 self,
-                LevelParams::SparseByteMapOut { .. } | LevelParams::HashOut { .. }
+                LevelParams::SparseByteMapOut(SparseByteMapOut { .. })
+                    | LevelParams::HashOut { .. }
             )
     }
 
@@ -356,12 +294,12 @@ impl LevelParams {
             | LevelParams::Coo { shape, .. }
             | LevelParams::CooOut { shape, .. }
             | LevelParams::HashOut { shape, .. }
-            | LevelParams::SparseByteMapOut { shape, .. }
-            | LevelParams::SparsePointOut { shape, .. }
-            | LevelParams::SparseBandOut { shape, .. }
-            | LevelParams::SparseBlockListOut { shape, .. }
+            | LevelParams::SparseByteMapOut(SparseByteMapOut { shape, .. })
+            | LevelParams::SparsePointOut(SparsePointOut { shape, .. })
+            | LevelParams::SparseBandOut(SparseBandOut { shape, .. })
+            | LevelParams::SparseBlockListOut(SparseBlockListOut { shape, .. })
             | LevelParams::RunsOut { shape, .. }
-            | LevelParams::SparseIntervalOut { shape, .. } => Some(*shape),
+            | LevelParams::SparseIntervalOut(SparseIntervalOut { shape, .. }) => Some(*shape),
             LevelParams::Element { .. } | LevelParams::Pattern => None,
         }
     }
@@ -382,12 +320,14 @@ impl LevelParams {
                 mode: 0,
                 ..
             } => vec![(*slot_of, Ptr), (*keys, Idx), (*table, Aux)],
-            LevelParams::SparseByteMapOut { ptr, tbl, srt, .. } => {
+            LevelParams::SparseByteMapOut(SparseByteMapOut { ptr, tbl, srt, .. }) => {
                 vec![(*ptr, Ptr), (*tbl, Flags), (*srt, Idx)]
             }
-            LevelParams::SparsePointOut { idx, .. } => vec![(*idx, Idx)],
-            LevelParams::SparseBandOut { idx, ofs, .. } => vec![(*idx, Idx), (*ofs, Ptr)],
-            LevelParams::SparseBlockListOut { ptr, idx, ofs, .. } => {
+            LevelParams::SparsePointOut(SparsePointOut { idx, .. }) => vec![(*idx, Idx)],
+            LevelParams::SparseBandOut(SparseBandOut { idx, ofs, .. }) => {
+                vec![(*idx, Idx), (*ofs, Ptr)]
+            }
+            LevelParams::SparseBlockListOut(SparseBlockListOut { ptr, idx, ofs, .. }) => {
                 vec![(*ptr, Ptr), (*idx, Idx), (*ofs, Aux)]
             }
             LevelParams::RunsOut {
@@ -397,7 +337,7 @@ impl LevelParams {
                 v.extend(left.map(|l| (l, Aux)));
                 v
             }
-            LevelParams::SparseIntervalOut { left, right, .. } => {
+            LevelParams::SparseIntervalOut(SparseIntervalOut { left, right, .. }) => {
                 vec![(*left, Idx), (*right, Ptr)]
             }
             _ => vec![],
@@ -450,7 +390,7 @@ impl TensorInfo {
                 LevelParams::Dense { .. }
                     | LevelParams::Element { .. }
                     | LevelParams::Pattern
-                    | LevelParams::SparseByteMapOut { .. }
+                    | LevelParams::SparseByteMapOut(SparseByteMapOut { .. })
                     | LevelParams::HashOut { .. }
             )
         })

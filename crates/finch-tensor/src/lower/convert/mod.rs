@@ -34,7 +34,10 @@ mod shared_reads;
 mod stmts;
 mod tensor_table;
 
-pub use level_params::{HashView, LevelParams, OutArray, TensorInfo};
+pub use level_params::{
+    HashView, LevelParams, OutArray, SparseBandOut, SparseBlockListOut, SparseByteMapOut,
+    SparseIntervalOut, SparsePointOut, TensorInfo,
+};
 use shared_reads::*;
 pub(crate) use tensor_table::readable_runs;
 use tensor_table::*;
@@ -313,8 +316,8 @@ impl Converter<'_> {
             let d = depths[m];
             // A SparsePoint keeps its fiber's index and value in its buffers, so a later
             // pass adds to them (or conflicts) rather than starting over.
-            let restarts =
-                is_extruded(level) && !matches!(level, LevelParams::SparsePointOut { .. });
+            let restarts = is_extruded(level)
+                && !matches!(level, LevelParams::SparsePointOut(SparsePointOut { .. }));
             if restarts {
                 if let Some(between) = (declared..d).find(|&b| !depths.contains(&b)) {
                     return self.needs_any_order(t, format!(
@@ -398,10 +401,9 @@ fn check_lifecycles(
             let sparse = c.by_name.get(name).is_some_and(|&t| {
                 let levels = &c.tensors[t].levels;
                 (levels.iter().any(is_extruded) && !readable_runs(&c.tensors[t]))
-                    || levels
-                        .iter()
-                        .skip(1)
-                        .any(|l| matches!(l, LevelParams::SparseByteMapOut { .. }))
+                    || levels.iter().skip(1).any(|l| {
+                        matches!(l, LevelParams::SparseByteMapOut(SparseByteMapOut { .. }))
+                    })
             });
             if sparse {
                 written_sparse.push(name.clone());

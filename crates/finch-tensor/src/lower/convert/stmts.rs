@@ -146,7 +146,7 @@ impl Converter<'_> {
         let byte_map = matches!(
             self.tensors[t].levels.as_slice(),
             [
-                LevelParams::SparseByteMapOut { .. },
+                LevelParams::SparseByteMapOut(SparseByteMapOut { .. }),
                 LevelParams::Element { .. } | LevelParams::Pattern
             ]
         );

@@ -205,8 +205,8 @@ fn leaf_level(
                     LevelParams::SparseListOut { .. }
                         | LevelParams::CooOut { .. }
                         | LevelParams::HashOut { .. }
-                        | LevelParams::SparseBandOut { .. }
-                        | LevelParams::SparseBlockListOut { .. }
+                        | LevelParams::SparseBandOut(SparseBandOut { .. })
+                        | LevelParams::SparseBlockListOut(SparseBlockListOut { .. })
                         | LevelParams::RunsOut { .. }
                 )
             );
@@ -225,7 +225,10 @@ fn leaf_level(
             // `false` are dropped when frozen).
             let repeated = matches!(
                 info.levels.last(),
-                Some(LevelParams::SparseByteMapOut { .. } | LevelParams::HashOut { .. })
+                Some(
+                    LevelParams::SparseByteMapOut(SparseByteMapOut { .. })
+                        | LevelParams::HashOut { .. }
+                )
             );
             if is_written && repeated && may_clear(&program.ast().body, &info.name) {
                 let sparse_out = matches!(info.levels.last(), Some(LevelParams::HashOut { .. }));
@@ -248,7 +251,7 @@ fn leaf_level(
                 && !matches!(
                     info.levels.last(),
                     Some(
-                        LevelParams::SparseByteMapOut { .. }
+                        LevelParams::SparseByteMapOut(SparseByteMapOut { .. })
                             | LevelParams::SparseListOut { .. }
                             | LevelParams::CooOut { .. }
                             | LevelParams::HashOut { .. }
@@ -492,14 +495,14 @@ pub(crate) fn byte_map_out(
     let nsrt = kernel.local(format!("{name}_lvl{depth}_nsrt"), ScalarType::I64);
     kernel.outputs.push(nsrt);
     let dirty = kernel.local(format!("{name}_lvl{depth}_dirty"), ScalarType::Bool);
-    LevelParams::SparseByteMapOut {
+    LevelParams::SparseByteMapOut(SparseByteMapOut {
         shape,
         ptr,
         tbl,
         srt,
         nsrt,
         dirty,
-    }
+    })
 }
 
 /// How many modes `level` and the levels below it index.
@@ -548,11 +551,11 @@ pub(super) fn is_extruded(l: &LevelParams) -> bool {
         l,
         LevelParams::SparseListOut { .. }
             | LevelParams::CooOut { .. }
-            | LevelParams::SparsePointOut { .. }
-            | LevelParams::SparseBandOut { .. }
-            | LevelParams::SparseBlockListOut { .. }
+            | LevelParams::SparsePointOut(SparsePointOut { .. })
+            | LevelParams::SparseBandOut(SparseBandOut { .. })
+            | LevelParams::SparseBlockListOut(SparseBlockListOut { .. })
             | LevelParams::RunsOut { .. }
-            | LevelParams::SparseIntervalOut { .. }
+            | LevelParams::SparseIntervalOut(SparseIntervalOut { .. })
     )
 }
 

@@ -16,7 +16,10 @@
 
 use std::rc::Rc;
 
-use super::convert::LevelParams;
+use super::convert::{
+    LevelParams, SparseBandOut, SparseBlockListOut, SparseByteMapOut, SparseIntervalOut,
+    SparsePointOut,
+};
 use super::Lowerer;
 use crate::algebra::{Op, ScalarType, Value};
 use crate::error::{Error, Result};
@@ -200,43 +203,15 @@ impl Lowerer {
                 let list = coo_list(f, &name, [shape], [ptr], &tbl, [mode, modes], None)?;
                 Ok(self.sorted_read(f, list))
             }
-            LevelParams::SparseByteMapOut {
-                shape,
-                ptr,
-                tbl,
-                srt,
-                nsrt,
-                dirty,
-            } => crate::formats::sparse_byte_map::lowering::unfurl_write(
-                self, f, shape, ptr, tbl, srt, nsrt, dirty,
-            ),
-            LevelParams::SparsePointOut {
-                shape,
-                idx,
-                dirty,
-                conflict,
-            } => crate::formats::sparse_point::lowering::unfurl_write(
-                self, f, shape, idx, dirty, conflict,
-            ),
-            LevelParams::SparseBlockListOut {
-                ptr,
-                idx,
-                ofs,
-                qos,
-                blocks,
-                first_block,
-                last,
-                dirty,
-                conflict,
-                ..
-            } => {
+            LevelParams::SparseByteMapOut(p) => {
+                crate::formats::sparse_byte_map::lowering::unfurl_write(self, f, &p)
+            }
+            LevelParams::SparsePointOut(p) => {
+                crate::formats::sparse_point::lowering::unfurl_write(self, f, &p)
+            }
+            LevelParams::SparseBlockListOut(p) => {
                 self.written_only(f, &name)?;
-                crate::formats::sparse_block_list::lowering::unfurl_write(
-                    self,
-                    f,
-                    [ptr, idx, ofs],
-                    [qos, blocks, first_block, last, dirty, conflict],
-                )
+                crate::formats::sparse_block_list::lowering::unfurl_write(self, f, &p)
             }
             LevelParams::RunsOut {
                 dense,
@@ -263,36 +238,13 @@ impl Lowerer {
                     [qos, start, last, dirty, conflict],
                 )
             }
-            LevelParams::SparseIntervalOut {
-                left,
-                right,
-                dirty,
-                conflict,
-                ..
-            } => {
+            LevelParams::SparseIntervalOut(p) => {
                 self.written_only(f, &name)?;
-                crate::formats::sparse_interval::lowering::unfurl_write(
-                    self, f, left, right, dirty, conflict,
-                )
+                crate::formats::sparse_interval::lowering::unfurl_write(self, f, &p)
             }
-            LevelParams::SparseBandOut {
-                idx,
-                ofs,
-                qos,
-                start,
-                origin,
-                last,
-                dirty,
-                conflict,
-                ..
-            } => {
+            LevelParams::SparseBandOut(p) => {
                 self.written_only(f, &name)?;
-                crate::formats::sparse_band::lowering::unfurl_write(
-                    self,
-                    f,
-                    [idx, ofs],
-                    [qos, start, origin, last, dirty, conflict],
-                )
+                crate::formats::sparse_band::lowering::unfurl_write(self, f, &p)
             }
             LevelParams::Element { .. } | LevelParams::Pattern => Err(Error::Program(format!(
                 "internal: the leaf of `{name}` indexed by a loop"
@@ -310,12 +262,12 @@ impl Lowerer {
             LevelParams::HashOut { dirty, at, .. } => (dirty, Some(at)),
             LevelParams::SparseListOut { dirty, .. }
             | LevelParams::CooOut { dirty, .. }
-            | LevelParams::SparseByteMapOut { dirty, .. }
-            | LevelParams::SparsePointOut { dirty, .. }
-            | LevelParams::SparseBlockListOut { dirty, .. }
+            | LevelParams::SparseByteMapOut(SparseByteMapOut { dirty, .. })
+            | LevelParams::SparsePointOut(SparsePointOut { dirty, .. })
+            | LevelParams::SparseBlockListOut(SparseBlockListOut { dirty, .. })
             | LevelParams::RunsOut { dirty, .. }
-            | LevelParams::SparseIntervalOut { dirty, .. }
-            | LevelParams::SparseBandOut { dirty, .. } => (dirty, None),
+            | LevelParams::SparseIntervalOut(SparseIntervalOut { dirty, .. })
+            | LevelParams::SparseBandOut(SparseBandOut { dirty, .. }) => (dirty, None),
             _ => return level,
         };
         if self.open_claims.contains(dirty) {
