@@ -13,7 +13,7 @@ mod format_text;
 mod level;
 pub(crate) mod output;
 mod pattern;
-mod run_list;
+pub(crate) mod run_list;
 mod scalar;
 pub(crate) mod sparse_band;
 pub(crate) mod sparse_block_list;
@@ -21,7 +21,7 @@ pub(crate) mod sparse_byte_map;
 mod sparse_coo;
 mod sparse_hash;
 pub(crate) mod sparse_interval;
-mod sparse_list;
+pub(crate) mod sparse_list;
 pub(crate) mod sparse_point;
 mod sparse_run_list;
 

@@ -124,65 +124,6 @@ pub(crate) fn freeze_list(bufs: &mut OutBufs, at: &FreezeAt) {
     bufs.val.truncate(n);
 }
 
-/// Freezes a written RunList (`dense`) or SparseRunList: run counts become offsets, the
-/// arrays are trimmed, touching runs of equal values are merged (Finch's `merge`), and a
-/// SparseRunList drops runs that hold the fill, so the result is canonical.
-pub(crate) fn freeze_runs(
-    bufs: &mut OutBufs,
-    dense: bool,
-    size: usize,
-    fill: &Value,
-) -> Result<()> {
-    let parents = bufs.ptr.len().saturating_sub(1);
-    let mut q = 0;
-    let (mut ptr, mut left, mut right) = (vec![0], Vec::new(), Vec::new());
-    let mut vals = Buffer::new(bufs.val.scalar_type());
-    for p in 0..parents {
-        let end = q + bufs.ptr[p + 1];
-        let first = right.len();
-        while q < end {
-            let (l, r) = (if dense { 0 } else { bufs.aux[q] }, bufs.idx[q]);
-            let v = bufs
-                .val
-                .get(q)
-                .ok_or_else(|| Error::Program("internal: run values".into()))?;
-            if !dense && v.same(fill) {
-                q += 1;
-                continue;
-            }
-            // A run of values the same as the fill holds the fill itself (`0.0`, not
-            // `-0.0`), as the reference's does.
-            let v = if v.same(fill) { *fill } else { v };
-            let touches = right.len() > first
-                && (dense || right.last().is_some_and(|&prev: &usize| prev + 1 == l))
-                && vals.get(vals.len() - 1).is_some_and(|u| u.same(&v));
-            if touches {
-                if let Some(last) = right.last_mut() {
-                    *last = r;
-                }
-            } else {
-                left.push(l);
-                right.push(r);
-                vals.push(v)?;
-            }
-            q += 1;
-        }
-        // A RunList fiber the kernel never reached (its output declared but not written
-        // there) is one run of fill.
-        if dense && right.len() == first && size > 0 {
-            left.push(0);
-            right.push(size - 1);
-            vals.push(*fill)?;
-        }
-        ptr.push(right.len());
-    }
-    bufs.ptr = ptr;
-    bufs.idx = right;
-    bufs.aux = if dense { Vec::new() } else { left };
-    bufs.val = vals;
-    Ok(())
-}
-
 /// What allocating a written level's buffers before its kernel runs needs.
 pub(crate) struct AllocateAt<'a> {
     /// Parent positions: the product of the Dense sizes above the level.

@@ -10,6 +10,10 @@
 //!
 //! Properties: ordered, unique, full. Protocols: read walk, gallop,
 //! follow (a binary search over the run ends).
+//!
+//! The run-length write side lives here for both run-length levels: SparseRunList's module
+//! asks this one for its kernel parameters (`lowering::out_params`), its write looplets
+//! (`lowering::unfurl_write`, `unfurl_read_back`) and its freeze (`freeze_runs`).
 
 use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
@@ -48,7 +52,7 @@ pub struct RunListStorage {
 }
 
 impl RunListStorage {
-    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    /// Names of the kernel buffers, in `kernel_buffers` order.
     pub const BUFFERS: &'static [&'static str] = &["ptr", "right"];
 
     /// Checks the invariants for `parents` parent positions; returns the child count.
@@ -164,14 +168,103 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
     }))
 }
 
-/// Freezes a written RunList output (`engine::freeze`): see [`super::output::freeze_runs`].
+/// Freezes a written RunList output (`engine::freeze`): see [`freeze_runs`].
 pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) -> Result<()> {
-    super::output::freeze_runs(bufs, true, at.size, &at.fill)
+    freeze_runs(bufs, true, at.size, &at.fill)
+}
+
+/// Freezes a written RunList (`dense`) or SparseRunList: run counts become offsets, the
+/// arrays are trimmed, touching runs of equal values are merged (Finch's `merge`), and a
+/// SparseRunList drops runs that hold the fill, so the result is canonical.
+pub(crate) fn freeze_runs(
+    bufs: &mut OutBufs,
+    dense: bool,
+    size: usize,
+    fill: &crate::algebra::Value,
+) -> Result<()> {
+    let parents = bufs.ptr.len().saturating_sub(1);
+    let mut q = 0;
+    let (mut ptr, mut left, mut right) = (vec![0], Vec::new(), Vec::new());
+    let mut vals = crate::tensor::Buffer::new(bufs.val.scalar_type());
+    for p in 0..parents {
+        let end = q + bufs.ptr[p + 1];
+        let first = right.len();
+        while q < end {
+            let (l, r) = (if dense { 0 } else { bufs.aux[q] }, bufs.idx[q]);
+            let v = bufs
+                .val
+                .get(q)
+                .ok_or_else(|| Error::Program("internal: run values".into()))?;
+            if !dense && v.same(fill) {
+                q += 1;
+                continue;
+            }
+            // A run of values the same as the fill holds the fill itself (`0.0`, not
+            // `-0.0`), as the reference's does.
+            let v = if v.same(fill) { *fill } else { v };
+            let touches = right.len() > first
+                && (dense || right.last().is_some_and(|&prev: &usize| prev + 1 == l))
+                && vals.get(vals.len() - 1).is_some_and(|u| u.same(&v));
+            if touches {
+                if let Some(last) = right.last_mut() {
+                    *last = r;
+                }
+            } else {
+                left.push(l);
+                right.push(r);
+                vals.push(v)?;
+            }
+            q += 1;
+        }
+        // A RunList fiber the kernel never reached (its output declared but not written
+        // there) is one run of fill.
+        if dense && right.len() == first && size > 0 {
+            left.push(0);
+            right.push(size - 1);
+            vals.push(*fill)?;
+        }
+        ptr.push(right.len());
+    }
+    bufs.ptr = ptr;
+    bufs.idx = right;
+    bufs.aux = if dense { Vec::new() } else { left };
+    bufs.val = vals;
+    Ok(())
 }
 
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.
-pub(crate) mod lowering {
+pub mod lowering {
     use crate::lower::kit::*;
+
+    /// The kernel parameters of the level written by a kernel (`LevelParams::RunsOut`).
+    /// A RunList or SparseRunList level of an output, written in order through AcceptRun:
+    /// each written run (a whole extent where the value is constant, else one index) gets
+    /// a child position; a RunList also fills the gaps with fill runs so its runs tile the
+    /// fiber. `ptr` holds per-fiber run counts until the run time prefix-sums it (and
+    /// merges touching runs of equal values); `left`/`right` grow by doubling.
+    #[derive(Clone, Debug)]
+    pub struct OutParams {
+        /// RunList (tiling) or SparseRunList.
+        pub dense: bool,
+        /// Size of the mode.
+        pub shape: LocalId,
+        /// Per-fiber run counts (`P + 1`, prefix-summed after the kernel).
+        pub ptr: BufId,
+        /// First index of each run (SparseRunList), growable.
+        pub left: Option<BufId>,
+        /// Last index of each run, growable.
+        pub right: BufId,
+        /// The next free run (= child position).
+        pub qos: LocalId,
+        /// The run count when the fiber began.
+        pub start: LocalId,
+        /// The fiber's last covered index (`-1` before any).
+        pub last: LocalId,
+        /// Whether the current run was written.
+        pub dirty: LocalId,
+        /// Set when a run is written out of order (a kernel output).
+        pub conflict: LocalId,
+    }
 
     /// Runs tiling the fiber: a stepper over runs, each a Run of its child.
     /// Under a present condition (see `unfurl_present`), a fiber where it fails is
@@ -259,6 +352,273 @@ pub(crate) mod lowering {
         at: &LevelAt,
         child: &LevelFormat,
     ) -> Option<LevelParams> {
-        matches!(child, LevelFormat::Element(_)).then(|| runs_out(kernel, at, true))
+        matches!(child, LevelFormat::Element(_)).then(|| out_params(kernel, at, true))
+    }
+
+    /// A written run-length level (RunList or SparseRunList), as the kernel writes it.
+    pub(crate) fn unfurl_write(lw: &mut Lowerer, f: &Fiber, p: &OutParams) -> Result<Looplet> {
+        let OutParams {
+            dense,
+            shape,
+            ptr,
+            left,
+            right,
+            qos,
+            start,
+            last,
+            dirty,
+            conflict,
+        } = *p;
+        unfurl_runs_out(
+            lw,
+            f,
+            dense,
+            shape,
+            [Some(ptr), left, Some(right)],
+            [qos, start, last, dirty, conflict],
+        )
+    }
+
+    /// A run-length workspace read back after its writes (the root level only).
+    pub(crate) fn unfurl_read_back(lw: &mut Lowerer, f: &Fiber, p: &OutParams) -> Result<Looplet> {
+        unfurl_runs_read_back(lw, f, p.dense, p.shape, [p.ptr, p.right], p.left, p.qos)
+    }
+
+    /// A written RunList or SparseRunList (AcceptRun): a run `lo..=hi` written at once
+    /// gets the child position `qos` (grown by doubling, starting from the fill); after its
+    /// statements a written run is recorded. A RunList first closes any gap since the
+    /// fiber's last covered index with a fill run, and after the fiber a final fill run
+    /// reaches the end, so its runs tile the fiber. A run starting at or before the last
+    /// covered index sets `conflict`.
+    pub(crate) fn unfurl_runs_out(
+        lw: &mut Lowerer,
+        f: &Fiber,
+        dense: bool,
+        shape: crate::kernel::LocalId,
+        [ptr, left, right]: [Option<crate::kernel::BufId>; 3],
+        [qos, start, last, dirty, conflict]: [crate::kernel::LocalId; 5],
+    ) -> Result<Looplet> {
+        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let (Some(ptr), Some(right)) = (ptr, right) else {
+            return Err(Error::Program("internal: run level buffers".into()));
+        };
+        let (val, init) = lw.written_leaf(t, depth, "run-length")?;
+        let l = KExpr::Local;
+        let int = KExpr::int;
+        // Room for run `qos` in every run array (and the values).
+        let room = move || {
+            let need = l(qos) + 1;
+            let grow = |buf, fill| grow_to(buf, need.clone(), fill);
+            let mut v = vec![grow(val, init), grow(right, Value::I64(0))];
+            if let Some(left) = left {
+                v.push(grow(left, Value::I64(0)));
+            }
+            v
+        };
+        // A fill run over `from..=to` (0-based), for a RunList's gaps.
+        let fill_run = move |from: KExpr, to: KExpr| {
+            let mut v = room();
+            v.push(KStmt::Store {
+                buf: val,
+                index: l(qos),
+                value: KExpr::Lit(init),
+            });
+            v.push(KStmt::Store {
+                buf: right,
+                index: l(qos),
+                value: to.clone(),
+            });
+            let _ = from;
+            v.push(KStmt::Assign(last, to));
+            v.push(KStmt::Assign(qos, l(qos) + 1));
+            v
+        };
+        let body = move |lo: KExpr, _hi: KExpr| {
+            let lo0 = lo - 1;
+            let mut claim = vec![KStmt::If {
+                cond: KExpr::bin(Op::Le, lo0.clone(), l(last)),
+                then: vec![KStmt::Assign(conflict, KExpr::Lit(Value::Bool(true)))],
+                otherwise: vec![],
+            }];
+            if dense {
+                claim.push(KStmt::If {
+                    cond: KExpr::bin(Op::Gt, lo0.clone(), l(last) + 1),
+                    then: fill_run(l(last) + 1, lo0 - 1),
+                    otherwise: vec![],
+                });
+            }
+            claim.extend(room());
+            claim.push(KStmt::Store {
+                buf: val,
+                index: l(qos),
+                value: KExpr::Lit(init),
+            });
+            claim.push(KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))));
+            Fiber::hollow_leaf(
+                t,
+                depth,
+                l(qos),
+                crate::looplets::Hollow::claiming(dirty, claim),
+            )
+        };
+        let record = move |lo: KExpr, hi: KExpr| {
+            let mut then = vec![KStmt::Store {
+                buf: right,
+                index: l(qos),
+                value: hi.clone() - 1,
+            }];
+            if let Some(left) = left {
+                then.push(KStmt::Store {
+                    buf: left,
+                    index: l(qos),
+                    value: lo - 1,
+                });
+            }
+            then.extend([
+                KStmt::Assign(last, hi - 1),
+                KStmt::Assign(qos, l(qos) + 1),
+                KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))),
+            ]);
+            vec![KStmt::If {
+                cond: l(dirty),
+                then,
+                otherwise: vec![],
+            }]
+        };
+        let mut epilogue = Vec::new();
+        if dense {
+            // Close the fiber with a fill run up to its end.
+            epilogue.push(KStmt::If {
+                cond: KExpr::bin(Op::Lt, l(last), l(shape) - 1),
+                then: fill_run(l(last) + 1, l(shape) - 1),
+                otherwise: vec![],
+            });
+        }
+        epilogue.push(KStmt::Store {
+            buf: ptr,
+            index: pos + 1,
+            value: l(qos) - l(start),
+        });
+        Ok(Looplet::Thunk {
+            preamble: vec![KStmt::Assign(start, l(qos)), KStmt::Assign(last, int(-1))],
+            body: Box::new(Looplet::AcceptRun {
+                body: Rc::new(body),
+                epilogue: Rc::new(record),
+            }),
+            epilogue,
+        })
+    }
+
+    /// A RunList workspace read where no write has reached it since it was declared (its
+    /// write loop skipped, as over an empty column, or simplified away, as a `+=` of
+    /// zeros) holds no run, yet a RunList's runs tile its fiber, and its walks and gallops
+    /// read a run without asking whether there is one (reading stale values or outside
+    /// the run buffers). Such a fiber is read as one run of its declared value over the
+    /// whole mode. That run goes to slot 0 without being counted in `qos`, so the next
+    /// write after the next declaration starts over it. A written fiber always has a run
+    /// (its epilogue closes it with one), so `qos == 0` means unwritten.
+    fn unwritten_runs_as_one(
+        lw: &Lowerer,
+        f: &Fiber,
+        shape: crate::kernel::LocalId,
+        ptr: crate::kernel::BufId,
+        right: crate::kernel::BufId,
+        qos: crate::kernel::LocalId,
+    ) -> Result<KStmt> {
+        let (val, init) = lw.written_leaf(f.tensor, f.depth + 1, "RunList")?;
+        let (l, int) = (KExpr::Local, KExpr::int);
+        let store = |buf, value| KStmt::Store {
+            buf,
+            index: int(0),
+            value,
+        };
+        Ok(KStmt::If {
+            cond: KExpr::Op(
+                Op::And,
+                vec![
+                    KExpr::bin(Op::Eq, l(qos), int(0)),
+                    KExpr::bin(Op::Lt, int(0), l(shape)),
+                ],
+            ),
+            then: vec![
+                grow_to(val, int(1), init),
+                grow_to(right, int(1), Value::I64(0)),
+                store(val, KExpr::Lit(init)),
+                store(right, l(shape) - 1),
+                KStmt::Store {
+                    buf: ptr,
+                    index: int(1),
+                    value: int(1),
+                },
+            ],
+            otherwise: vec![],
+        })
+    }
+
+    /// A run-length workspace read back after its writes: the one fiber bounded by the
+    /// runs written so far (`qos` of them) and walked like stored runs.
+    fn unfurl_runs_read_back(
+        lw: &mut Lowerer,
+        f: &Fiber,
+        dense: bool,
+        shape: LocalId,
+        [ptr, right]: [BufId; 2],
+        left: Option<BufId>,
+        qos: LocalId,
+    ) -> Result<Looplet> {
+        // A run-length workspace read back after its writes: bound the one
+        // fiber by the runs written so far and walk it like stored runs.
+        let (kind, bufs) = match left {
+            Some(left) => (LevelKind::SparseRunList, vec![ptr, left, right]),
+            None => (LevelKind::RunList, vec![ptr, right]),
+        };
+        let mut preamble = vec![
+            KStmt::Store {
+                buf: ptr,
+                index: KExpr::int(0),
+                value: KExpr::int(0),
+            },
+            KStmt::Store {
+                buf: ptr,
+                index: KExpr::int(1),
+                value: KExpr::Local(qos),
+            },
+        ];
+        if dense {
+            preamble.push(unwritten_runs_as_one(lw, f, shape, ptr, right, qos)?);
+        }
+        let body = lw.unfurl_structured(f, kind, shape, &bufs, None)?;
+        Ok(Looplet::Thunk {
+            preamble,
+            body: Box::new(body),
+            epilogue: vec![],
+        })
+    }
+
+    /// A RunList (`dense`) or SparseRunList level written in order.
+    pub(crate) fn out_params(kernel: &mut Kernel, at: &LevelAt, dense: bool) -> LevelParams {
+        let ptr = at.buf(kernel, "ptr", false);
+        let left = (!dense).then(|| at.buf(kernel, "left", true));
+        let right = at.buf(kernel, "right", true);
+        let (qos, start, last) = (
+            at.local(kernel, "qos", ScalarType::I64),
+            at.local(kernel, "start", ScalarType::I64),
+            at.local(kernel, "last", ScalarType::I64),
+        );
+        let dirty = at.local(kernel, "dirty", ScalarType::Bool);
+        let conflict = at.local(kernel, "conflict", ScalarType::Bool);
+        kernel.outputs.push(conflict);
+        LevelParams::RunsOut(OutParams {
+            dense,
+            shape: at.shape,
+            ptr,
+            left,
+            right,
+            qos,
+            start,
+            last,
+            dirty,
+            conflict,
+        })
     }
 }

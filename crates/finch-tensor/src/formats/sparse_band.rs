@@ -48,7 +48,7 @@ pub struct SparseBandStorage {
 }
 
 impl SparseBandStorage {
-    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    /// Names of the kernel buffers, in `kernel_buffers` order.
     pub const BUFFERS: &'static [&'static str] = &["idx", "ofs"];
 
     /// Checks the invariants for `parents` parent positions; returns the child count.

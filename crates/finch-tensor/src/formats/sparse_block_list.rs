@@ -51,7 +51,7 @@ pub struct SparseBlockListStorage {
 }
 
 impl SparseBlockListStorage {
-    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    /// Names of the kernel buffers, in `kernel_buffers` order.
     pub const BUFFERS: &'static [&'static str] = &["ptr", "idx", "ofs"];
 
     /// First index of block `r`.

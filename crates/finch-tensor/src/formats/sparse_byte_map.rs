@@ -48,7 +48,7 @@ pub struct SparseByteMapStorage {
 }
 
 impl SparseByteMapStorage {
-    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    /// Names of the kernel buffers, in `kernel_buffers` order.
     pub const BUFFERS: &'static [&'static str] = &["ptr", "tbl", "srt"];
 
     fn flags(&self) -> &[bool] {

@@ -42,7 +42,7 @@ pub struct SparseHashStorage {
 }
 
 impl SparseHashStorage {
-    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    /// Names of the kernel buffers, in `kernel_buffers` order.
     pub const BUFFERS: &'static [&'static str] = &["ptr", "idx", "pos"];
 
     /// Checks the invariants for `parents` parent positions; returns the child count.

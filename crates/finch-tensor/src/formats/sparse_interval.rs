@@ -46,7 +46,7 @@ pub struct SparseIntervalStorage {
 }
 
 impl SparseIntervalStorage {
-    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    /// Names of the kernel buffers, in `kernel_buffers` order.
     pub const BUFFERS: &'static [&'static str] = &["left", "right"];
 
     /// Checks the invariants for `parents` parent positions; returns the child count.

@@ -199,8 +199,25 @@ pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) ->
 }
 
 /// The level's kernel parameters: how the lowerer reads and writes it.
-pub(crate) mod lowering {
+pub mod lowering {
     use crate::lower::kit::*;
+
+    /// The kernel parameters of the level written by a kernel (`LevelParams::SparseListOut`).
+    /// A SparseList level of an output, written in order (extrude): `ptr` holds per-fiber
+    /// counts until the run time prefix-sums it; `idx` grows by doubling.
+    #[derive(Clone, Debug)]
+    pub struct OutParams {
+        /// Size of the mode.
+        pub shape: LocalId,
+        /// Per-fiber counts (`P + 1` entries, prefix-summed after the kernel).
+        pub ptr: BufId,
+        /// Stored indices (0-based), growable.
+        pub idx: BufId,
+        /// The next free position.
+        pub qos: LocalId,
+        /// Whether the current index was written.
+        pub dirty: LocalId,
+    }
 
     /// A SparseList level written in order.
     /// `None` unless the level is right above an Element or a Pattern leaf.
@@ -216,13 +233,13 @@ pub(crate) mod lowering {
         let idx = at.buf(kernel, "idx", true);
         let qos = at.local(kernel, "qos", ScalarType::I64);
         let dirty = at.local(kernel, "dirty", ScalarType::Bool);
-        Some(LevelParams::SparseListOut {
+        Some(LevelParams::SparseListOut(OutParams {
             shape: at.shape,
             ptr,
             idx,
             qos,
             dirty,
-        })
+        }))
     }
 
     /// A SparseList level read by a kernel: `ptr` over `idx`, of the level's index width.
@@ -234,5 +251,125 @@ pub(crate) mod lowering {
             ptr,
             idx,
         }
+    }
+
+    /// A SparseList level written in order, as the kernel writes it.
+    pub(crate) fn unfurl_write(lw: &mut Lowerer, f: &Fiber, p: &OutParams) -> Result<Looplet> {
+        let OutParams {
+            shape,
+            ptr,
+            idx,
+            qos,
+            dirty,
+        } = *p;
+        unfurl_list_out(lw, f, shape, [ptr, idx], [qos, dirty], None)
+    }
+
+    /// A SparseList level written in order (extrude), or one mode of a SparseCOO level
+    /// (`coo = Some((mode, modes))`). The first write of an index claims position `qos`
+    /// (growing the buffers by doubling when full, starting the value from the declared
+    /// initial value); after the index's statements a written index is recorded in `idx`:
+    /// its 0-based index for SparseList, its linear position over every mode down to here
+    /// for SparseCOO (split into coordinates at freeze). The first mode counts the fiber's
+    /// entries into `ptr[p + 1]`; SparseCOO modes above the last hand the linear position
+    /// down, as Dense levels do.
+    pub(crate) fn unfurl_list_out(
+        lw: &mut Lowerer,
+        f: &Fiber,
+        shape: crate::kernel::LocalId,
+        [ptr, idx]: [crate::kernel::BufId; 2],
+        [qos, dirty]: [crate::kernel::LocalId; 2],
+        coo: Option<(usize, usize)>,
+    ) -> Result<Looplet> {
+        let (t, depth, pos) = (f.tensor, f.depth + 1, f.pos.clone());
+        let l = KExpr::Local;
+        let (mode, modes) = coo.unwrap_or((0, 1));
+        let linear = linear_position(pos.clone(), shape);
+        let fill = lw.fill_of(t);
+        let inner = if mode + 1 < modes {
+            dense_lookup(f, shape)
+        } else {
+            // The values grow with the indices (a Pattern leaf has none).
+            let leaf = lw.written_values(t, depth, "sparse output")?;
+            let grown = KExpr::Op(Op::Max, vec![KExpr::Len(idx) * 2, KExpr::int(1)]);
+            // `idx` last: both grow to twice its length before.
+            let mut grow = vec![];
+            let mut claim = vec![];
+            if let Some((val, init)) = leaf {
+                grow.push(KStmt::Resize {
+                    buf: val,
+                    len: grown.clone(),
+                    fill: init,
+                });
+                claim.push(KStmt::Store {
+                    buf: val,
+                    index: l(qos),
+                    value: KExpr::Lit(init),
+                });
+            }
+            grow.push(KStmt::Resize {
+                buf: idx,
+                len: grown,
+                fill: Value::I64(0),
+            });
+            claim.insert(
+                0,
+                KStmt::If {
+                    cond: KExpr::bin(Op::Ge, l(qos), KExpr::Len(idx)),
+                    then: grow,
+                    otherwise: vec![],
+                },
+            );
+            claim.push(KStmt::Assign(dirty, KExpr::Lit(Value::Bool(true))));
+            let hollow = crate::looplets::Hollow::claiming(dirty, claim);
+            let is_coo = coo.is_some();
+            // A written value that ends up the fill is not kept (as the reference stores
+            // its result): its slot is claimed again by the next write.
+            let kept = leaf.map(|(val, _)| not_fill(KExpr::Load(val, Box::new(l(qos))), fill));
+            let record = move |i: KExpr| {
+                let index = if is_coo { linear(i) } else { i - 1 };
+                let mut keep = vec![
+                    KStmt::Store {
+                        buf: idx,
+                        index: l(qos),
+                        value: index,
+                    },
+                    KStmt::Assign(qos, l(qos) + 1),
+                ];
+                if let Some(kept) = &kept {
+                    keep = vec![KStmt::If {
+                        cond: kept.clone(),
+                        then: keep,
+                        otherwise: vec![],
+                    }];
+                }
+                keep.push(KStmt::Assign(dirty, KExpr::Lit(Value::Bool(false))));
+                vec![KStmt::If {
+                    cond: l(dirty),
+                    then: keep,
+                    otherwise: vec![],
+                }]
+            };
+            Looplet::LookupWrite {
+                body: Rc::new(move |_i: KExpr| {
+                    Fiber::hollow_leaf(t, depth, l(qos), hollow.clone())
+                }),
+                epilogue: Rc::new(record),
+            }
+        };
+        if mode > 0 {
+            return Ok(inner);
+        }
+        // The fiber's count; the run time prefix-sums the counts at freeze.
+        let start = lw.level_local(t, depth, "qos_start");
+        Ok(Looplet::Thunk {
+            preamble: vec![KStmt::Assign(start, l(qos))],
+            body: Box::new(inner),
+            epilogue: vec![KStmt::Store {
+                buf: ptr,
+                index: pos + 1,
+                value: l(qos) - l(start),
+            }],
+        })
     }
 }

@@ -43,7 +43,7 @@ pub struct SparsePointStorage {
 }
 
 impl SparsePointStorage {
-    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    /// Names of the kernel buffers, in `kernel_buffers` order.
     pub const BUFFERS: &'static [&'static str] = &["idx"];
 
     /// Checks the invariants for `parents` parent positions; returns the child count.

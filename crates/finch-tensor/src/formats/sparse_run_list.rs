@@ -48,7 +48,7 @@ pub struct SparseRunListStorage {
 }
 
 impl SparseRunListStorage {
-    /// Names of the kernel buffers, in [`Self::kernel_buffers`] order.
+    /// Names of the kernel buffers, in `kernel_buffers` order.
     pub const BUFFERS: &'static [&'static str] = &["ptr", "left", "right"];
 
     /// Checks the invariants for `parents` parent positions; returns the child count.
@@ -139,9 +139,9 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
 }
 
 /// Freezes a written SparseRunList output (`engine::freeze`): see
-/// [`super::output::freeze_runs`].
+/// [`super::run_list::freeze_runs`].
 pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) -> Result<()> {
-    super::output::freeze_runs(bufs, false, at.size, &at.fill)
+    super::run_list::freeze_runs(bufs, false, at.size, &at.fill)
 }
 
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.
@@ -213,6 +213,7 @@ pub(crate) mod lowering {
         at: &LevelAt,
         child: &LevelFormat,
     ) -> Option<LevelParams> {
-        matches!(child, LevelFormat::Element(_)).then(|| runs_out(kernel, at, false))
+        matches!(child, LevelFormat::Element(_))
+            .then(|| crate::formats::run_list::lowering::out_params(kernel, at, false))
     }
 }

@@ -263,7 +263,7 @@ impl Lowerer {
                 LevelParams::SparseList { .. }
                     | LevelParams::Structured { .. }
                     | LevelParams::Coo { .. }
-                    | LevelParams::SparseListOut { .. }
+                    | LevelParams::SparseListOut(SparseListOut { .. })
                     | LevelParams::HashOut { .. }
             )
         )

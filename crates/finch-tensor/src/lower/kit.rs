@@ -6,16 +6,14 @@
 pub(crate) use std::rc::Rc;
 
 pub(crate) use super::bounds::ZERO;
-pub(crate) use super::convert::{
-    byte_map_out, runs_out, structured_read_params, LevelAt, LevelParams,
-};
+pub(crate) use super::convert::{byte_map_out, structured_read_params, LevelAt, LevelParams};
 pub(crate) use super::unfurl::{
-    fiber_bounds, grow_to, minus1, not_fill, plus1, seek_on, walker, where_present, within, zeros,
-    ChildOf, Entries, SeekCode, SortedList, StructuredFiber,
+    dense_lookup, fiber_bounds, grow_to, linear_position, minus1, not_fill, plus1, seek_on, walker,
+    where_present, within, zeros, ChildOf, Entries, SeekCode, SortedList, StructuredFiber,
 };
 pub(crate) use super::Lowerer;
 pub(crate) use crate::algebra::{Op, ScalarType, Value};
 pub(crate) use crate::error::{Error, Result};
-pub(crate) use crate::formats::{IndexWidth, LevelFormat};
+pub(crate) use crate::formats::{IndexWidth, LevelFormat, LevelKind};
 pub(crate) use crate::kernel::{BufId, KExpr, KStmt, Kernel, LocalId};
 pub(crate) use crate::looplets::{Counted, Fiber, Looplet, Stepper, Tensor};

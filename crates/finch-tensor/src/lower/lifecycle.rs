@@ -8,7 +8,7 @@ impl Lowerer {
     /// A SparseList output frozen in the kernel: its per-fiber counts become offsets.
     pub(super) fn lower_freeze(&mut self, t: usize) -> Result<Vec<KStmt>> {
         let ptr = self.tensors[t].levels.iter().find_map(|l| match l {
-            LevelParams::SparseListOut { ptr, .. } => Some(*ptr),
+            LevelParams::SparseListOut(SparseListOut { ptr, .. }) => Some(*ptr),
             _ => None,
         });
         let Some(ptr) = ptr else {
@@ -62,16 +62,16 @@ impl Lowerer {
             .find(|l| !matches!(l, LevelParams::Dense { .. }));
         match (first, leaf) {
             // A run-length workspace starts over: later writes overwrite its runs.
-            (Some(LevelParams::RunsOut { qos, .. }), _) => {
+            (Some(LevelParams::RunsOut(RunsOut { qos, .. })), _) => {
                 Ok(vec![KStmt::Assign(*qos, KExpr::int(0))])
             }
             // A sorted vector workspace starts empty (its one fiber's count is 0
             // until a write ends): entries are written again from position 0, and
             // a claim sets each value.
             (
-                Some(LevelParams::SparseListOut {
+                Some(LevelParams::SparseListOut(SparseListOut {
                     ptr, qos, dirty, ..
-                }),
+                })),
                 _,
             ) => Ok(vec![
                 KStmt::Assign(*qos, KExpr::int(0)),

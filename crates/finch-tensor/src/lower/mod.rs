@@ -37,9 +37,9 @@ mod unfurl;
 mod writes;
 
 pub use convert::{
-    convert, Bound, Converted, LevelParams, OutArray, RangeCheck, Size, SparseBandOut,
-    SparseBlockListOut, SparseByteMapOut, SparseIntervalOut, SparsePointOut, TensorInfo,
-    WindowCheck,
+    convert, Bound, Converted, LevelParams, OutArray, RangeCheck, RunsOut, Size, SparseBandOut,
+    SparseBlockListOut, SparseByteMapOut, SparseIntervalOut, SparseListOut, SparsePointOut,
+    TensorInfo, WindowCheck,
 };
 pub use print::print_converted;
 
@@ -81,7 +81,7 @@ const PAST_THE_BUDGET: &str = "a kernel this large: lowering passed";
 
 /// Lowers a checked program to a kernel: with every loop specialized for the operands'
 /// structure, or, if asked, compactly: every term of a sum in a loop shared with the
-/// others. Where the specialized code grows too large (past [`COMPACT_PAST`] expression
+/// others. Where the specialized code grows too large (past `COMPACT_PAST` expression
 /// nodes or the lowering budget), the smallest of it, of the compact lowering and of the
 /// specialized lowering with independent statements in loops of their own
 /// (`lower/fission.rs`) is kept.

@@ -11,7 +11,7 @@
 //! * **Bounds.** A read or write outside a tensor's shape is an error, except through a
 //!   permissive index (`A[~i]`, `A[~(i - 1)]`): out of bounds it reads `missing` and a
 //!   write is dropped.
-//! * **Dimensions** ([`dims`]): a `for i = _` loop takes the size of every tensor mode
+//! * **Dimensions** (`dims`): a `for i = _` loop takes the size of every tensor mode
 //!   indexed by bare `i` in its body; all must agree (else an error naming both). An
 //!   explicit `a:b` must equal those sizes too. A declared output/temp gets its shape from
 //!   `RunOptions::shapes`, else from the loops that index its writes, else keeps the shape

@@ -5,10 +5,12 @@ use super::*;
 
 // The parameters of the levels whose modules own their write side (each module's
 // `lowering::OutParams`), named after their `LevelParams` variants.
+pub use crate::formats::run_list::lowering::OutParams as RunsOut;
 pub use crate::formats::sparse_band::lowering::OutParams as SparseBandOut;
 pub use crate::formats::sparse_block_list::lowering::OutParams as SparseBlockListOut;
 pub use crate::formats::sparse_byte_map::lowering::OutParams as SparseByteMapOut;
 pub use crate::formats::sparse_interval::lowering::OutParams as SparseIntervalOut;
+pub use crate::formats::sparse_list::lowering::OutParams as SparseListOut;
 pub use crate::formats::sparse_point::lowering::OutParams as SparsePointOut;
 
 /// The kernel parameters of one level of a tensor.
@@ -30,18 +32,7 @@ pub enum LevelParams {
     },
     /// A SparseList level of an output, written in order (extrude): `ptr` holds per-fiber
     /// counts until the run time prefix-sums it; `idx` grows by doubling.
-    SparseListOut {
-        /// Size of the mode.
-        shape: LocalId,
-        /// Per-fiber counts (`P + 1` entries, prefix-summed after the kernel).
-        ptr: BufId,
-        /// Stored indices (0-based), growable.
-        idx: BufId,
-        /// The next free position.
-        qos: LocalId,
-        /// Whether the current index was written.
-        dirty: LocalId,
-    },
+    SparseListOut(SparseListOut),
     /// One mode of a SparseCOO{N} level read by a kernel: the level has `modes` entries in
     /// the tensor's levels, outermost mode (`mode == 0`) first, sharing `ptr` and `tbl`.
     /// Mode 0 walks fiber `p`'s tuples `ptr[p] .. ptr[p+1]`; each further mode walks the
@@ -137,28 +128,7 @@ pub enum LevelParams {
     /// a child position; a RunList also fills the gaps with fill runs so its runs tile the
     /// fiber. `ptr` holds per-fiber run counts until the run time prefix-sums it (and
     /// merges touching runs of equal values); `left`/`right` grow by doubling.
-    RunsOut {
-        /// RunList (tiling) or SparseRunList.
-        dense: bool,
-        /// Size of the mode.
-        shape: LocalId,
-        /// Per-fiber run counts (`P + 1`, prefix-summed after the kernel).
-        ptr: BufId,
-        /// First index of each run (SparseRunList), growable.
-        left: Option<BufId>,
-        /// Last index of each run, growable.
-        right: BufId,
-        /// The next free run (= child position).
-        qos: LocalId,
-        /// The run count when the fiber began.
-        start: LocalId,
-        /// The fiber's last covered index (`-1` before any).
-        last: LocalId,
-        /// Whether the current run was written.
-        dirty: LocalId,
-        /// Set when a run is written out of order (a kernel output).
-        conflict: LocalId,
-    },
+    RunsOut(RunsOut),
     /// A SparseInterval level of an output, written in order through AcceptRun: a written
     /// run lands in a scratch position (the last value slot); after it, the first run of
     /// a fiber becomes its interval, a touching run of the same value extends it, and
@@ -226,7 +196,7 @@ impl LevelParams {
     /// read levels, Dense levels, leaves and SparseHash groups (recorded as entries).
     pub(crate) fn written_kind(&self) -> Option<LevelKind> {
         Some(match self {
-            LevelParams::SparseListOut { .. } => LevelKind::SparseList,
+            LevelParams::SparseListOut(SparseListOut { .. }) => LevelKind::SparseList,
             LevelParams::CooOut { modes, .. } => LevelKind::SparseCoo(*modes),
             LevelParams::SparseByteMapOut(SparseByteMapOut { .. }) => LevelKind::SparseByteMap,
             LevelParams::SparsePointOut(SparsePointOut { .. }) => LevelKind::SparsePoint,
@@ -235,8 +205,8 @@ impl LevelParams {
             LevelParams::SparseBlockListOut(SparseBlockListOut { .. }) => {
                 LevelKind::SparseBlockList
             }
-            LevelParams::RunsOut { dense: true, .. } => LevelKind::RunList,
-            LevelParams::RunsOut { dense: false, .. } => LevelKind::SparseRunList,
+            LevelParams::RunsOut(RunsOut { dense: true, .. }) => LevelKind::RunList,
+            LevelParams::RunsOut(RunsOut { dense: false, .. }) => LevelKind::SparseRunList,
             _ => return None,
         })
     }
@@ -247,7 +217,7 @@ impl LevelParams {
         match self {
             LevelParams::SparsePointOut(SparsePointOut { conflict, .. })
             | LevelParams::SparseIntervalOut(SparseIntervalOut { conflict, .. })
-            | LevelParams::RunsOut { conflict, .. }
+            | LevelParams::RunsOut(RunsOut { conflict, .. })
             | LevelParams::SparseBlockListOut(SparseBlockListOut { conflict, .. })
             | LevelParams::SparseBandOut(SparseBandOut { conflict, .. }) => Some(*conflict),
             _ => None,
@@ -290,7 +260,7 @@ impl LevelParams {
             LevelParams::Dense { shape }
             | LevelParams::SparseList { shape, .. }
             | LevelParams::Structured { shape, .. }
-            | LevelParams::SparseListOut { shape, .. }
+            | LevelParams::SparseListOut(SparseListOut { shape, .. })
             | LevelParams::Coo { shape, .. }
             | LevelParams::CooOut { shape, .. }
             | LevelParams::HashOut { shape, .. }
@@ -298,7 +268,7 @@ impl LevelParams {
             | LevelParams::SparsePointOut(SparsePointOut { shape, .. })
             | LevelParams::SparseBandOut(SparseBandOut { shape, .. })
             | LevelParams::SparseBlockListOut(SparseBlockListOut { shape, .. })
-            | LevelParams::RunsOut { shape, .. }
+            | LevelParams::RunsOut(RunsOut { shape, .. })
             | LevelParams::SparseIntervalOut(SparseIntervalOut { shape, .. }) => Some(*shape),
             LevelParams::Element { .. } | LevelParams::Pattern => None,
         }
@@ -309,7 +279,9 @@ impl LevelParams {
     pub fn output_arrays(&self) -> Vec<(BufId, OutArray)> {
         use OutArray::{Aux, Flags, Idx, Ptr};
         match self {
-            LevelParams::SparseListOut { ptr, idx, .. } => vec![(*ptr, Ptr), (*idx, Idx)],
+            LevelParams::SparseListOut(SparseListOut { ptr, idx, .. }) => {
+                vec![(*ptr, Ptr), (*idx, Idx)]
+            }
             LevelParams::CooOut {
                 ptr, idx, mode: 0, ..
             } => vec![(*ptr, Ptr), (*idx, Idx)],
@@ -330,9 +302,9 @@ impl LevelParams {
             LevelParams::SparseBlockListOut(SparseBlockListOut { ptr, idx, ofs, .. }) => {
                 vec![(*ptr, Ptr), (*idx, Idx), (*ofs, Aux)]
             }
-            LevelParams::RunsOut {
+            LevelParams::RunsOut(RunsOut {
                 ptr, left, right, ..
-            } => {
+            }) => {
                 let mut v = vec![(*ptr, Ptr), (*right, Idx)];
                 v.extend(left.map(|l| (l, Aux)));
                 v

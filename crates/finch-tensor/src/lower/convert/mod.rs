@@ -35,13 +35,13 @@ mod stmts;
 mod tensor_table;
 
 pub use level_params::{
-    HashView, LevelParams, OutArray, SparseBandOut, SparseBlockListOut, SparseByteMapOut,
-    SparseIntervalOut, SparsePointOut, TensorInfo,
+    HashView, LevelParams, OutArray, RunsOut, SparseBandOut, SparseBlockListOut, SparseByteMapOut,
+    SparseIntervalOut, SparseListOut, SparsePointOut, TensorInfo,
 };
 use shared_reads::*;
 pub(crate) use tensor_table::readable_runs;
 use tensor_table::*;
-pub(crate) use tensor_table::{byte_map_out, runs_out, structured_read_params, LevelAt};
+pub(crate) use tensor_table::{byte_map_out, structured_read_params, LevelAt};
 
 /// A window whose bounds use enclosing loop indices: computed and checked in the kernel.
 struct DynamicWindow {
@@ -381,7 +381,7 @@ fn check_lifecycles(
                 && !c.by_name.get(*n).is_some_and(|&t| {
                     matches!(
                         c.tensors[t].levels.iter().rev().nth(1),
-                        Some(LevelParams::SparseListOut { .. })
+                        Some(LevelParams::SparseListOut(SparseListOut { .. }))
                     )
                 })
         }) {

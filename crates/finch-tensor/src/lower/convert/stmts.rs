@@ -77,7 +77,7 @@ impl Converter<'_> {
                     // A SparseList output level right above the leaf.
                     let list_out = matches!(
                         self.tensors[t].levels.iter().rev().nth(1),
-                        Some(LevelParams::SparseListOut { .. })
+                        Some(LevelParams::SparseListOut(SparseListOut { .. }))
                     );
                     if list_out
                         && self.sparse_written.contains(&t)
@@ -165,7 +165,7 @@ impl Converter<'_> {
             && matches!(
                 self.tensors[t].levels.as_slice(),
                 [
-                    LevelParams::SparseListOut { .. },
+                    LevelParams::SparseListOut(SparseListOut { .. }),
                     LevelParams::Element { .. } | LevelParams::Pattern
                 ]
             );

@@ -202,12 +202,12 @@ fn leaf_level(
             let sparse_out = matches!(
                 info.levels.last(),
                 Some(
-                    LevelParams::SparseListOut { .. }
+                    LevelParams::SparseListOut(SparseListOut { .. })
                         | LevelParams::CooOut { .. }
                         | LevelParams::HashOut { .. }
                         | LevelParams::SparseBandOut(SparseBandOut { .. })
                         | LevelParams::SparseBlockListOut(SparseBlockListOut { .. })
-                        | LevelParams::RunsOut { .. }
+                        | LevelParams::RunsOut(RunsOut { .. })
                 )
             );
             let val = kernel.buf(
@@ -252,7 +252,7 @@ fn leaf_level(
                     info.levels.last(),
                     Some(
                         LevelParams::SparseByteMapOut(SparseByteMapOut { .. })
-                            | LevelParams::SparseListOut { .. }
+                            | LevelParams::SparseListOut(SparseListOut { .. })
                             | LevelParams::CooOut { .. }
                             | LevelParams::HashOut { .. }
                     )
@@ -339,33 +339,6 @@ fn hash_group_levels(kernel: &mut Kernel, at: &LevelAt, modes: usize) -> Vec<Lev
             view: view.clone(),
         })
         .collect()
-}
-
-/// A RunList (`dense`) or SparseRunList level written in order.
-pub(crate) fn runs_out(kernel: &mut Kernel, at: &LevelAt, dense: bool) -> LevelParams {
-    let ptr = at.buf(kernel, "ptr", false);
-    let left = (!dense).then(|| at.buf(kernel, "left", true));
-    let right = at.buf(kernel, "right", true);
-    let (qos, start, last) = (
-        at.local(kernel, "qos", ScalarType::I64),
-        at.local(kernel, "start", ScalarType::I64),
-        at.local(kernel, "last", ScalarType::I64),
-    );
-    let dirty = at.local(kernel, "dirty", ScalarType::Bool);
-    let conflict = at.local(kernel, "conflict", ScalarType::Bool);
-    kernel.outputs.push(conflict);
-    LevelParams::RunsOut {
-        dense,
-        shape: at.shape,
-        ptr,
-        left,
-        right,
-        qos,
-        start,
-        last,
-        dirty,
-        conflict,
-    }
 }
 
 /// The shape locals of a level spanning `modes` modes from `depth` (the first is `first`,
@@ -540,7 +513,10 @@ pub(crate) fn readable_runs(info: &TensorInfo) -> bool {
     info.kind == DeclKind::Temp
         && matches!(
             info.levels.as_slice(),
-            [LevelParams::RunsOut { .. }, LevelParams::Element { .. }]
+            [
+                LevelParams::RunsOut(RunsOut { .. }),
+                LevelParams::Element { .. }
+            ]
         )
 }
 
@@ -549,12 +525,12 @@ pub(crate) fn readable_runs(info: &TensorInfo) -> bool {
 pub(super) fn is_extruded(l: &LevelParams) -> bool {
     matches!(
         l,
-        LevelParams::SparseListOut { .. }
+        LevelParams::SparseListOut(SparseListOut { .. })
             | LevelParams::CooOut { .. }
             | LevelParams::SparsePointOut(SparsePointOut { .. })
             | LevelParams::SparseBandOut(SparseBandOut { .. })
             | LevelParams::SparseBlockListOut(SparseBlockListOut { .. })
-            | LevelParams::RunsOut { .. }
+            | LevelParams::RunsOut(RunsOut { .. })
             | LevelParams::SparseIntervalOut(SparseIntervalOut { .. })
     )
 }

@@ -6,19 +6,20 @@
 //! * SparseList (read, walk): `Thunk(q = ptr[p]; q_stop = ptr[p+1]; i_last = idx[q_stop-1]+1
 //!   or 0) -> Sequence(Phase(stop = i_last, Stepper(seek: scansearch; preamble: i = idx[q]+1;
 //!   stop = i; chunk = Spike(FillLeaf(fill), child(q)); next: q += 1)), Phase(Run(FillLeaf(fill))))`.
-//! * The structured levels (`unfurl_structured`, each level's `lowering`), SparseCOO modes
-//!   (`coo_list`) and the output levels (`unfurl_*_out`; SparseHash groups in `hash.rs`)
-//!   follow the same pattern.
+//! * The structured levels (`unfurl_structured`), SparseCOO modes (`coo_list`) and the
+//!   written levels (each level's `lowering::unfurl_write`; SparseHash groups in
+//!   `hash.rs`) follow the same pattern.
 //!
-//! The scaffolds live here (the sorted-list walk, the segment walk's `StructuredFiber`, the
-//! search into runs and blocks) with the write side of output levels; each structured
-//! level's own looplets are in its module's `lowering` (`formats/<level>.rs`).
+//! Here: the dispatch from a fiber's level parameters to its looplets, and the scaffolds
+//! levels share (the sorted-list walk, the segment walk's `StructuredFiber`, the search
+//! into runs and blocks, claim state and leaves of written levels). Each level's own
+//! looplets, read and written, are in its module's `lowering` (`formats/<level>.rs`).
 
 use std::rc::Rc;
 
 use super::convert::{
-    LevelParams, SparseBandOut, SparseBlockListOut, SparseByteMapOut, SparseIntervalOut,
-    SparsePointOut,
+    LevelParams, RunsOut, SparseBandOut, SparseBlockListOut, SparseByteMapOut, SparseIntervalOut,
+    SparseListOut, SparsePointOut,
 };
 use super::Lowerer;
 use crate::algebra::{Op, ScalarType, Value};
@@ -29,7 +30,6 @@ use crate::looplets::{Counted, Fiber, Looplet, Stepper, Tensor};
 
 mod sorted;
 mod structured;
-mod written;
 
 use sorted::*;
 pub(crate) use sorted::{fiber_bounds, seek_on};
@@ -90,9 +90,9 @@ impl Lowerer {
                 })))
             }
             Some(LevelParams::SparseList { ptr, idx, shape })
-            | Some(LevelParams::SparseListOut {
+            | Some(LevelParams::SparseListOut(SparseListOut {
                 ptr, idx, shape, ..
-            }) if !f.protocols.is_written() => {
+            })) if !f.protocols.is_written() => {
                 let mut list = SortedList::of_list(ptr, idx, shape);
                 list.entries = Entries::FiberWhere(ptr, cond.clone());
                 Ok(self.sorted_read(f, list))
@@ -155,19 +155,15 @@ impl Lowerer {
                 self.check_protocols(f, kind)?;
                 self.unfurl_structured(f, kind, shape, &bufs, None)
             }
-            LevelParams::SparseListOut {
+            LevelParams::SparseListOut(SparseListOut {
                 ptr, idx, shape, ..
-            } if !f.protocols.is_written() => {
+            }) if !f.protocols.is_written() => {
                 // Read by a later statement, after the kernel froze it: a sorted list.
                 Ok(self.sorted_read(f, SortedList::of_list(ptr, idx, shape)))
             }
-            LevelParams::SparseListOut {
-                shape,
-                ptr,
-                idx,
-                qos,
-                dirty,
-            } => self.unfurl_list_out(f, shape, [ptr, idx], [qos, dirty], None),
+            LevelParams::SparseListOut(p) => {
+                crate::formats::sparse_list::lowering::unfurl_write(self, f, &p)
+            }
             LevelParams::CooOut {
                 shape,
                 ptr,
@@ -179,7 +175,14 @@ impl Lowerer {
                 ..
             } => {
                 self.written_only(f, &name)?;
-                self.unfurl_list_out(f, shape, [ptr, idx], [qos, dirty], Some((mode, modes)))
+                crate::formats::sparse_list::lowering::unfurl_list_out(
+                    self,
+                    f,
+                    shape,
+                    [ptr, idx],
+                    [qos, dirty],
+                    Some((mode, modes)),
+                )
             }
             LevelParams::HashOut {
                 shape, mode, modes, ..
@@ -213,30 +216,12 @@ impl Lowerer {
                 self.written_only(f, &name)?;
                 crate::formats::sparse_block_list::lowering::unfurl_write(self, f, &p)
             }
-            LevelParams::RunsOut {
-                dense,
-                shape,
-                ptr,
-                left,
-                right,
-                qos,
-                start,
-                last,
-                dirty,
-                conflict,
-            } => {
+            LevelParams::RunsOut(p) => {
                 if !f.protocols.is_written() && f.depth == 0 {
-                    // A run-length workspace read back after its writes.
-                    return self.unfurl_runs_read_back(f, dense, shape, [ptr, right], left, qos);
+                    return crate::formats::run_list::lowering::unfurl_read_back(self, f, &p);
                 }
                 self.written_only(f, &name)?;
-                self.unfurl_runs_out(
-                    f,
-                    dense,
-                    shape,
-                    [Some(ptr), left, Some(right)],
-                    [qos, start, last, dirty, conflict],
-                )
+                crate::formats::run_list::lowering::unfurl_write(self, f, &p)
             }
             LevelParams::SparseIntervalOut(p) => {
                 self.written_only(f, &name)?;
@@ -260,12 +245,12 @@ impl Lowerer {
     fn own_claim_state(&mut self, mut level: LevelParams, t: usize, depth: usize) -> LevelParams {
         let (dirty, at) = match &mut level {
             LevelParams::HashOut { dirty, at, .. } => (dirty, Some(at)),
-            LevelParams::SparseListOut { dirty, .. }
+            LevelParams::SparseListOut(SparseListOut { dirty, .. })
             | LevelParams::CooOut { dirty, .. }
             | LevelParams::SparseByteMapOut(SparseByteMapOut { dirty, .. })
             | LevelParams::SparsePointOut(SparsePointOut { dirty, .. })
             | LevelParams::SparseBlockListOut(SparseBlockListOut { dirty, .. })
-            | LevelParams::RunsOut { dirty, .. }
+            | LevelParams::RunsOut(RunsOut { dirty, .. })
             | LevelParams::SparseIntervalOut(SparseIntervalOut { dirty, .. })
             | LevelParams::SparseBandOut(SparseBandOut { dirty, .. }) => (dirty, None),
             _ => return level,
@@ -305,7 +290,7 @@ impl Lowerer {
 
     /// [`Self::written_leaf`], or `None` for a Pattern leaf, which stores no values (writing
     /// `true` claims the index).
-    pub(super) fn written_values(
+    pub(crate) fn written_values(
         &self,
         t: usize,
         depth: usize,
@@ -438,7 +423,7 @@ pub(super) fn present_where(t: Tensor, present: &KExpr, fill: Value) -> Tensor {
 /// `pos·shape + i - 1`: the child position of index `i` of fiber `pos` when every index
 /// has one (Dense levels, and the modes above the last of written SparseCOO and
 /// SparseHash levels).
-pub(super) fn linear_position(
+pub(crate) fn linear_position(
     pos: KExpr,
     shape: crate::kernel::LocalId,
 ) -> impl Fn(KExpr) -> KExpr {
@@ -446,7 +431,7 @@ pub(super) fn linear_position(
 }
 
 /// `Lookup(i -> child(pos·shape + i - 1))`: the looplet of a Dense level of fiber `f`.
-pub(super) fn dense_lookup(f: &Fiber, shape: crate::kernel::LocalId) -> Looplet {
+pub(crate) fn dense_lookup(f: &Fiber, shape: crate::kernel::LocalId) -> Looplet {
     let (tensor, depth, protocols) = (f.tensor, f.depth + 1, f.protocols);
     let linear = linear_position(f.pos.clone(), shape);
     Looplet::Lookup(Rc::new(move |i: KExpr| {

@@ -66,7 +66,7 @@ impl Lowerer {
     }
 
     /// The looplets of the structured levels (finch-language-and-levels.md §4).
-    pub(in crate::lower) fn unfurl_structured(
+    pub(crate) fn unfurl_structured(
         &mut self,
         f: &Fiber,
         kind: LevelKind,
