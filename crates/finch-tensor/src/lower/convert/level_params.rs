@@ -207,7 +207,13 @@ impl LevelParams {
             }
             LevelParams::RunsOut(RunsOut { dense: true, .. }) => LevelKind::RunList,
             LevelParams::RunsOut(RunsOut { dense: false, .. }) => LevelKind::SparseRunList,
-            _ => return None,
+            LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::Coo { .. }
+            | LevelParams::HashOut { .. }
+            | LevelParams::Structured { .. }
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => return None,
         })
     }
 
@@ -220,7 +226,16 @@ impl LevelParams {
             | LevelParams::RunsOut(RunsOut { conflict, .. })
             | LevelParams::SparseBlockListOut(SparseBlockListOut { conflict, .. })
             | LevelParams::SparseBandOut(SparseBandOut { conflict, .. }) => Some(*conflict),
-            _ => None,
+            LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::SparseListOut(_)
+            | LevelParams::Coo { .. }
+            | LevelParams::CooOut { .. }
+            | LevelParams::HashOut { .. }
+            | LevelParams::SparseByteMapOut(_)
+            | LevelParams::Structured { .. }
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => None,
         }
     }
 
@@ -231,7 +246,19 @@ impl LevelParams {
         match self {
             LevelParams::HashOut { modes, .. } => Some((*modes, true)),
             LevelParams::CooOut { modes, .. } => Some((*modes, false)),
-            _ => None,
+            LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::SparseListOut(_)
+            | LevelParams::Coo { .. }
+            | LevelParams::SparseByteMapOut(_)
+            | LevelParams::SparsePointOut(_)
+            | LevelParams::SparseBandOut(_)
+            | LevelParams::SparseBlockListOut(_)
+            | LevelParams::RunsOut(_)
+            | LevelParams::SparseIntervalOut(_)
+            | LevelParams::Structured { .. }
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => None,
         }
     }
 
@@ -240,7 +267,20 @@ impl LevelParams {
     pub(crate) fn entry_count(&self) -> Option<LocalId> {
         match self {
             LevelParams::SparseByteMapOut(SparseByteMapOut { nsrt, .. }) => Some(*nsrt),
-            _ => None,
+            LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::SparseListOut(_)
+            | LevelParams::Coo { .. }
+            | LevelParams::CooOut { .. }
+            | LevelParams::HashOut { .. }
+            | LevelParams::SparsePointOut(_)
+            | LevelParams::SparseBandOut(_)
+            | LevelParams::SparseBlockListOut(_)
+            | LevelParams::RunsOut(_)
+            | LevelParams::SparseIntervalOut(_)
+            | LevelParams::Structured { .. }
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => None,
         }
     }
 
