@@ -303,7 +303,16 @@ impl LevelKind {
     pub fn modes(self) -> usize {
         match self {
             LevelKind::SparseCoo(n) => n,
-            _ => 1,
+            LevelKind::Dense
+            | LevelKind::SparseList
+            | LevelKind::SparsePoint
+            | LevelKind::SparseInterval
+            | LevelKind::SparseBand
+            | LevelKind::SparseBlockList
+            | LevelKind::RunList
+            | LevelKind::SparseRunList
+            | LevelKind::SparseHash
+            | LevelKind::SparseByteMap => 1,
         }
     }
 }

@@ -209,7 +209,17 @@ impl LevelStorage {
             LevelStorage::SparsePoint(l) => l.validate_unstored(depth)?,
             LevelStorage::SparseInterval(l) => l.validate_unstored(depth)?,
             LevelStorage::SparseByteMap(l) => l.validate_unstored(depth)?,
-            _ => {}
+            // These levels' child positions all hold stored entries; a leaf has no child.
+            LevelStorage::Dense(_)
+            | LevelStorage::SparseList(_)
+            | LevelStorage::SparseCoo(_)
+            | LevelStorage::SparseBand(_)
+            | LevelStorage::SparseBlockList(_)
+            | LevelStorage::RunList(_)
+            | LevelStorage::SparseRunList(_)
+            | LevelStorage::SparseHash(_)
+            | LevelStorage::Element(_)
+            | LevelStorage::Pattern(_) => {}
         }
         Ok(leaves)
     }
