@@ -253,7 +253,13 @@ impl Lowerer {
             | LevelParams::RunsOut(RunsOut { dirty, .. })
             | LevelParams::SparseIntervalOut(SparseIntervalOut { dirty, .. })
             | LevelParams::SparseBandOut(SparseBandOut { dirty, .. }) => (dirty, None),
-            _ => return level,
+            // Read levels and leaves claim nothing.
+            LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::Coo { .. }
+            | LevelParams::Structured { .. }
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => return level,
         };
         if self.open_claims.contains(dirty) {
             let name = format!("{}_lvl{depth}_dirty", self.tensors[t].name);
