@@ -140,13 +140,13 @@ impl Lowerer {
             .scalar
             .ok_or_else(|| Error::Program("internal: not a scalar".into()))?;
         let (v, vt) = self.kexpr(&e)?;
-        let v = self.convert_for_store(
+        let (mut code, v) = self.convert_for_store(
             v,
             vt,
             self.kernel.locals[target.0 as usize].ty,
             &self.tensors[t].name.clone(),
         )?;
-        let mut code = vec![KStmt::Assign(target, v)];
+        code.push(KStmt::Assign(target, v));
         // Declaring a SparseScalar clears its written flag.
         if let Some(d) = self.tensors[t].dirty {
             code.push(KStmt::Assign(d, KExpr::Lit(Value::Bool(false))));

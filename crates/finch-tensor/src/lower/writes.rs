@@ -85,8 +85,8 @@ impl Lowerer {
         };
         let value = simplify_expr(value, self);
         let (v, vt) = self.kexpr(&value)?;
-        let v = self.convert_for_store(v, vt, elem, &name)?;
-        let mut code = vec![store(v)];
+        let (mut code, v) = self.convert_for_store(v, vt, elem, &name)?;
+        code.push(store(v));
         if let Some(d) = dirty {
             code.push(KStmt::Assign(d, KExpr::Lit(Value::Bool(true))));
         }
@@ -124,20 +124,21 @@ impl Lowerer {
             _ => rhs,
         };
         let (c, ty) = self.kexpr(&value)?;
-        let c = if sets {
+        let (check, c) = if sets {
             if ty != ScalarType::Bool {
                 return Err(Error::Program(format!(
                     "`{name}` is a Pattern (bool) tensor but the value written is {ty}"
                 )));
             }
-            c
+            (vec![], c)
         } else {
             self.convert_for_store(c, ty, ScalarType::Bool, &name)?
         };
         if (op.is_none() && h.repeated && h.skip_fill) || !sets {
             // An earlier run of the write may have claimed the index, and the claim is the
             // entry (the level records what is claimed): a `false` takes it back.
-            return Ok(vec![KStmt::If {
+            let mut code = check;
+            code.push(KStmt::If {
                 cond: c,
                 then: vec![KStmt::If {
                     cond: unclaimed,
@@ -145,14 +146,17 @@ impl Lowerer {
                     otherwise: vec![],
                 }],
                 otherwise: vec![KStmt::Assign(h.dirty, KExpr::Lit(Value::Bool(false)))],
-            }]);
+            });
+            return Ok(code);
         }
         // `|= c`, or `= c` written once per index: `false` changes nothing.
-        Ok(vec![KStmt::If {
+        let mut code = check;
+        code.push(KStmt::If {
             cond: KExpr::Op(Op::And, vec![c, unclaimed]),
             then: h.claim.clone(),
             otherwise: vec![],
-        }])
+        });
+        Ok(code)
     }
 
     /// A write to a position an extruding sparse level hands out: the first write of the
@@ -236,25 +240,30 @@ impl Lowerer {
     /// Converts a value for storing into a tensor of type `to`: identical types, `bool`
     /// into anything, narrower into wider integers of the same signedness, unsigned into
     /// wider signed, and any integer or float into a float (rounded to the nearest, as the
-    /// reference engine does). Anything else could lose information and is a compile
-    /// error.
+    /// reference engine does). Any other conversion (a wider integer, a float or an `i64`
+    /// into a `bool`) is checked where it runs, as Julia's `convert` and the reference
+    /// engine do: the statements returned first fail the kernel (`ErrorCode::Inexact`)
+    /// unless the value converts back to itself.
     pub(super) fn convert_for_store(
-        &self,
+        &mut self,
         v: KExpr,
         from: ScalarType,
         to: ScalarType,
         name: &str,
-    ) -> Result<KExpr> {
+    ) -> Result<(Vec<KStmt>, KExpr)> {
         if from == to {
-            return Ok(v);
+            return Ok((vec![], v));
         }
         if let KExpr::Lit(x) = &v {
             // A constant converts exactly or not at all, decided now.
-            return x.convert_exact(to).map(KExpr::Lit).ok_or_else(|| {
-                Error::Program(format!(
-                    "the constant {x} cannot be stored exactly into `{name}` ({to})"
-                ))
-            });
+            return x
+                .convert_exact(to)
+                .map(|c| (vec![], KExpr::Lit(c)))
+                .ok_or_else(|| {
+                    Error::Program(format!(
+                        "the constant {x} cannot be stored exactly into `{name}` ({to})"
+                    ))
+                });
         }
         let exact = from == ScalarType::Bool
             || (from.is_integer()
@@ -272,13 +281,24 @@ impl Lowerer {
         if rounds && to == ScalarType::F32 && from.is_integer() {
             // Through `f64`, as every engine's `Value` conversion goes: the same rounding.
             let wide = KExpr::Op(Op::Cast(ScalarType::F64), vec![v]);
-            Ok(KExpr::Op(Op::Cast(to), vec![wide]))
+            Ok((vec![], KExpr::Op(Op::Cast(to), vec![wide])))
         } else if exact || rounds {
-            Ok(KExpr::Op(Op::Cast(to), vec![v]))
+            Ok((vec![], KExpr::Op(Op::Cast(to), vec![v])))
         } else {
-            Err(Error::Program(format!(
-                "storing a {from} value into `{name}` ({to}) could lose information; convert it explicitly, e.g. `{to}(...)`"
-            )))
+            // Exact where the value converts back to itself (casts wrap and truncate, and
+            // NaN equals nothing).
+            let x = self.fresh(&format!("{name}_stored"), from);
+            let narrowed = KExpr::Op(Op::Cast(to), vec![KExpr::Local(x)]);
+            let back = KExpr::Op(Op::Cast(from), vec![narrowed.clone()]);
+            let check = vec![
+                KStmt::Assign(x, v),
+                KStmt::If {
+                    cond: KExpr::bin(Op::Ne, back, KExpr::Local(x)),
+                    then: vec![KStmt::Fail(crate::backend::c::ErrorCode::Inexact as i32)],
+                    otherwise: vec![],
+                },
+            ];
+            Ok((check, narrowed))
         }
     }
 

@@ -124,3 +124,48 @@ end
     assert_eq!(out["y"].data[1], Value::F64(2.0));
     assert!(out["s"].data[0].as_f64().is_some_and(f64::is_nan));
 }
+
+/// Found by the `program_run` fuzz target: a store that may not convert exactly (an `i64`
+/// value into a `bool` output) was a compile error in the compiled engines, where the
+/// reference stores a value that converts (`0`, `1`) and errs on one that does not (`2`),
+/// as Julia's `convert` does. The compiled engines now check the conversion where it runs:
+/// the same values where it converts, an error on every engine where it does not.
+#[test]
+fn a_narrowing_store_converts_where_it_runs() {
+    let text = "input x2 :: SparseList(Element(0))\ninput x3 :: Dense(Element(false))\noutput y1 :: SparseInterval(Element(false))\n\ny1 .= false\nfor i = _\n  y1[i] = x2[walk(i)]\n  y1[i] &= x3[i]\nend\n";
+    let ints = |v: &[i64]| {
+        let data = v.iter().map(|&x| Value::I64(x)).collect();
+        DenseArray::from_data(finch::ScalarType::I64, &[v.len()], data, Value::I64(0)).unwrap()
+    };
+    let x3 = {
+        let data = vec![Value::Bool(true); 4];
+        DenseArray::from_data(finch::ScalarType::Bool, &[4], data, Value::Bool(false)).unwrap()
+    };
+    let out = agree(text, &[("x2", ints(&[0, 1, 1, 0])), ("x3", x3.clone())]);
+    let want: Vec<Value> = [false, true, true, false].map(Value::Bool).to_vec();
+    assert_eq!(out["y1"].data, want);
+    let program = Program::parse(text).unwrap();
+    let mut reference = Bindings::new();
+    reference.insert("x2", ints(&[0, 2, 0, 0]));
+    reference.insert("x3", x3.clone());
+    assert!(program
+        .run_reference(&mut reference, &RunOptions::default())
+        .is_err());
+    for (engine, reassociate, compact) in CONFIGS {
+        let mut tensors = HashMap::new();
+        for (name, a) in [("x2", ints(&[0, 2, 0, 0])), ("x3", x3.clone())] {
+            let format = &program.decl(name).unwrap().format;
+            tensors.insert(name.to_string(), Tensor::from_dense(format, &a).unwrap());
+        }
+        let options = CompileOptions {
+            reassociate,
+            compact,
+        };
+        let compiled = program.compile_with(engine, &options).unwrap();
+        let err = compiled.run(&mut tensors, &HashMap::new()).unwrap_err();
+        assert!(
+            err.to_string().contains("does not convert exactly"),
+            "{engine:?} {reassociate} {compact}: {err}"
+        );
+    }
+}

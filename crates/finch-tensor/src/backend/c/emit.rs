@@ -49,6 +49,8 @@ pub enum ErrorCode {
     Resize = 4,
     /// A load, store or search outside a buffer (checked mode).
     OutOfBounds = 5,
+    /// A value stored into a tensor of a narrower type that does not convert exactly.
+    Inexact = 6,
 }
 
 /// A computed index (indirect, shifted by a run-time value, or read out of loop order)
@@ -87,6 +89,7 @@ impl ErrorCode {
             3 => "sqrt or log of a negative number",
             4 => "a buffer could not be resized",
             5 => "a buffer access out of bounds",
+            6 => "a value stored into a tensor of a narrower type does not convert exactly",
             _ => "an unknown failure",
         };
         Error::Eval(format!("kernel `{kernel}`: {what} (code {code})"))
