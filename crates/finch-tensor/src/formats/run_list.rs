@@ -283,10 +283,7 @@ pub mod lowering {
         let present = cx.present;
         let l = KExpr::Local;
         let child = cx.child();
-        let buf = |k: usize| cx.buf(k);
-        let bounds_where =
-            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
-        let (ptr, right) = (buf(0)?, buf(1)?);
+        let (ptr, right) = (cx.buf(0)?, cx.buf(1)?);
         let q = lw.level_local(t, depth, "q");
         let q_stop = lw.level_local(t, depth, "q_stop");
         let seek = seek_on(q, q_stop, right);
@@ -325,7 +322,7 @@ pub mod lowering {
             outside: None,
         };
         Ok(Looplet::Thunk {
-            preamble: bounds_where(
+            preamble: cx.bounds_where(
                 vec![
                     KStmt::Assign(q, KExpr::load(ptr, pos.clone())),
                     KStmt::Assign(q_stop, KExpr::load(ptr, plus1(pos))),
@@ -605,9 +602,7 @@ pub mod lowering {
             at.local(kernel, "start", ScalarType::I64),
             at.local(kernel, "last", ScalarType::I64),
         );
-        let dirty = at.local(kernel, "dirty", ScalarType::Bool);
-        let conflict = at.local(kernel, "conflict", ScalarType::Bool);
-        kernel.outputs.push(conflict);
+        let (dirty, conflict) = at.write_flags(kernel);
         LevelParams::RunsOut(OutParams {
             dense,
             shape: at.shape,

@@ -242,14 +242,9 @@ pub mod lowering {
         let depth = cx.depth;
         let pos = cx.pos.clone();
         let shape = cx.shape;
-        let present = cx.present;
         let l = KExpr::Local;
         let child = cx.child();
-        let fill_run = || cx.fill_run();
-        let buf = |k: usize| cx.buf(k);
-        let bounds_where =
-            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
-        let (idx, ofs) = (buf(0)?, buf(1)?);
+        let (idx, ofs) = (cx.buf(0)?, cx.buf(1)?);
         let q1 = lw.level_local(t, depth, "q_stop");
         let last = lw.level_local(t, depth, "last");
         let before = lw.level_local(t, depth, "before");
@@ -260,7 +255,7 @@ pub mod lowering {
         lw.at_most
             .extend([(last, shape), (before, last), (ZERO, before)]);
         Ok(Looplet::Thunk {
-            preamble: bounds_where(
+            preamble: cx.bounds_where(
                 vec![
                     KStmt::Assign(q1, KExpr::load(ofs, plus1(pos.clone()))),
                     KStmt::Assign(
@@ -272,7 +267,7 @@ pub mod lowering {
                 zeros(&[q1, last, before]),
             ),
             body: Box::new(Looplet::Sequence(vec![
-                (Some(l(before)), fill_run()),
+                (Some(l(before)), cx.fill_run()),
                 (
                     Some(l(last)),
                     Looplet::Lookup(Rc::new(move |i: KExpr| {
@@ -280,7 +275,7 @@ pub mod lowering {
                         child((minus1(l(q1)) - l(last)) + i)
                     })),
                 ),
-                (None, fill_run()),
+                (None, cx.fill_run()),
             ])),
             epilogue: vec![],
         })
@@ -323,9 +318,7 @@ pub mod lowering {
             at.local(kernel, "origin", ScalarType::I64),
             at.local(kernel, "last", ScalarType::I64),
         );
-        let dirty = at.local(kernel, "dirty", ScalarType::Bool);
-        let conflict = at.local(kernel, "conflict", ScalarType::Bool);
-        kernel.outputs.push(conflict);
+        let (dirty, conflict) = at.write_flags(kernel);
         Some(LevelParams::SparseBandOut(OutParams {
             shape: at.shape,
             idx,

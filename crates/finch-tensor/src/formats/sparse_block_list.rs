@@ -292,14 +292,9 @@ pub mod lowering {
         let pos = cx.pos.clone();
         let shape = cx.shape;
         let gallop = cx.gallop;
-        let present = cx.present;
         let l = KExpr::Local;
         let child = cx.child();
-        let fill_run = || cx.fill_run();
-        let buf = |k: usize| cx.buf(k);
-        let bounds_where =
-            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
-        let (ptr, idx, ofs) = (buf(0)?, buf(1)?, buf(2)?);
+        let (ptr, idx, ofs) = (cx.buf(0)?, cx.buf(1)?, cx.buf(2)?);
         let r = lw.level_local(t, depth, "r");
         let r_stop = lw.level_local(t, depth, "r_stop");
         let i_last = lw.level_local(t, depth, "i_last");
@@ -321,7 +316,7 @@ pub mod lowering {
             ],
             stop: l(b_last),
             chunk: Looplet::Sequence(vec![
-                (Some(minus1(l(b_first))), fill_run()),
+                (Some(minus1(l(b_first))), cx.fill_run()),
                 (
                     None,
                     Looplet::Lookup(Rc::new(move |j: KExpr| {
@@ -338,13 +333,13 @@ pub mod lowering {
             outside: None,
         };
         Ok(Looplet::Thunk {
-            preamble: bounds_where(
+            preamble: cx.bounds_where(
                 fiber_bounds(ptr, idx, pos, r, r_stop, i_last),
                 zeros(&[r, r_stop, i_last]),
             ),
             body: Box::new(Looplet::Sequence(vec![
                 (Some(l(i_last)), walker(stepper, gallop)),
-                (None, fill_run()),
+                (None, cx.fill_run()),
             ])),
             epilogue: vec![],
         })
@@ -381,9 +376,7 @@ pub mod lowering {
             at.local(kernel, "first_block", ScalarType::I64),
             at.local(kernel, "last", ScalarType::I64),
         );
-        let dirty = at.local(kernel, "dirty", ScalarType::Bool);
-        let conflict = at.local(kernel, "conflict", ScalarType::Bool);
-        kernel.outputs.push(conflict);
+        let (dirty, conflict) = at.write_flags(kernel);
         Some(LevelParams::SparseBlockListOut(OutParams {
             shape: at.shape,
             ptr,

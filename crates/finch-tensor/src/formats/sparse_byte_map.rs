@@ -328,8 +328,7 @@ pub mod lowering {
         let protocols = cx.fiber.protocols;
         let l = KExpr::Local;
         let child = cx.child();
-        let buf = |k: usize| cx.buf(k);
-        let (ptr, tbl, srt) = (buf(0)?, buf(1)?, buf(2)?);
+        let (ptr, tbl, srt) = (cx.buf(0)?, cx.buf(1)?, cx.buf(2)?);
         let base = pos.clone() * l(shape);
         if f.protocols.follows(f.depth) {
             // follow: the flag decides between the child and fill.

@@ -140,8 +140,7 @@ pub(crate) mod lowering {
         let shape = cx.shape;
         let f = cx.fiber;
         let present = cx.present;
-        let buf = |k: usize| cx.buf(k);
-        let (ptr, idx, posbuf) = (buf(0)?, buf(1)?, buf(2)?);
+        let (ptr, idx, posbuf) = (cx.buf(0)?, cx.buf(1)?, cx.buf(2)?);
         let child_of: ChildOf = Rc::new(move |q| KExpr::load(posbuf, q));
         let list = SortedList {
             entries: Entries::of_fiber(ptr, present),

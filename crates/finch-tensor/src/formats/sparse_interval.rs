@@ -223,22 +223,17 @@ pub mod lowering {
         let t = cx.tensor;
         let depth = cx.depth;
         let pos = cx.pos.clone();
-        let present = cx.present;
         let l = KExpr::Local;
         let child = cx.child();
-        let fill_run = || cx.fill_run();
-        let buf = |k: usize| cx.buf(k);
-        let bounds_where =
-            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
         let (lo, hi) = (
             lw.level_local(t, depth, "left"),
             lw.level_local(t, depth, "right"),
         );
         Ok(Looplet::Thunk {
-            preamble: bounds_where(
+            preamble: cx.bounds_where(
                 vec![
-                    KStmt::Assign(lo, plus1(KExpr::load(buf(0)?, pos.clone()))),
-                    KStmt::Assign(hi, plus1(KExpr::load(buf(1)?, pos.clone()))),
+                    KStmt::Assign(lo, plus1(KExpr::load(cx.buf(0)?, pos.clone()))),
+                    KStmt::Assign(hi, plus1(KExpr::load(cx.buf(1)?, pos.clone()))),
                 ],
                 vec![
                     KStmt::Assign(lo, KExpr::int(1)),
@@ -246,9 +241,9 @@ pub mod lowering {
                 ],
             ),
             body: Box::new(Looplet::Sequence(vec![
-                (Some(minus1(l(lo))), fill_run()),
+                (Some(minus1(l(lo))), cx.fill_run()),
                 (Some(l(hi)), Looplet::Run(Box::new(child(pos)))),
-                (None, fill_run()),
+                (None, cx.fill_run()),
             ])),
             epilogue: vec![],
         })
@@ -282,9 +277,7 @@ pub mod lowering {
         }
         let left = at.buf(kernel, "left", false);
         let right = at.buf(kernel, "right", false);
-        let dirty = at.local(kernel, "dirty", ScalarType::Bool);
-        let conflict = at.local(kernel, "conflict", ScalarType::Bool);
-        kernel.outputs.push(conflict);
+        let (dirty, conflict) = at.write_flags(kernel);
         Some(LevelParams::SparseIntervalOut(OutParams {
             shape: at.shape,
             left,

@@ -195,24 +195,22 @@ pub mod lowering {
         let depth = cx.depth;
         let pos = cx.pos.clone();
         let shape = cx.shape;
-        let present = cx.present;
         let l = KExpr::Local;
         let child = cx.child();
-        let fill_run = || cx.fill_run();
-        let buf = |k: usize| cx.buf(k);
-        let bounds_where =
-            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
         let i = lw.level_local(t, depth, "i");
         // An empty fiber stores index `shape` (0-based): past every index.
         Ok(Looplet::Thunk {
-            preamble: bounds_where(
-                vec![KStmt::Assign(i, plus1(KExpr::load(buf(0)?, pos.clone())))],
+            preamble: cx.bounds_where(
+                vec![KStmt::Assign(
+                    i,
+                    plus1(KExpr::load(cx.buf(0)?, pos.clone())),
+                )],
                 vec![KStmt::Assign(i, plus1(l(shape)))],
             ),
             body: Box::new(Looplet::Sequence(vec![
-                (Some(minus1(l(i))), fill_run()),
+                (Some(minus1(l(i))), cx.fill_run()),
                 (Some(l(i)), Looplet::Run(Box::new(child(pos)))),
-                (None, fill_run()),
+                (None, cx.fill_run()),
             ])),
             epilogue: vec![],
         })
@@ -241,9 +239,7 @@ pub mod lowering {
             return None;
         }
         let idx = at.buf(kernel, "idx", false);
-        let dirty = at.local(kernel, "dirty", ScalarType::Bool);
-        let conflict = at.local(kernel, "conflict", ScalarType::Bool);
-        kernel.outputs.push(conflict);
+        let (dirty, conflict) = at.write_flags(kernel);
         Some(LevelParams::SparsePointOut(OutParams {
             shape: at.shape,
             idx,

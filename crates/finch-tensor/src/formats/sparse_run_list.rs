@@ -158,14 +158,9 @@ pub(crate) mod lowering {
         let pos = cx.pos.clone();
         let shape = cx.shape;
         let gallop = cx.gallop;
-        let present = cx.present;
         let l = KExpr::Local;
         let child = cx.child();
-        let fill_run = || cx.fill_run();
-        let buf = |k: usize| cx.buf(k);
-        let bounds_where =
-            |preamble: Vec<KStmt>, empty: Vec<KStmt>| where_present(present, preamble, empty);
-        let (ptr, left, right) = (buf(0)?, buf(1)?, buf(2)?);
+        let (ptr, left, right) = (cx.buf(0)?, cx.buf(1)?, cx.buf(2)?);
         let q = lw.level_local(t, depth, "q");
         let q_stop = lw.level_local(t, depth, "q_stop");
         let i_last = lw.level_local(t, depth, "i_last");
@@ -175,7 +170,7 @@ pub(crate) mod lowering {
             preamble: vec![],
             stop: plus1(KExpr::load(right, l(q))),
             chunk: Looplet::Sequence(vec![
-                (Some(KExpr::load(left, l(q))), fill_run()),
+                (Some(KExpr::load(left, l(q))), cx.fill_run()),
                 (None, Looplet::Run(Box::new(child(l(q))))),
             ]),
             next: vec![KStmt::Assign(q, plus1(l(q)))],
@@ -187,13 +182,13 @@ pub(crate) mod lowering {
             outside: None,
         };
         Ok(Looplet::Thunk {
-            preamble: bounds_where(
+            preamble: cx.bounds_where(
                 fiber_bounds(ptr, right, pos, q, q_stop, i_last),
                 zeros(&[q, q_stop, i_last]),
             ),
             body: Box::new(Looplet::Sequence(vec![
                 (Some(l(i_last)), walker(stepper, gallop)),
-                (None, fill_run()),
+                (None, cx.fill_run()),
             ])),
             epilogue: vec![],
         })

@@ -295,6 +295,16 @@ impl LevelAt<'_> {
         kernel.local(self.named(what), ty)
     }
 
+    /// The flags of a level written in order that can be given data it cannot hold: whether
+    /// the current index was written (`dirty`), and `conflict`, a kernel output the run
+    /// time reads.
+    pub(crate) fn write_flags(&self, kernel: &mut Kernel) -> (LocalId, LocalId) {
+        let dirty = self.local(kernel, "dirty", ScalarType::Bool);
+        let conflict = self.local(kernel, "conflict", ScalarType::Bool);
+        kernel.outputs.push(conflict);
+        (dirty, conflict)
+    }
+
     pub(crate) fn named(&self, what: &str) -> String {
         format!("{}_lvl{}_{what}", self.name, self.depth)
     }

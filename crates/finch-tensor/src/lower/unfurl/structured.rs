@@ -130,6 +130,12 @@ impl StructuredFiber<'_> {
         Looplet::Run(Box::new(Tensor::FillLeaf(self.fill)))
     }
 
+    /// `preamble` where the fiber is present (see `unfurl_present`), `empty` (bounds of a
+    /// fiber with no entries) where it is not.
+    pub(crate) fn bounds_where(&self, preamble: Vec<KStmt>, empty: Vec<KStmt>) -> Vec<KStmt> {
+        where_present(self.present, preamble, empty)
+    }
+
     /// The level's `k`-th buffer.
     pub(crate) fn buf(&self, k: usize) -> Result<crate::kernel::BufId> {
         self.bufs.get(k).copied().ok_or_else(|| {
