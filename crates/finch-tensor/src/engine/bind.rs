@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use crate::algebra::Value;
 use crate::backend::BufArg;
 use crate::error::{Error, Result};
-use crate::formats::{KernelBuf, LevelStorage};
+use crate::formats::KernelBuf;
 use crate::kernel::{BufId, LocalId};
 use crate::lower::{LevelParams, Lowered, OutArray};
 use crate::notation::DeclKind;
@@ -150,14 +150,8 @@ fn values_and_sources<'a>(
             if let Some(shape) = lp.shape() {
                 local_values.insert(shape, Value::I64(mode_size as i64));
             }
-            if let LevelParams::HashOut { view, mode: 0, .. } = lp {
-                for b in view
-                    .tbl
-                    .iter()
-                    .chain([&view.order, &view.posmap, &view.ptr])
-                {
-                    sources.insert(*b, Source::Scratch);
-                }
+            for b in lp.scratch_buffers() {
+                sources.insert(b, Source::Scratch);
             }
             // A written sparse level's buffers are the output's arrays.
             for (b, array) in lp.output_arrays() {
@@ -171,57 +165,33 @@ fn values_and_sources<'a>(
                     },
                 );
             }
-            match (lp, level) {
-                (LevelParams::Dense { .. }, l) => {
-                    level = l.and_then(LevelStorage::child);
-                }
-                (LevelParams::SparseList { ptr, idx, .. }, Some(LevelStorage::SparseList(s))) => {
-                    sources.insert(*ptr, Source::Read(KernelBuf::of(&s.ptr)));
-                    sources.insert(*idx, Source::Read(KernelBuf::of(&s.idx)));
-                    level = Some(&s.child);
-                }
-                (LevelParams::Element { val, .. }, Some(LevelStorage::Element(e))) => {
-                    sources.insert(*val, Source::Read(KernelBuf::Values(&e.val)));
-                }
-                (LevelParams::Element { val, .. }, None) => {
+            let mismatch = || {
+                Error::Program(format!(
+                    "internal: the storage of `{}` does not match its levels",
+                    info.name
+                ))
+            };
+            let Some(l) = level else {
+                // An output: its leaf's values are the output's; its other levels are
+                // Dense or written.
+                if let LevelParams::Element { val, .. } = lp {
                     sources.insert(*val, Source::Output(k));
+                } else if !(lp.is_dense() || lp.is_sparse_out() || lp.is_leaf()) {
+                    return Err(mismatch());
                 }
-                (
-                    LevelParams::Coo {
-                        ptr,
-                        tbl,
-                        mode,
-                        modes,
-                        ..
-                    },
-                    Some(l @ LevelStorage::SparseCoo(s)),
-                ) => {
-                    // Every mode of the level shares its buffers; the child follows
-                    // the last mode.
-                    if *mode == 0 {
-                        sources.insert(*ptr, Source::Read(KernelBuf::Indices(&s.ptr)));
-                        for (b, coords) in tbl.iter().zip(&s.tbl) {
-                            sources.insert(*b, Source::Read(KernelBuf::Indices(coords)));
-                        }
-                    }
-                    if *mode + 1 == *modes {
-                        level = l.child();
-                    }
-                }
-                (LevelParams::Structured { bufs, .. }, Some(l)) => {
-                    for (b, kb) in bufs.iter().zip(l.kernel_buffers()) {
-                        sources.insert(*b, Source::Read(kb));
-                    }
-                    level = l.child();
-                }
-                (l, None) if l.is_sparse_out() => {}
-                (LevelParams::Pattern, _) => {}
-                _ => {
-                    return Err(Error::Program(format!(
-                        "internal: the storage of `{}` does not match its levels",
-                        info.name
-                    )))
-                }
+                continue;
+            };
+            // A tensor passed in: the level's buffers as its storage lists them.
+            let (bufs, descends) = lp.read_buffers().ok_or_else(mismatch)?;
+            let stored = l.kernel_buffers();
+            if !bufs.is_empty() && bufs.len() != stored.len() {
+                return Err(mismatch());
+            }
+            for (b, kb) in bufs.into_iter().zip(stored) {
+                sources.insert(b, Source::Read(kb));
+            }
+            if descends {
+                level = l.child();
             }
         }
     }

@@ -8,7 +8,7 @@ use crate::algebra::{ScalarType, Value};
 use crate::error::{Error, Result};
 use crate::formats::{Format, LevelFormat, ScalarStorage};
 use crate::kernel::LocalId;
-use crate::lower::{LevelParams, TensorInfo};
+use crate::lower::{LeafParams, LevelParams, TensorInfo};
 use crate::notation::DeclKind;
 use crate::tensor::{Tensor, TensorStorage};
 
@@ -102,30 +102,23 @@ fn freeze_levels(
     // A vector the compiler wrote as a SparseByteMap for another format
     // (written in an order that format cannot take) is built as the
     // bytemap, then stored in the declared format.
-    fn has_byte_map(l: &LevelFormat) -> bool {
-        match l {
-            LevelFormat::Inner { kind, child, .. } => {
-                *kind == crate::formats::LevelKind::SparseByteMap || has_byte_map(child)
-            }
-            _ => false,
-        }
-    }
-    let declared_byte_map = has_byte_map(lf);
+    let counted = info.levels.iter().find(|l| l.entry_count().is_some());
+    let byte_map_kind = counted.and_then(LevelParams::written_kind);
+    let declared_byte_map = byte_map_kind.is_some_and(|k| lf.has_level(k));
     // A Pattern leaf written with a flag per entry (stores that may clear
     // an index) is built over those flags, then stored without the false
     // ones.
     let flags = matches!(lf.leaf(), LevelFormat::Pattern)
         && matches!(info.levels.last(), Some(LevelParams::Element { .. }));
     if byte_map.is_some() && (!declared_byte_map || flags) {
-        let leaf = match info.levels.last() {
-            Some(LevelParams::Element { fill, .. }) => LevelFormat::Element(*fill),
+        let leaf = match info.levels.last().and_then(LevelParams::as_leaf) {
+            Some(LeafParams::Element { fill, .. }) => LevelFormat::Element(fill),
             // (Over a Pattern leaf the set flags are the entries.)
-            _ => LevelFormat::Pattern,
+            Some(LeafParams::Pattern) | None => LevelFormat::Pattern,
         };
-        let written = if declared_byte_map {
-            lf.with_leaf(leaf)
-        } else {
-            LevelFormat::inner(crate::formats::LevelKind::SparseByteMap, leaf)
+        let written = match byte_map_kind {
+            Some(kind) if !declared_byte_map => LevelFormat::inner(kind, leaf),
+            _ => lf.with_leaf(leaf),
         };
         let t = Tensor::from_parts(
             Format::Levels(written.clone()),
@@ -213,18 +206,13 @@ pub(super) fn may_conflict(info: &TensorInfo) -> bool {
 
 /// The local counting a written SparseHash group's entries, if the tensor has one.
 fn hash_count(levels: &[LevelParams]) -> Option<LocalId> {
-    levels.iter().find_map(|l| match l {
-        LevelParams::HashOut { count, .. } => Some(*count),
-        _ => None,
-    })
+    levels.iter().find_map(LevelParams::hash_entry_count)
 }
 
 /// Whether the kernel records the entries of levels the run time builds (a written format
 /// it does not assemble itself).
 fn rebuilt(levels: &[LevelParams]) -> bool {
-    levels
-        .iter()
-        .any(|l| matches!(l, LevelParams::CooOut { rebuilt: true, .. }))
+    levels.iter().any(LevelParams::rebuilt_from_entries)
 }
 
 /// Freezes a tensor whose levels the kernel wrote as recorded entries (a SparseHash

@@ -46,6 +46,13 @@ impl DenseStorage {
     pub fn locate(&self, p: usize, i: usize) -> Option<usize> {
         (i < self.shape).then(|| p * self.shape + i)
     }
+
+    /// Every index of fiber `p` as `(index, index, child position)`.
+    pub fn children(&self, p: usize) -> Vec<(usize, usize, usize)> {
+        (0..self.shape)
+            .map(|i| (i, i, p * self.shape + i))
+            .collect()
+    }
 }
 
 /// Builds the level from sorted entries (`tensor::build`): per parent position `groups[p]`
@@ -82,4 +89,15 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
         shape: at.size(),
         child: Box::new(super::output::assemble(at.child, at.above(), bufs)?),
     }))
+}
+
+/// The level's kernel parameters: how the lowerer reads and writes it.
+pub mod lowering {
+    use crate::lower::kit::*;
+
+    /// A Dense level read or written by a kernel: its size (positions are
+    /// `parent · shape + index`).
+    pub(crate) fn read_params(at: &LevelAt) -> LevelParams {
+        LevelParams::Dense { shape: at.shape }
+    }
 }

@@ -4,8 +4,10 @@
 //! * **I1** `len(val) == P` (one value per parent position)
 //! * **I2** `val` has the fill value's type
 
+use super::level::LevelStorage;
 use crate::algebra::Value;
 use crate::error::{Error, Result};
+use crate::tensor::build::Entries;
 use crate::tensor::Buffer;
 
 /// Storage of an Element leaf.
@@ -42,4 +44,18 @@ impl ElementStorage {
         }
         Ok(parents)
     }
+}
+
+/// Builds the leaf from sorted entries (`tensor::build`): position `p` holds the value
+/// of the entry in `groups[p]`, or the fill where there is none.
+pub(crate) fn build(fill: Value, e: &Entries, groups: &[(usize, usize)]) -> Result<LevelStorage> {
+    let ty = fill
+        .scalar_type()
+        .ok_or_else(|| Error::Program("an Element fill cannot be `missing`".into()))?;
+    let mut val = Buffer::new(ty);
+    val.reserve(groups.len());
+    for &(lo, hi) in groups {
+        val.push(if lo < hi { e.vals[lo] } else { fill })?;
+    }
+    Ok(LevelStorage::Element(ElementStorage { fill, val }))
 }

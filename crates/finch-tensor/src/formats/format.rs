@@ -29,6 +29,9 @@ pub enum LevelKind {
     SparseByteMap,
 }
 
+/// The level of a number of modes (`SparseCOO{N}`).
+pub type ModesToKind = fn(usize) -> LevelKind;
+
 impl LevelKind {
     /// Every kind with one mode (COO is parameterized and not listed).
     pub const ONE_MODE: [LevelKind; 10] = [
@@ -43,6 +46,28 @@ impl LevelKind {
         LevelKind::SparseHash,
         LevelKind::SparseByteMap,
     ];
+
+    /// The levels that span a number of modes given in the format string
+    /// (`SparseCOO{2}`), by name: the level of `n` modes.
+    pub const MULTI_MODE: [(&'static str, ModesToKind); 1] = [("SparseCOO", LevelKind::SparseCoo)];
+
+    /// The level's mode count as its format string writes it (`SparseCOO{2}`), for the
+    /// levels that take one.
+    pub fn mode_count_param(self) -> Option<usize> {
+        match self {
+            LevelKind::SparseCoo(n) => Some(n),
+            LevelKind::Dense
+            | LevelKind::SparseList
+            | LevelKind::SparsePoint
+            | LevelKind::SparseInterval
+            | LevelKind::SparseBand
+            | LevelKind::SparseBlockList
+            | LevelKind::RunList
+            | LevelKind::SparseRunList
+            | LevelKind::SparseHash
+            | LevelKind::SparseByteMap => None,
+        }
+    }
 
     /// The registry: every level as written in a format string, with each index width a
     /// level takes (`SparseList{UInt32}`) and COO of one mode (`SparseCOO{1}`). Tests and
@@ -138,18 +163,21 @@ impl LevelKind {
         }
     }
 
-    /// The kernel parameters of a level of this kind read by a kernel; `None` for the
-    /// levels the tensor table gives parameters of its own (Dense, SparseCOO).
+    /// The kernel parameters of a level of this kind read by a kernel, one per mode.
     pub(crate) fn read_params(
         self,
         kernel: &mut crate::kernel::Kernel,
         at: &crate::lower::kit::LevelAt,
         index: IndexWidth,
-    ) -> Option<crate::lower::kit::LevelParams> {
+    ) -> Vec<crate::lower::kit::LevelParams> {
         use super::*;
         use crate::lower::kit::structured_read_params as structured;
-        Some(match self {
+        vec![match self {
+            LevelKind::Dense => dense::lowering::read_params(at),
             LevelKind::SparseList => sparse_list::lowering::read_params(kernel, at, index),
+            LevelKind::SparseCoo(modes) => {
+                return sparse_coo::lowering::read_params(kernel, at, modes)
+            }
             LevelKind::SparsePoint => structured(kernel, at, self, SparsePointStorage::BUFFERS),
             LevelKind::SparseInterval => {
                 structured(kernel, at, self, SparseIntervalStorage::BUFFERS)
@@ -162,22 +190,26 @@ impl LevelKind {
             LevelKind::SparseRunList => structured(kernel, at, self, SparseRunListStorage::BUFFERS),
             LevelKind::SparseByteMap => structured(kernel, at, self, SparseByteMapStorage::BUFFERS),
             LevelKind::SparseHash => structured(kernel, at, self, SparseHashStorage::BUFFERS),
-            LevelKind::Dense | LevelKind::SparseCoo(_) => return None,
-        })
+        }]
     }
 
-    /// The kernel parameters of a level of this kind that a kernel writes itself (in
-    /// order, or a SparseByteMap in any order) above `child`; `None` where the kernel
-    /// records entries instead and the run time builds the level from them.
-    pub(crate) fn written_in_order(
+    /// The kernel parameters of a level of this kind that a kernel writes itself above
+    /// `child` (in order, in place, or a SparseByteMap in any order), one per mode; `None`
+    /// where the kernel records entries instead and the run time builds the level from
+    /// them ([`LevelKind::recorded_params`]).
+    pub(crate) fn written_params(
         self,
         kernel: &mut crate::kernel::Kernel,
         at: &crate::lower::kit::LevelAt,
         child: &LevelFormat,
-    ) -> Option<crate::lower::kit::LevelParams> {
+    ) -> Option<Vec<crate::lower::kit::LevelParams>> {
         use super::*;
-        match self {
+        let one = match self {
+            LevelKind::Dense => Some(dense::lowering::read_params(at)),
             LevelKind::SparseList => sparse_list::lowering::written_in_order(kernel, at, child),
+            LevelKind::SparseCoo(modes) => {
+                return sparse_coo::lowering::written_in_order(kernel, at, child, modes)
+            }
             LevelKind::SparsePoint => sparse_point::lowering::written_in_order(kernel, at, child),
             LevelKind::SparseInterval => {
                 sparse_interval::lowering::written_in_order(kernel, at, child)
@@ -193,8 +225,84 @@ impl LevelKind {
             LevelKind::SparseByteMap => {
                 sparse_byte_map::lowering::written_in_order(kernel, at, child)
             }
-            LevelKind::Dense | LevelKind::SparseCoo(_) | LevelKind::SparseHash => None,
+            LevelKind::SparseHash => None,
+        };
+        one.map(|p| vec![p])
+    }
+
+    /// The levels the compiler writes instead where a program writes an output in an
+    /// order its format cannot take (`lower::convert`'s any-order rewrite): a vector
+    /// takes this level (a flag per index)...
+    pub(crate) const ANY_ORDER_VECTOR: LevelKind = LevelKind::SparseByteMap;
+    /// ... and the levels below an output's leading Dense ones become one group of this
+    /// level (a hash table over every mode).
+    pub(crate) const ANY_ORDER_GROUP: LevelKind = LevelKind::SparseHash;
+
+    /// The kernel parameters of a level of this kind written in any order as a group of
+    /// `modes` modes ([`LevelKind::ANY_ORDER_VECTOR`], [`LevelKind::ANY_ORDER_GROUP`]);
+    /// `None` for the other levels.
+    pub(crate) fn any_order_params(
+        self,
+        kernel: &mut crate::kernel::Kernel,
+        at: &crate::lower::kit::LevelAt,
+        modes: usize,
+    ) -> Option<Vec<crate::lower::kit::LevelParams>> {
+        use super::*;
+        match self {
+            LevelKind::SparseByteMap if modes == 1 => {
+                Some(vec![sparse_byte_map::lowering::out_params(
+                    kernel, at.name, at.depth, at.shape,
+                )])
+            }
+            LevelKind::SparseHash => Some(sparse_hash::lowering::group_params(kernel, at, modes)),
+            LevelKind::Dense
+            | LevelKind::SparseList
+            | LevelKind::SparseCoo(_)
+            | LevelKind::SparsePoint
+            | LevelKind::SparseInterval
+            | LevelKind::SparseBand
+            | LevelKind::SparseBlockList
+            | LevelKind::RunList
+            | LevelKind::SparseRunList
+            | LevelKind::SparseByteMap => None,
         }
+    }
+
+    /// How many levels of this kind `level` starts that run down to an Element or
+    /// Pattern leaf, for a level a kernel writes as one group in any order; `None` for the
+    /// other levels, or when they do not reach the leaf.
+    pub(crate) fn any_order_modes(self, level: &LevelFormat) -> Option<usize> {
+        match self {
+            LevelKind::SparseHash => super::sparse_hash::lowering::group_modes(level),
+            LevelKind::Dense
+            | LevelKind::SparseList
+            | LevelKind::SparseCoo(_)
+            | LevelKind::SparsePoint
+            | LevelKind::SparseInterval
+            | LevelKind::SparseBand
+            | LevelKind::SparseBlockList
+            | LevelKind::RunList
+            | LevelKind::SparseRunList
+            | LevelKind::SparseByteMap => None,
+        }
+    }
+
+    /// The kernel parameters of `modes` modes of levels a kernel writes by recording
+    /// their entries in order, as a SparseCOO level does, for the run time to build them
+    /// in their own format.
+    pub(crate) fn recorded_params(
+        kernel: &mut crate::kernel::Kernel,
+        at: &crate::lower::kit::LevelAt,
+        modes: usize,
+    ) -> Vec<crate::lower::kit::LevelParams> {
+        use crate::lower::kit::mode_shapes;
+        let shapes = mode_shapes(kernel, at.name, at.depth, at.shape, modes);
+        super::sparse_coo::lowering::recorded_params(kernel, at.name, at.depth, &shapes, true)
+    }
+
+    /// A Dense level.
+    pub fn is_dense(self) -> bool {
+        self == LevelKind::Dense
     }
 
     /// Allocates the buffers a written level of this kind starts with, beyond per-fiber
@@ -480,6 +588,14 @@ impl LevelFormat {
         match self {
             LevelFormat::Inner { child, .. } => child.leaf(),
             leaf => leaf,
+        }
+    }
+
+    /// Whether one of the levels is of `kind`.
+    pub fn has_level(&self, kind: LevelKind) -> bool {
+        match self {
+            LevelFormat::Inner { kind: k, child, .. } => *k == kind || child.has_level(kind),
+            LevelFormat::Element(_) | LevelFormat::Pattern => false,
         }
     }
 

@@ -169,10 +169,11 @@ impl FormatParser<'_> {
             }
             _ => {}
         }
-        let kind = if name == "SparseCOO" {
+        let multi_mode = LevelKind::MULTI_MODE.iter().find(|(n, _)| *n == name);
+        let kind = if let Some((_, of_modes)) = multi_mode {
             self.skip_ws();
             if self.peek() != Some('{') {
-                return Err(self.error("`SparseCOO` needs a mode count: `SparseCOO{2}(...)`"));
+                return Err(self.error(format!("`{name}` needs a mode count: `{name}{{2}}(...)`")));
             }
             self.at += 1;
             let digits = self.ident();
@@ -180,10 +181,10 @@ impl FormatParser<'_> {
                 .parse()
                 .map_err(|_| self.error(format!("`{digits}` is not a mode count")))?;
             if n == 0 {
-                return Err(self.error("`SparseCOO{0}` spans no modes; use N >= 1"));
+                return Err(self.error(format!("`{name}{{0}}` spans no modes; use N >= 1")));
             }
             self.expect('}', "after the mode count")?;
-            LevelKind::SparseCoo(n)
+            of_modes(n)
         } else if let Some(k) = LevelKind::ONE_MODE.iter().find(|k| k.name() == name) {
             *k
         } else {
@@ -191,7 +192,8 @@ impl FormatParser<'_> {
             let all: Vec<&str> = LevelKind::ONE_MODE
                 .iter()
                 .map(|k| k.name())
-                .chain(["SparseCOO", "Element", "Pattern"])
+                .chain(LevelKind::MULTI_MODE.iter().map(|(n, _)| *n))
+                .chain(["Element", "Pattern"])
                 .chain(SCALARS.iter().map(|k| k.name()))
                 .collect();
             let hint = all
@@ -276,10 +278,10 @@ impl FormatParser<'_> {
 impl fmt::Display for LevelFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LevelFormat::Inner { kind, index, child } => match (kind, index) {
-                (LevelKind::SparseCoo(n), _) => write!(f, "SparseCOO{{{n}}}({child})"),
-                (k, IndexWidth::U64) => write!(f, "{}({child})", k.name()),
-                (k, w) => write!(f, "{}{{{}}}({child})", k.name(), w.name()),
+            LevelFormat::Inner { kind, index, child } => match (kind.mode_count_param(), index) {
+                (Some(n), _) => write!(f, "{}{{{n}}}({child})", kind.name()),
+                (None, IndexWidth::U64) => write!(f, "{}({child})", kind.name()),
+                (None, w) => write!(f, "{}{{{}}}({child})", kind.name(), w.name()),
             },
             LevelFormat::Element(v) => write!(f, "Element({v})"),
             LevelFormat::Pattern => f.write_str("Pattern()"),

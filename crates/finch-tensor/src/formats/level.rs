@@ -18,6 +18,7 @@ use super::sparse_point::SparsePointStorage;
 use super::sparse_run_list::SparseRunListStorage;
 use crate::algebra::Value;
 use crate::error::{Error, Result};
+use crate::formats::IndexWidth;
 use crate::tensor::{Buffer, IndexVec};
 
 /// A buffer as a compiled kernel receives it.
@@ -39,6 +40,10 @@ impl<'a> KernelBuf<'a> {
         }
     }
 }
+
+/// A child of a fiber ([`LevelStorage::fiber`]): per mode the level spans, outermost
+/// first, the `(first, last)` indices it covers, and its position in the child level.
+pub type FiberChild = (Vec<(usize, usize)>, usize);
 
 /// Storage of one level and (recursively) its children.
 #[derive(Clone, Debug, PartialEq)]
@@ -127,14 +132,13 @@ impl LevelStorage {
         }
     }
 
-    /// The stored children of fiber `p` of a one-mode level as `(first index, last index,
-    /// child position)`, in index order (a run covers several indices); `None` for
-    /// Dense, SparseCOO and leaves.
+    /// The children of fiber `p` of a one-mode level as `(first index, last index, child
+    /// position)`, in index order (a run covers several indices; a Dense level lists
+    /// every index); `None` for SparseCOO and leaves.
     pub fn children(&self, p: usize) -> Option<Vec<(usize, usize, usize)>> {
         Some(match self {
-            LevelStorage::SparseList(l) => (l.ptr.at(p)..l.ptr.at(p + 1))
-                .map(|q| (l.idx.at(q), l.idx.at(q), q))
-                .collect(),
+            LevelStorage::Dense(l) => l.children(p),
+            LevelStorage::SparseList(l) => l.children(p),
             LevelStorage::SparsePoint(l) => l.children(p),
             LevelStorage::SparseInterval(l) => l.children(p),
             LevelStorage::SparseBand(l) => l.children(p),
@@ -143,11 +147,65 @@ impl LevelStorage {
             LevelStorage::SparseRunList(l) => l.children(p),
             LevelStorage::SparseByteMap(l) => l.children(p),
             LevelStorage::SparseHash(l) => l.children(p),
+            LevelStorage::SparseCoo(_) | LevelStorage::Element(_) | LevelStorage::Pattern(_) => {
+                return None
+            }
+        })
+    }
+
+    /// The children of fiber `p` of an inner level of any number of modes, in storage
+    /// order, as (per mode the level spans, outermost first, the `(first, last)` indices
+    /// the child covers; child position); `None` for leaves.
+    pub fn fiber(&self, p: usize) -> Option<Vec<FiberChild>> {
+        match self {
+            LevelStorage::SparseCoo(l) => Some(
+                l.tuples(p)
+                    .into_iter()
+                    .map(|(key, q)| (key.into_iter().map(|i| (i, i)).collect(), q))
+                    .collect(),
+            ),
+            one_mode => Some(
+                one_mode
+                    .children(p)?
+                    .into_iter()
+                    .map(|(a, b, q)| (vec![(a, b)], q))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The value a leaf stores at position `q`; `None` for inner levels (and outside
+    /// the leaf's buffer).
+    pub fn leaf_value(&self, q: usize) -> Option<Value> {
+        match self {
+            LevelStorage::Element(e) => e.val.get(q),
+            LevelStorage::Pattern(_) => Some(Value::Bool(true)),
+            // (`child` names the leaves: the levels without one.)
+            inner => {
+                debug_assert!(inner.child().is_some(), "{} is a leaf", inner.name());
+                None
+            }
+        }
+    }
+
+    /// How the level's stored index buffers differ from the width its format declares
+    /// (only SparseList stores narrow indices), or `None` when they agree.
+    pub fn index_width_mismatch(&self, index: IndexWidth) -> Option<String> {
+        match self {
+            LevelStorage::SparseList(l) => l.index_width_mismatch(index),
             LevelStorage::Dense(_)
             | LevelStorage::SparseCoo(_)
+            | LevelStorage::SparsePoint(_)
+            | LevelStorage::SparseInterval(_)
+            | LevelStorage::SparseBand(_)
+            | LevelStorage::SparseBlockList(_)
+            | LevelStorage::RunList(_)
+            | LevelStorage::SparseRunList(_)
+            | LevelStorage::SparseByteMap(_)
+            | LevelStorage::SparseHash(_)
             | LevelStorage::Element(_)
-            | LevelStorage::Pattern(_) => return None,
-        })
+            | LevelStorage::Pattern(_) => None,
+        }
     }
 
     /// The buffers a compiled kernel reads, in the order of the level's `BUFFERS` names.

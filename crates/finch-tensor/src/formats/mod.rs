@@ -6,20 +6,21 @@
 //! `Dense(SparseList(Element(0.0)))` stores `A[i, j]` with `j` in the Dense level and `i`
 //! in the SparseList level, i.e. CSC.
 
-mod dense;
-mod element;
+pub(crate) mod dense;
+pub(crate) mod element;
 mod format;
 mod format_text;
 mod level;
+pub(crate) mod named;
 pub(crate) mod output;
-mod pattern;
+pub(crate) mod pattern;
 pub(crate) mod run_list;
 mod scalar;
 pub(crate) mod sparse_band;
 pub(crate) mod sparse_block_list;
 pub(crate) mod sparse_byte_map;
-mod sparse_coo;
-mod sparse_hash;
+pub(crate) mod sparse_coo;
+pub(crate) mod sparse_hash;
 pub(crate) mod sparse_interval;
 pub(crate) mod sparse_list;
 pub(crate) mod sparse_point;

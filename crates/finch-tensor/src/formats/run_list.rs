@@ -236,6 +236,20 @@ pub(crate) fn freeze_runs(
 pub mod lowering {
     use crate::lower::kit::*;
 
+    /// `w .= v` of a run-length workspace inside a loop: it starts over, and later
+    /// writes overwrite its runs.
+    pub(crate) fn reset(p: &OutParams) -> Vec<KStmt> {
+        vec![KStmt::Assign(p.qos, KExpr::int(0))]
+    }
+
+    /// How a kernel writes the level: written in order (RunList and SparseRunList alike); a child position per run.
+    pub(crate) const WRITE_TRAITS: WriteTraits = WriteTraits {
+        extruded: true,
+        child_grows: true,
+        vector_read_back: true,
+        ..WriteTraits::READ_ONLY
+    };
+
     /// The kernel parameters of the level written by a kernel (`LevelParams::RunsOut`).
     /// A RunList or SparseRunList level of an output, written in order through AcceptRun:
     /// each written run (a whole extent where the value is constant, else one index) gets

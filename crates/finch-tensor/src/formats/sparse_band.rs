@@ -206,6 +206,13 @@ fn drop_band_fills(bufs: &mut OutBufs, fill: &crate::algebra::Value) -> Result<(
 pub mod lowering {
     use crate::lower::kit::*;
 
+    /// How a kernel writes the level: written in order; the band's values grow with its width.
+    pub(crate) const WRITE_TRAITS: WriteTraits = WriteTraits {
+        extruded: true,
+        child_grows: true,
+        ..WriteTraits::READ_ONLY
+    };
+
     /// The kernel parameters of the level written by a kernel (`LevelParams::SparseBandOut`).
     /// A SparseBand level of an output, written in order (extrude): the first written
     /// index of a fiber fixes its origin, later ones land at `start + (i - origin)` (gaps

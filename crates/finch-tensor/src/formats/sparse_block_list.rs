@@ -252,6 +252,13 @@ fn drop_block_fills(bufs: &mut OutBufs, fill: &crate::algebra::Value) -> Result<
 pub mod lowering {
     use crate::lower::kit::*;
 
+    /// How a kernel writes the level: written in order; the blocks' values grow with the entries.
+    pub(crate) const WRITE_TRAITS: WriteTraits = WriteTraits {
+        extruded: true,
+        child_grows: true,
+        ..WriteTraits::READ_ONLY
+    };
+
     /// The kernel parameters of the level written by a kernel (`LevelParams::SparseBlockListOut`).
     /// A SparseBlockList level of an output, written in order (extrude): values are
     /// appended at `qos` like SparseList's; an index that does not follow the last one

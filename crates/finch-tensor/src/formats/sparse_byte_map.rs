@@ -203,9 +203,10 @@ pub(crate) fn build(at: &BuildAt) -> Result<LevelStorage> {
         ptr.push(srt.len());
     }
     // A Pattern leaf needs no storage: the flags say which positions are set.
-    let c = match child {
-        LevelFormat::Pattern => LevelStorage::Pattern(PatternStorage),
-        _ => at.child_of(&child_groups)?,
+    let c = if let LevelFormat::Pattern = child {
+        LevelStorage::Pattern(PatternStorage)
+    } else {
+        at.child_of(&child_groups)?
     };
     Ok(LevelStorage::SparseByteMap(SparseByteMapStorage {
         shape: size,
@@ -294,6 +295,43 @@ pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) ->
 pub mod lowering {
     use crate::lower::kit::*;
 
+    /// `w .= v` of a bytemap workspace inside a loop: it clears only the positions it
+    /// set (TACO's workspace), so the cost follows the previous entries, not the size;
+    /// `leaf` is the leaf's values and the value they start from (none for a Pattern
+    /// leaf); `q` a fresh local.
+    pub(crate) fn reset(p: &OutParams, leaf: Option<(BufId, Value)>, q: LocalId) -> Vec<KStmt> {
+        let at = KExpr::load(p.srt, KExpr::Local(q));
+        let mut body = vec![KStmt::Store {
+            buf: p.tbl,
+            index: at.clone(),
+            value: KExpr::Lit(Value::Bool(false)),
+        }];
+        if let Some((val, v)) = leaf {
+            body.push(KStmt::Store {
+                buf: val,
+                index: at,
+                value: KExpr::Lit(v),
+            });
+        }
+        vec![
+            KStmt::For {
+                var: q,
+                lo: KExpr::int(0),
+                hi: KExpr::Local(p.nsrt),
+                body,
+            },
+            KStmt::Assign(p.nsrt, KExpr::int(0)),
+        ]
+    }
+
+    /// How a kernel writes the level: any order, repeated; its flags record a Pattern leaf's writes; child positions are dense.
+    pub(crate) const WRITE_TRAITS: WriteTraits = WriteTraits {
+        repeated: true,
+        marks_dense_children: true,
+        records_pattern: true,
+        ..WriteTraits::READ_ONLY
+    };
+
     /// The kernel parameters of the level written by a kernel (`LevelParams::SparseByteMapOut`).
     /// A SparseByteMap level of an output or workspace, written in any order (laminate):
     /// a flag per position, dense child positions `p·shape + i`, and the list `srt` of the
@@ -360,7 +398,7 @@ pub mod lowering {
         child: &LevelFormat,
     ) -> Option<LevelParams> {
         matches!(child, LevelFormat::Element(_) | LevelFormat::Pattern)
-            .then(|| byte_map_out(kernel, at.name, at.depth, at.shape))
+            .then(|| out_params(kernel, at.name, at.depth, at.shape))
     }
 
     /// A written SparseByteMap (an output or a workspace). Written: random access to the
@@ -506,6 +544,32 @@ pub mod lowering {
         Ok(Looplet::LookupWrite {
             body: Rc::new(move |i: KExpr| Fiber::hollow_leaf(t, depth, at(i), hollow.clone())),
             epilogue: Rc::new(record),
+        })
+    }
+
+    /// A written SparseByteMap level `depth` of `name`: its buffers and cursors.
+    pub(crate) fn out_params(
+        kernel: &mut Kernel,
+        name: &str,
+        depth: usize,
+        shape: LocalId,
+    ) -> LevelParams {
+        let mut buf = |what: &str, ty, growable| {
+            kernel.buf(format!("{name}_lvl{depth}_{what}"), ty, true, growable)
+        };
+        let ptr = buf("ptr", ScalarType::I64, false);
+        let tbl = buf("tbl", ScalarType::Bool, false);
+        let srt = buf("srt", ScalarType::I64, true);
+        let nsrt = kernel.local(format!("{name}_lvl{depth}_nsrt"), ScalarType::I64);
+        kernel.outputs.push(nsrt);
+        let dirty = kernel.local(format!("{name}_lvl{depth}_dirty"), ScalarType::Bool);
+        LevelParams::SparseByteMapOut(OutParams {
+            shape,
+            ptr,
+            tbl,
+            srt,
+            nsrt,
+            dirty,
         })
     }
 }

@@ -58,6 +58,14 @@ impl SparseCooStorage {
         self.tbl.iter().rev().map(|t| t[q]).collect()
     }
 
+    /// The stored tuples of fiber `p` as (the tuple, outermost mode first, child
+    /// position).
+    pub fn tuples(&self, p: usize) -> Vec<(Vec<usize>, usize)> {
+        (self.ptr[p]..self.ptr[p + 1])
+            .map(|q| (self.key(q), q))
+            .collect()
+    }
+
     /// Checks the invariants for `parents` parent positions; returns the child count.
     pub fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
         let bad = |invariant: &'static str, detail: String| Error::Invalid {
@@ -203,4 +211,141 @@ pub(crate) fn from_output(modes: usize, at: &OutputAt, bufs: OutBufs) -> Result<
 pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) -> Result<()> {
     super::output::freeze_list(bufs, at);
     Ok(())
+}
+
+/// The level's looplets and kernel parameters: how the lowerer reads and writes it.
+pub mod lowering {
+    use crate::lower::kit::*;
+
+    /// How a kernel writes the level: in order; the leaf grows with the entries; it
+    /// records the indices a Pattern leaf is written at. (Levels the run time builds from
+    /// recorded entries are written this way too.)
+    pub(crate) const WRITE_TRAITS: WriteTraits = WriteTraits {
+        extruded: true,
+        child_grows: true,
+        records_pattern: true,
+        ..WriteTraits::READ_ONLY
+    };
+
+    /// Mode `mode` (of `modes`) of a SparseCOO level read by the kernel: sorted tuples
+    /// walked like a SparseList, the first mode over fiber `ptr[p] .. ptr[p+1]` (where
+    /// `present` holds, if given), each further mode over the run of tuples its parent
+    /// mode hands down (sharing the outer coordinates). `tbl` holds the coordinates,
+    /// innermost mode first, as stored.
+    pub(crate) fn unfurl_read(
+        lw: &mut Lowerer,
+        f: &Fiber,
+        (shape, ptr, tbl): (LocalId, BufId, &[BufId]),
+        [mode, modes]: [usize; 2],
+        present: Option<&KExpr>,
+    ) -> Result<Looplet> {
+        let name = &lw.tensors[f.tensor].name;
+        let idx = tbl.get(modes - 1 - mode).copied().ok_or_else(|| {
+            Error::Program(format!(
+                "internal: `{name}` has no coordinates for mode {mode}"
+            ))
+        })?;
+        let entries = match (mode, &f.end) {
+            (0, _) => Entries::of_fiber(ptr, present),
+            (_, Some(end)) => Entries::Until(end.clone()),
+            (_, None) => {
+                return Err(Error::Program(format!(
+                "internal: mode {} of `{name}`'s SparseCOO level reached without its run of tuples",
+                mode + 1
+            )))
+            }
+        };
+        let list = SortedList {
+            entries,
+            idx,
+            child_of: Rc::new(|q| q),
+            shape,
+            runs: mode + 1 < modes,
+        };
+        Ok(lw.sorted_read(f, list))
+    }
+
+    /// The levels of a written group recorded as entries (a SparseCOO level, or levels the run
+    /// time builds), one per mode, sharing their buffers and cursor.
+    pub(crate) fn recorded_params(
+        kernel: &mut Kernel,
+        name: &str,
+        depth: usize,
+        shapes: &[LocalId],
+        rebuilt: bool,
+    ) -> Vec<LevelParams> {
+        let ptr = kernel.buf(
+            format!("{name}_lvl{depth}_ptr"),
+            ScalarType::I64,
+            true,
+            false,
+        );
+        let idx = kernel.buf(
+            format!("{name}_lvl{depth}_idx"),
+            ScalarType::I64,
+            true,
+            true,
+        );
+        let qos = kernel.local(format!("{name}_lvl{depth}_qos"), ScalarType::I64);
+        let dirty = kernel.local(format!("{name}_lvl{depth}_dirty"), ScalarType::Bool);
+        let modes = shapes.len();
+        shapes
+            .iter()
+            .enumerate()
+            .map(|(mode, &shape)| LevelParams::CooOut {
+                shape,
+                ptr,
+                idx,
+                qos,
+                dirty,
+                mode,
+                modes,
+                rebuilt,
+            })
+            .collect()
+    }
+
+    /// The kernel parameters of a SparseCOO level of `modes` modes read by a kernel: one
+    /// per mode, sharing the level's buffers.
+    pub(crate) fn read_params(kernel: &mut Kernel, at: &LevelAt, modes: usize) -> Vec<LevelParams> {
+        let shapes = mode_shapes(kernel, at.name, at.depth, at.shape, modes);
+        let ptr = kernel.buf(at.named("ptr"), ScalarType::I64, false, false);
+        let tbl: Vec<BufId> = (0..modes)
+            .map(|k| {
+                kernel.buf(
+                    at.named(&format!("tbl{}", k + 1)),
+                    ScalarType::I64,
+                    false,
+                    false,
+                )
+            })
+            .collect();
+        shapes
+            .iter()
+            .enumerate()
+            .map(|(mode, &shape)| LevelParams::Coo {
+                shape,
+                ptr,
+                tbl: tbl.clone(),
+                mode,
+                modes,
+            })
+            .collect()
+    }
+
+    /// A SparseCOO level of `modes` modes written in order right above an Element or
+    /// Pattern leaf: its entries recorded, one parameter set per mode; `None` over other
+    /// levels (the run time builds those levels from recorded entries).
+    pub(crate) fn written_in_order(
+        kernel: &mut Kernel,
+        at: &LevelAt,
+        child: &LevelFormat,
+        modes: usize,
+    ) -> Option<Vec<LevelParams>> {
+        if !matches!(child, LevelFormat::Element(_) | LevelFormat::Pattern) {
+            return None;
+        }
+        let shapes = mode_shapes(kernel, at.name, at.depth, at.shape, modes);
+        Some(recorded_params(kernel, at.name, at.depth, &shapes, false))
+    }
 }

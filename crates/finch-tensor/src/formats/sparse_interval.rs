@@ -196,6 +196,12 @@ pub(crate) fn freeze_output(bufs: &mut OutBufs, _at: &super::output::FreezeAt) -
 pub mod lowering {
     use crate::lower::kit::*;
 
+    /// How a kernel writes the level: written in order; one child position per fiber.
+    pub(crate) const WRITE_TRAITS: WriteTraits = WriteTraits {
+        extruded: true,
+        ..WriteTraits::READ_ONLY
+    };
+
     /// The kernel parameters of the level written by a kernel (`LevelParams::SparseIntervalOut`).
     /// A SparseInterval level of an output, written in order through AcceptRun: a written
     /// run lands in a scratch position (the last value slot); after it, the first run of

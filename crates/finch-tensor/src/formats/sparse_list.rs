@@ -12,7 +12,7 @@
 //! Properties: ordered, unique, compact, not full. Protocols (compiler, issue #3): read
 //! walk, gallop, follow; update extrude.
 
-use super::format::Capabilities;
+use super::format::{Capabilities, IndexWidth};
 use super::level::LevelStorage;
 use super::output::{OutBufs, OutputAt};
 use crate::error::{Error, Result};
@@ -115,6 +115,24 @@ impl SparseListStorage {
     pub fn locate(&self, p: usize, i: usize) -> Option<usize> {
         self.idx.search(self.ptr.at(p), self.ptr.at(p + 1), i)
     }
+
+    /// How `ptr` and `idx` differ from the declared index width, if they do.
+    pub fn index_width_mismatch(&self, index: IndexWidth) -> Option<String> {
+        (self.ptr.width() != index || self.idx.width() != index).then(|| {
+            format!(
+                "{} ptr and {} idx",
+                self.ptr.width().name(),
+                self.idx.width().name()
+            )
+        })
+    }
+
+    /// The stored indices of fiber `p` as `(index, index, child position)`.
+    pub fn children(&self, p: usize) -> Vec<(usize, usize, usize)> {
+        (self.ptr.at(p)..self.ptr.at(p + 1))
+            .map(|q| (self.idx.at(q), self.idx.at(q), q))
+            .collect()
+    }
 }
 
 /// I1–I6 over `ptr` and `idx` of one width.
@@ -201,6 +219,68 @@ pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) ->
 /// The level's kernel parameters: how the lowerer reads and writes it.
 pub mod lowering {
     use crate::lower::kit::*;
+
+    /// `w .= v` of a sorted vector workspace inside a loop: it starts empty (its one
+    /// fiber's count is 0 until a write ends); entries are written again from position
+    /// 0, and a claim sets each value.
+    pub(crate) fn reset(p: &OutParams) -> Vec<KStmt> {
+        vec![
+            KStmt::Assign(p.qos, KExpr::int(0)),
+            KStmt::Assign(p.dirty, KExpr::Lit(Value::Bool(false))),
+            KStmt::Store {
+                buf: p.ptr,
+                index: KExpr::int(1),
+                value: KExpr::int(0),
+            },
+        ]
+    }
+
+    /// Freezes the level in the kernel, before a later statement reads it: its
+    /// per-fiber counts become offsets, `ptr[p] += ptr[p - 1]` (`p` a fresh local).
+    pub(crate) fn freeze_in_kernel(out: &OutParams, p: LocalId) -> Vec<KStmt> {
+        let ptr = out.ptr;
+        let at = |e: KExpr| KExpr::load(ptr, e);
+        let prev = KExpr::Local(p) - 1;
+        vec![KStmt::For {
+            var: p,
+            lo: KExpr::int(1),
+            hi: KExpr::Len(ptr),
+            body: vec![KStmt::Store {
+                buf: ptr,
+                index: KExpr::Local(p),
+                value: at(KExpr::Local(p)) + at(prev),
+            }],
+        }]
+    }
+
+    /// A SparseList level read by the kernel (or a written one read back after the
+    /// kernel froze it): fiber `p`'s sorted indices `idx[ptr[p] .. ptr[p+1]]` (only where
+    /// `present` holds, if given), walked, galloped or searched.
+    pub(crate) fn unfurl_read(
+        lw: &mut Lowerer,
+        f: &Fiber,
+        [ptr, idx]: [BufId; 2],
+        shape: LocalId,
+        present: Option<&KExpr>,
+    ) -> Looplet {
+        let list = SortedList {
+            entries: Entries::of_fiber(ptr, present),
+            idx,
+            child_of: Rc::new(|q| q),
+            shape,
+            runs: false,
+        };
+        lw.sorted_read(f, list)
+    }
+
+    /// How a kernel writes the level: written in order; the leaf grows with the entries; it records the indices a Pattern leaf is written at; and the kernel can freeze it to read it back.
+    pub(crate) const WRITE_TRAITS: WriteTraits = WriteTraits {
+        extruded: true,
+        child_grows: true,
+        records_pattern: true,
+        freezes_in_kernel: true,
+        ..WriteTraits::READ_ONLY
+    };
 
     /// The kernel parameters of the level written by a kernel (`LevelParams::SparseListOut`).
     /// A SparseList level of an output, written in order (extrude): `ptr` holds per-fiber

@@ -170,6 +170,13 @@ fn drop_point_fills(bufs: &mut OutBufs, size: usize, fill: &crate::algebra::Valu
 pub mod lowering {
     use crate::lower::kit::*;
 
+    /// How a kernel writes the level: written in order; one child position per fiber, whose index and value a later pass adds to.
+    pub(crate) const WRITE_TRAITS: WriteTraits = WriteTraits {
+        extruded: true,
+        keeps_fibers: true,
+        ..WriteTraits::READ_ONLY
+    };
+
     /// The kernel parameters of the level written by a kernel (`LevelParams::SparsePointOut`).
     /// A SparsePoint level of an output, written in order (extrude): `idx` (one per fiber,
     /// `shape` when empty) and dense child positions (one per fiber). A fiber written at

@@ -257,16 +257,10 @@ impl Lowerer {
         if f.protocols.is_written() || f.depth >= crate::looplets::Protocols::MAX_DEPTH {
             return false;
         }
-        matches!(
-            self.tensors[f.tensor].levels.get(f.depth),
-            Some(
-                LevelParams::SparseList { .. }
-                    | LevelParams::Structured { .. }
-                    | LevelParams::Coo { .. }
-                    | LevelParams::SparseListOut(SparseListOut { .. })
-                    | LevelParams::HashOut { .. }
-            )
-        )
+        self.tensors[f.tensor]
+            .levels
+            .get(f.depth)
+            .is_some_and(LevelParams::searchable)
     }
 }
 

@@ -36,15 +36,15 @@ impl Lowerer {
                             .ok_or_else(|| Error::Program("internal: scalar".into()))?;
                         Ok((KExpr::Local(l), self.kernel.locals[l.0 as usize].ty))
                     }
-                    Tensor::Fiber(f) => match self.tensors[f.tensor].levels.get(f.depth) {
-                        Some(LevelParams::Element { val, .. }) => Ok((
-                            KExpr::load(*val, f.pos.clone()),
+                    Tensor::Fiber(f) => match self.leaf_of(f) {
+                        Some(LeafParams::Element { val, .. }) => Ok((
+                            KExpr::load(val, f.pos.clone()),
                             self.kernel.bufs[val.0 as usize].elem,
                         )),
-                        Some(LevelParams::Pattern) => {
+                        Some(LeafParams::Pattern) => {
                             Ok((KExpr::Lit(Value::Bool(true)), ScalarType::Bool))
                         }
-                        _ => Err(Error::Program(
+                        None => Err(Error::Program(
                             "internal: a read of a non-leaf level".into(),
                         )),
                     },

@@ -18,7 +18,6 @@ mod concordize;
 mod convert;
 mod exprs;
 mod fission;
-mod hash;
 mod jumper;
 pub(crate) mod kit;
 mod lifecycle;
@@ -36,10 +35,11 @@ mod thunk;
 mod unfurl;
 mod writes;
 
+pub(crate) use convert::LeafParams;
 pub use convert::{
-    convert, Bound, Converted, LevelParams, OutArray, RangeCheck, RunsOut, Size, SparseBandOut,
-    SparseBlockListOut, SparseByteMapOut, SparseIntervalOut, SparseListOut, SparsePointOut,
-    TensorInfo, WindowCheck,
+    convert, Bound, Converted, HashOut, LevelParams, OutArray, RangeCheck, RunsOut, Size,
+    SparseBandOut, SparseBlockListOut, SparseByteMapOut, SparseIntervalOut, SparseListOut,
+    SparsePointOut, TensorInfo, WindowCheck,
 };
 pub use print::print_converted;
 

@@ -102,18 +102,13 @@ impl Lowerer {
         let deeper = &idx[..idx.len().saturating_sub(1)];
         let shifted = deeper.iter().any(may_fall_outside);
         let level = self.tensors[f.tensor].levels.get(f.depth);
-        let one_mode = !matches!(
-            level,
-            Some(LevelParams::Dense { .. } | LevelParams::CooOut { .. })
-        );
+        // (A Dense level's fibers exist everywhere; written levels are not read here.)
+        let one_mode = !level.is_some_and(LevelParams::is_dense);
         // The modes of a SparseCOO level, or of a SparseHash group read back, below its
         // first read a run of entries: none.
-        let end = match level {
-            Some(
-                LevelParams::Coo { mode, modes, .. } | LevelParams::HashOut { mode, modes, .. },
-            ) if mode + 1 < *modes => Some(KExpr::int(0)),
-            _ => None,
-        };
+        let end = level
+            .and_then(LevelParams::read_group_mode)
+            .and_then(|(mode, modes)| (mode + 1 < modes).then(|| KExpr::int(0)));
         let read = (f.tensor, read_key(idx));
         let apart = bounded.contains(&read);
         if !shifted || !one_mode || !apart || f.protocols.is_written() {

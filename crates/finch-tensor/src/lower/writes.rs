@@ -57,9 +57,9 @@ impl Lowerer {
                     "an accumulator".to_string(),
                     Box::new(move |v| KStmt::Assign(l, v)),
                 ),
-                Tensor::Fiber(f) => match self.tensors[f.tensor].levels.get(f.depth) {
-                    Some(LevelParams::Element { val, .. }) => {
-                        let (val, pos) = (*val, f.pos.clone());
+                Tensor::Fiber(f) => match self.leaf_of(&f) {
+                    Some(LeafParams::Element { val, .. }) => {
+                        let (val, pos) = (val, f.pos.clone());
                         (
                             KExpr::load(val, pos.clone()),
                             self.kernel.bufs[val.0 as usize].elem,
@@ -71,7 +71,7 @@ impl Lowerer {
                             }),
                         )
                     }
-                    _ => {
+                    Some(LeafParams::Pattern) | None => {
                         return Err(Error::Program(
                             "internal: a write to a non-leaf level".into(),
                         ))

@@ -7,10 +7,7 @@
 
 use crate::algebra::{Op, Value};
 use crate::error::{Error, Result};
-use crate::formats::{
-    DenseStorage, ElementStorage, Format, IndexWidth, LevelFormat, LevelKind, LevelStorage,
-    PatternStorage, ScalarStorage, SparseListStorage,
-};
+use crate::formats::{named, Format, IndexWidth, LevelFormat, LevelStorage, ScalarStorage};
 use crate::tensor::storage::TensorStorage;
 use crate::tensor::{checked_len, fmt_shape, Buffer, Coo, DenseArray, IndexVec, Tensor};
 
@@ -78,21 +75,8 @@ impl Tensor {
             )));
         }
         let fill = Value::zero_of(val.scalar_type());
-        let mut format = LevelFormat::Element(fill);
-        let mut storage = LevelStorage::Element(ElementStorage { fill, val });
-        // The first mode is the innermost level; the last, the root.
-        for &n in shape {
-            format = LevelFormat::inner(LevelKind::Dense, format);
-            storage = LevelStorage::Dense(DenseStorage {
-                shape: n,
-                child: Box::new(storage),
-            });
-        }
-        Tensor::from_parts(
-            Format::Levels(format),
-            shape.to_vec(),
-            TensorStorage::Levels(storage),
-        )
+        let (format, storage) = named::dense(shape, fill, val);
+        Tensor::from_parts(format, shape.to_vec(), TensorStorage::Levels(storage))
     }
 
     /// Stores coordinate data in a format; duplicate coordinates are combined with `+`.
@@ -165,22 +149,8 @@ impl Tensor {
         let data = data.into();
         let ty = data.scalar_type();
         let fill = Value::zero_of(ty);
-        let (ptr, idx) = (colptr.into(), rowidx.into());
-        let width = ptr.width();
-        let storage = LevelStorage::Dense(DenseStorage {
-            shape: ncols,
-            child: Box::new(LevelStorage::SparseList(SparseListStorage {
-                shape: nrows,
-                ptr,
-                idx,
-                child: Box::new(LevelStorage::Element(ElementStorage { fill, val: data })),
-            })),
-        });
-        Tensor::from_parts(
-            csx_format(fill, width),
-            vec![nrows, ncols],
-            TensorStorage::Levels(storage),
-        )
+        let (format, storage) = named::csc(nrows, ncols, fill, colptr.into(), rowidx.into(), data);
+        Tensor::from_parts(format, vec![nrows, ncols], TensorStorage::Levels(storage))
     }
 
     /// A CSR matrix handed in as row pointers, column indices and values, *without
@@ -209,16 +179,12 @@ impl Tensor {
     ) -> Result<Tensor> {
         let at = Tensor::from_csr_transposed(nrows, ncols, rowptr, colidx, data)?;
         let ty = at.element_type();
-        let (rowptr, colidx, data) = match at.storage {
-            TensorStorage::Levels(LevelStorage::Dense(d)) => match *d.child {
-                LevelStorage::SparseList(s) => match *s.child {
-                    LevelStorage::Element(e) => (s.ptr, s.idx.into_wide(), e.val),
-                    _ => return Err(Error::Program("internal: CSR leaf".into())),
-                },
-                _ => return Err(Error::Program("internal: CSR level".into())),
-            },
-            _ => return Err(Error::Program("internal: CSR root".into())),
+        let TensorStorage::Levels(storage) = at.storage else {
+            return Err(Error::Program("internal: CSR storage is not levels".into()));
         };
+        let (rowptr, colidx, data) = named::csc_buffers(storage)
+            .ok_or_else(|| Error::Program("internal: CSR storage is not CSC".into()))?;
+        let colidx = colidx.into_wide();
         // Counting sort by column.
         let nnz = colidx.len();
         let mut colptr = Vec::new();
@@ -261,17 +227,6 @@ impl Tensor {
             vals,
         )
     }
-}
-
-fn csx_format(fill: Value, index: IndexWidth) -> Format {
-    Format::Levels(LevelFormat::inner(
-        LevelKind::Dense,
-        LevelFormat::Inner {
-            kind: LevelKind::SparseList,
-            index,
-            child: Box::new(LevelFormat::Element(fill)),
-        },
-    ))
 }
 
 fn is_pattern(format: &Format) -> bool {
@@ -343,31 +298,8 @@ pub(crate) fn build_level(
     groups: &[(usize, usize)],
 ) -> Result<LevelStorage> {
     match format {
-        LevelFormat::Element(fill) => {
-            let ty = fill
-                .scalar_type()
-                .ok_or_else(|| Error::Program("an Element fill cannot be `missing`".into()))?;
-            let mut val = Buffer::new(ty);
-            val.reserve(groups.len());
-            for &(lo, hi) in groups {
-                val.push(if lo < hi { e.vals[lo] } else { *fill })?;
-            }
-            Ok(LevelStorage::Element(ElementStorage { fill: *fill, val }))
-        }
-        LevelFormat::Pattern => {
-            // A position with no entry, or (a 0-d tensor) whose entry is `false`.
-            let holds_false = |&(lo, hi): &(usize, usize)| {
-                lo == hi || e.vals[lo..hi].iter().any(|v| v.as_bool() != Some(true))
-            };
-            if let Some(p) = groups.iter().position(holds_false) {
-                return Err(Error::Program(format!(
-                    "a Pattern() leaf reads `true` at every stored position, but position {p} \
-                     holds `false` (a level above it stores positions that hold the fill: \
-                     Dense, a band or block, a run, a bytemap); use Element(false) instead"
-                )));
-            }
-            Ok(LevelStorage::Pattern(PatternStorage))
-        }
+        LevelFormat::Element(fill) => crate::formats::element::build(*fill, e, groups),
+        LevelFormat::Pattern => crate::formats::pattern::build(e, groups),
         LevelFormat::Inner { kind, index, child } => kind.build(&BuildAt {
             index: *index,
             child,

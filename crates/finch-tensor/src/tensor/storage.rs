@@ -8,7 +8,7 @@
 
 use crate::algebra::{ScalarType, Value};
 use crate::error::{Error, Result};
-use crate::formats::{Format, LevelFormat, LevelKind, LevelStorage, ScalarStorage};
+use crate::formats::{Format, LevelFormat, LevelStorage, ScalarStorage};
 use crate::tensor::{fmt_shape, Buffer, Coo, DenseArray};
 
 /// The storage of a tensor: a scalar, or a tree of levels.
@@ -49,16 +49,10 @@ impl Tensor {
     /// The value buffer of a tensor whose levels are all Dense over an Element leaf,
     /// consuming the tensor; `None` for any other structure.
     pub fn into_dense_values(self) -> Option<Buffer> {
-        let TensorStorage::Levels(mut level) = self.storage else {
+        let TensorStorage::Levels(level) = self.storage else {
             return None;
         };
-        loop {
-            match level {
-                LevelStorage::Dense(d) => level = *d.child,
-                LevelStorage::Element(e) => return Some(e.val),
-                _ => return None,
-            }
-        }
+        crate::formats::named::dense_values(level)
     }
 
     /// The format.
@@ -250,26 +244,19 @@ fn check_matches(
             Ok(())
         }
         (LevelFormat::Inner { kind, index, child }, s) => {
-            let same_kind = match (kind, s) {
-                (LevelKind::SparseCoo(_), LevelStorage::SparseCoo(_)) => true,
-                _ => kind.name() == s.name(),
-            };
-            if !same_kind {
+            if kind.name() != s.name() {
                 return mismatch(format!(
                     "a {} level holds {} storage",
                     kind.name(),
                     s.name()
                 ));
             }
-            if let LevelStorage::SparseList(l) = s {
-                if l.ptr.width() != *index || l.idx.width() != *index {
-                    return mismatch(format!(
-                        "a SparseList{{{}}} level holds {} ptr and {} idx",
-                        index.name(),
-                        l.ptr.width().name(),
-                        l.idx.width().name()
-                    ));
-                }
+            if let Some(what) = s.index_width_mismatch(*index) {
+                return mismatch(format!(
+                    "a {}{{{}}} level holds {what}",
+                    kind.name(),
+                    index.name()
+                ));
             }
             let n = kind.modes();
             if shape.len() < n {

@@ -104,20 +104,7 @@ impl Printer<'_> {
         self.line(prefix, last, label)?;
         let inner_prefix = format!("{prefix}{}", if last { "   " } else { "│  " });
         // (coordinates of the child, child position)
-        let children: Vec<(Vec<(usize, usize)>, usize)> = match level {
-            LevelStorage::Dense(l) => (0..l.shape)
-                .map(|i| (vec![(i, i)], p * l.shape + i))
-                .collect(),
-            LevelStorage::SparseCoo(l) => (l.ptr[p]..l.ptr[p + 1])
-                .map(|q| (l.key(q).into_iter().map(|i| (i, i)).collect(), q))
-                .collect(),
-            other => other
-                .children(p)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(a, b, q)| (vec![(a, b)], q))
-                .collect(),
-        };
+        let children = level.fiber(p).unwrap_or_default();
         let Some(child) = level.child() else {
             return Ok(());
         };
@@ -127,32 +114,28 @@ impl Printer<'_> {
             let is_last = k + 1 == children.len();
             let depth = outer.len();
             outer.extend_from_slice(coords);
-            match child {
-                LevelStorage::Element(e) => {
-                    let v = e.val.get(*q).map_or("?".to_string(), |v| v.to_string());
-                    self.line(
-                        &inner_prefix,
-                        is_last,
-                        &format!("{}: {v}", coord_label(n, outer)),
-                    )?;
-                }
-                LevelStorage::Pattern(_) => {
-                    self.line(
-                        &inner_prefix,
-                        is_last,
-                        &format!("{}: true", coord_label(n, outer)),
-                    )?;
-                }
-                inner => {
-                    let label = format!(
-                        "{}: {} ({}) {}",
-                        coord_label(n, outer),
-                        inner.name(),
-                        stored_in_fiber(inner, *q),
-                        range_label(n, outer, self.shape)
-                    );
-                    self.node(inner, *q, outer, &inner_prefix, is_last, &label)?;
-                }
+            if let Some(v) = child.leaf_value(*q) {
+                self.line(
+                    &inner_prefix,
+                    is_last,
+                    &format!("{}: {v}", coord_label(n, outer)),
+                )?;
+            } else if child.child().is_none() {
+                // (A leaf position outside the leaf's buffer: the storage is invalid.)
+                self.line(
+                    &inner_prefix,
+                    is_last,
+                    &format!("{}: ?", coord_label(n, outer)),
+                )?;
+            } else {
+                let label = format!(
+                    "{}: {} ({}) {}",
+                    coord_label(n, outer),
+                    child.name(),
+                    stored_in_fiber(child, *q),
+                    range_label(n, outer, self.shape)
+                );
+                self.node(child, *q, outer, &inner_prefix, is_last, &label)?;
             }
             outer.truncate(depth);
         }
@@ -167,12 +150,7 @@ impl Printer<'_> {
     }
 }
 
-/// Number of entries stored in fiber `p` of a level.
+/// Number of entries stored in fiber `p` of a level (a Dense fiber stores every index).
 fn stored_in_fiber(level: &LevelStorage, p: usize) -> usize {
-    match level {
-        LevelStorage::Dense(l) => l.shape,
-        LevelStorage::SparseCoo(l) => l.ptr[p + 1] - l.ptr[p],
-        LevelStorage::Element(_) | LevelStorage::Pattern(_) => 1,
-        other => other.children(p).map_or(0, |c| c.len()),
-    }
+    level.fiber(p).map_or(1, |c| c.len())
 }

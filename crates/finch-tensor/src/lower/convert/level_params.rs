@@ -9,6 +9,7 @@ pub use crate::formats::run_list::lowering::OutParams as RunsOut;
 pub use crate::formats::sparse_band::lowering::OutParams as SparseBandOut;
 pub use crate::formats::sparse_block_list::lowering::OutParams as SparseBlockListOut;
 pub use crate::formats::sparse_byte_map::lowering::OutParams as SparseByteMapOut;
+pub use crate::formats::sparse_hash::lowering::OutParams as HashOut;
 pub use crate::formats::sparse_interval::lowering::OutParams as SparseIntervalOut;
 pub use crate::formats::sparse_list::lowering::OutParams as SparseListOut;
 pub use crate::formats::sparse_point::lowering::OutParams as SparsePointOut;
@@ -75,36 +76,8 @@ pub enum LevelParams {
         rebuilt: bool,
     },
     /// One mode of a group of SparseHash levels a kernel writes (laminate: any order,
-    /// repeated), from the group's first level down to the Element leaf. The group is one
-    /// open-addressing hash table keyed by an entry's linear position over every mode of
-    /// the tensor (column-major), so modes above the last pass the linear position down as
-    /// Dense levels do. Slot `h` is `table[2h]`, the key + 1 (0 = empty), and
-    /// `table[2h + 1]`, the entry (the capacity is a power of two, at most half full);
-    /// `keys[q]` is entry `q`'s key and `slot_of[q]` its
-    /// slot; entry `q`'s value is at child position `q`. The run time builds the sorted
-    /// levels from the entries at freeze.
-    HashOut {
-        /// Size of this mode.
-        shape: LocalId,
-        /// Which mode of the group, 0 = outermost.
-        mode: usize,
-        /// How many modes (SparseHash levels) the group spans.
-        modes: usize,
-        /// Slots: entry number + 1, or 0 (growable).
-        table: BufId,
-        /// Key (linear position) per entry, in insertion order (growable).
-        keys: BufId,
-        /// Slot per entry (growable).
-        slot_of: BufId,
-        /// Entries so far.
-        count: LocalId,
-        /// The entry of the index being written.
-        at: LocalId,
-        /// Whether the current index was written (its entry looked up).
-        dirty: LocalId,
-        /// Buffers for reading the group back in the kernel.
-        view: HashView,
-    },
+    /// repeated), one hash table over every mode of the group.
+    HashOut(HashOut),
     /// A SparseByteMap level of an output or workspace, written in any order (laminate):
     /// a flag per position, dense child positions `p·shape + i`, and the list `srt` of the
     /// set positions (linear, unsorted while written, grown by doubling) with its length
@@ -156,23 +129,46 @@ pub enum LevelParams {
     Pattern,
 }
 
-/// A written SparseHash group read back in the kernel: its entries sorted by key into
-/// `order`, split into coordinates `tbl` (outermost mode first) and into fibers of the
-/// levels above (`ptr`), with `posmap[r]` the entry (child position) of sorted position
-/// `r`; walked like a SparseCOO level. Built by the first read after an insertion
-/// (`frozen` says it is current). Scratch buffers of the run.
-#[derive(Clone, Debug)]
-pub struct HashView {
-    /// Sorted keys.
-    pub order: BufId,
-    /// Fiber boundaries per position of the levels above (`P + 1` entries).
-    pub ptr: BufId,
-    /// Whether the view matches the table (no insertion since it was built).
-    pub frozen: LocalId,
-    /// Coordinates (0-based) per mode, outermost first.
-    pub tbl: Vec<BufId>,
-    /// Entry per sorted position.
-    pub posmap: BufId,
+/// How a kernel writes a level, as the lowering's checks ask it (each written level's
+/// module says it in its `lowering::WRITE_TRAITS`; read levels and leaves are
+/// [`WriteTraits::READ_ONLY`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WriteTraits {
+    /// Written in order, once per index (extrude): a second statement writing it, or a
+    /// read after the write, is refused.
+    pub extruded: bool,
+    /// Written in any order, an index again and again (laminate).
+    pub repeated: bool,
+    /// Child positions are handed out as entries arrive, so the leaf's values grow.
+    pub child_grows: bool,
+    /// Child positions are dense (`p · shape + i`) and the level marks which are set: a
+    /// workspace is emptied by clearing what was set, and only a root level is read
+    /// back in the kernel that writes it.
+    pub marks_dense_children: bool,
+    /// Records the indices a Pattern leaf (which stores nothing) is written at.
+    pub records_pattern: bool,
+    /// A fiber keeps its state between passes over it (a later pass adds to it or
+    /// conflicts), so a pass does not start the level over.
+    pub keeps_fibers: bool,
+    /// The kernel can freeze it in place, so a later statement reads it back.
+    pub freezes_in_kernel: bool,
+    /// As a temporary vector (the only level over an Element leaf), a later statement
+    /// of the kernel reads it back after its writes.
+    pub vector_read_back: bool,
+}
+
+impl WriteTraits {
+    /// Not written by the kernel (or written in place: Dense levels, leaves).
+    pub(crate) const READ_ONLY: WriteTraits = WriteTraits {
+        extruded: false,
+        repeated: false,
+        child_grows: false,
+        marks_dense_children: false,
+        records_pattern: false,
+        keeps_fibers: false,
+        freezes_in_kernel: false,
+        vector_read_back: false,
+    };
 }
 
 /// Which run-time array of an output's buffers (`engine::OutBufs`) a written level's
@@ -192,6 +188,247 @@ pub enum OutArray {
 }
 
 impl LevelParams {
+    /// How a kernel writes this level ([`WriteTraits::READ_ONLY`] for read levels, Dense
+    /// levels and leaves).
+    pub(crate) fn write_traits(&self) -> WriteTraits {
+        use crate::formats::{
+            run_list, sparse_band, sparse_block_list, sparse_byte_map, sparse_coo, sparse_hash,
+            sparse_interval, sparse_list, sparse_point,
+        };
+        match self {
+            LevelParams::SparseListOut(_) => sparse_list::lowering::WRITE_TRAITS,
+            LevelParams::CooOut { .. } => sparse_coo::lowering::WRITE_TRAITS,
+            LevelParams::HashOut(_) => sparse_hash::lowering::WRITE_TRAITS,
+            LevelParams::SparseByteMapOut(_) => sparse_byte_map::lowering::WRITE_TRAITS,
+            LevelParams::SparsePointOut(_) => sparse_point::lowering::WRITE_TRAITS,
+            LevelParams::SparseBandOut(_) => sparse_band::lowering::WRITE_TRAITS,
+            LevelParams::SparseBlockListOut(_) => sparse_block_list::lowering::WRITE_TRAITS,
+            LevelParams::RunsOut(_) => run_list::lowering::WRITE_TRAITS,
+            LevelParams::SparseIntervalOut(_) => sparse_interval::lowering::WRITE_TRAITS,
+            LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::Coo { .. }
+            | LevelParams::Structured { .. }
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => WriteTraits::READ_ONLY,
+        }
+    }
+
+    /// `w .= v` of a workspace inside a loop, emptied by the level the way it knows
+    /// (`leaf`: the leaf's values and the value they start from; `q` a fresh local);
+    /// `None` for levels that do not empty themselves (Dense levels: the leaf is set).
+    pub(crate) fn reset_workspace(
+        &self,
+        leaf: Option<(BufId, Value)>,
+        q: LocalId,
+    ) -> Option<Vec<crate::kernel::KStmt>> {
+        use crate::formats::{run_list, sparse_byte_map, sparse_hash, sparse_list};
+        Some(match self {
+            LevelParams::RunsOut(p) => run_list::lowering::reset(p),
+            LevelParams::SparseListOut(p) => sparse_list::lowering::reset(p),
+            LevelParams::HashOut(p) => sparse_hash::lowering::reset(p, q),
+            LevelParams::SparseByteMapOut(p) => sparse_byte_map::lowering::reset(p, leaf, q),
+            LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::Coo { .. }
+            | LevelParams::CooOut { .. }
+            | LevelParams::SparsePointOut(_)
+            | LevelParams::SparseBandOut(_)
+            | LevelParams::SparseBlockListOut(_)
+            | LevelParams::SparseIntervalOut(_)
+            | LevelParams::Structured { .. }
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => return None,
+        })
+    }
+
+    /// The code that freezes a written level in the kernel for a later statement to read
+    /// it (`p` a fresh local), for the levels whose `freezes_in_kernel` trait says so.
+    pub(crate) fn freeze_in_kernel(&self, p: LocalId) -> Option<Vec<crate::kernel::KStmt>> {
+        match self {
+            LevelParams::SparseListOut(out) => Some(
+                crate::formats::sparse_list::lowering::freeze_in_kernel(out, p),
+            ),
+            LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::Coo { .. }
+            | LevelParams::CooOut { .. }
+            | LevelParams::HashOut(_)
+            | LevelParams::SparseByteMapOut(_)
+            | LevelParams::SparsePointOut(_)
+            | LevelParams::SparseBandOut(_)
+            | LevelParams::SparseBlockListOut(_)
+            | LevelParams::RunsOut(_)
+            | LevelParams::SparseIntervalOut(_)
+            | LevelParams::Structured { .. }
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => None,
+        }
+    }
+
+    /// The kernel buffers of a level read from a tensor passed in, in the order its
+    /// storage lists them (`LevelStorage::kernel_buffers`), and whether the next level's
+    /// storage is the child's (not for the modes of a SparseCOO level above its last,
+    /// which share its storage; the first mode binds its buffers); `None` for written
+    /// levels.
+    pub(crate) fn read_buffers(&self) -> Option<(Vec<BufId>, bool)> {
+        Some(match self {
+            LevelParams::Dense { .. } => (vec![], true),
+            LevelParams::SparseList { ptr, idx, .. } => (vec![*ptr, *idx], true),
+            LevelParams::Coo {
+                ptr,
+                tbl,
+                mode,
+                modes,
+                ..
+            } => {
+                let bufs = if *mode == 0 {
+                    std::iter::once(*ptr).chain(tbl.iter().copied()).collect()
+                } else {
+                    vec![]
+                };
+                (bufs, *mode + 1 == *modes)
+            }
+            LevelParams::Structured { bufs, .. } => (bufs.clone(), true),
+            LevelParams::Element { val, .. } => (vec![*val], false),
+            LevelParams::Pattern => (vec![], false),
+            LevelParams::SparseListOut(_)
+            | LevelParams::CooOut { .. }
+            | LevelParams::HashOut(_)
+            | LevelParams::SparseByteMapOut(_)
+            | LevelParams::SparsePointOut(_)
+            | LevelParams::SparseBandOut(_)
+            | LevelParams::SparseBlockListOut(_)
+            | LevelParams::RunsOut(_)
+            | LevelParams::SparseIntervalOut(_) => return None,
+        })
+    }
+
+    /// Buffers the kernel uses as scratch space of its own (a SparseHash group's view
+    /// for reading it back, on its first mode).
+    pub(crate) fn scratch_buffers(&self) -> Vec<BufId> {
+        match self {
+            LevelParams::HashOut(p) if p.mode == 0 => p.view.scratch_buffers(),
+            LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::SparseListOut(_)
+            | LevelParams::Coo { .. }
+            | LevelParams::CooOut { .. }
+            | LevelParams::HashOut(_)
+            | LevelParams::SparseByteMapOut(_)
+            | LevelParams::SparsePointOut(_)
+            | LevelParams::SparseBandOut(_)
+            | LevelParams::SparseBlockListOut(_)
+            | LevelParams::RunsOut(_)
+            | LevelParams::SparseIntervalOut(_)
+            | LevelParams::Structured { .. }
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => vec![],
+        }
+    }
+
+    /// The parameters of a leaf; `None` for inner levels.
+    pub(crate) fn as_leaf(&self) -> Option<LeafParams> {
+        match self {
+            LevelParams::Element { val, fill } => Some(LeafParams::Element {
+                val: *val,
+                fill: *fill,
+            }),
+            LevelParams::Pattern => Some(LeafParams::Pattern),
+            LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::SparseListOut(_)
+            | LevelParams::Coo { .. }
+            | LevelParams::CooOut { .. }
+            | LevelParams::HashOut(_)
+            | LevelParams::SparseByteMapOut(_)
+            | LevelParams::SparsePointOut(_)
+            | LevelParams::SparseBandOut(_)
+            | LevelParams::SparseBlockListOut(_)
+            | LevelParams::RunsOut(_)
+            | LevelParams::SparseIntervalOut(_)
+            | LevelParams::Structured { .. } => None,
+        }
+    }
+
+    /// A Dense level (its positions are `parent · shape + index`).
+    pub(crate) fn is_dense(&self) -> bool {
+        matches!(self, LevelParams::Dense { .. })
+    }
+
+    /// A leaf (Element or Pattern).
+    pub(crate) fn is_leaf(&self) -> bool {
+        matches!(self, LevelParams::Element { .. } | LevelParams::Pattern)
+    }
+
+    /// Can the level, read, be searched (`follow`) where it would be walked? Sorted
+    /// lists (a SparseList, a SparseCOO mode, a written list or hash table read back)
+    /// and structured levels are; Dense levels are looked up anyway.
+    pub(crate) fn searchable(&self) -> bool {
+        match self {
+            LevelParams::SparseList { .. }
+            | LevelParams::Structured { .. }
+            | LevelParams::Coo { .. }
+            | LevelParams::SparseListOut(_)
+            | LevelParams::HashOut(_) => true,
+            LevelParams::Dense { .. }
+            | LevelParams::CooOut { .. }
+            | LevelParams::SparseByteMapOut(_)
+            | LevelParams::SparsePointOut(_)
+            | LevelParams::SparseBandOut(_)
+            | LevelParams::SparseBlockListOut(_)
+            | LevelParams::RunsOut(_)
+            | LevelParams::SparseIntervalOut(_)
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => false,
+        }
+    }
+
+    /// For one mode of a level read as a group of modes (a SparseCOO level, a SparseHash
+    /// group read back): which mode, and how many.
+    pub(crate) fn read_group_mode(&self) -> Option<(usize, usize)> {
+        match self {
+            LevelParams::Coo { mode, modes, .. } => Some((*mode, *modes)),
+            LevelParams::HashOut(p) => Some((p.mode, p.modes)),
+            LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::CooOut { .. }
+            | LevelParams::SparseListOut(_)
+            | LevelParams::SparseByteMapOut(_)
+            | LevelParams::SparsePointOut(_)
+            | LevelParams::SparseBandOut(_)
+            | LevelParams::SparseBlockListOut(_)
+            | LevelParams::RunsOut(_)
+            | LevelParams::SparseIntervalOut(_)
+            | LevelParams::Structured { .. }
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => None,
+        }
+    }
+
+    /// The flag a written level claims an index with, and for a hash table the local of
+    /// the entry being written; `None` for levels that claim nothing (read levels,
+    /// Dense levels, leaves).
+    pub(crate) fn claim_state_mut(&mut self) -> Option<(&mut LocalId, Option<&mut LocalId>)> {
+        Some(match self {
+            LevelParams::HashOut(p) => (&mut p.dirty, Some(&mut p.at)),
+            LevelParams::SparseListOut(SparseListOut { dirty, .. })
+            | LevelParams::CooOut { dirty, .. }
+            | LevelParams::SparseByteMapOut(SparseByteMapOut { dirty, .. })
+            | LevelParams::SparsePointOut(SparsePointOut { dirty, .. })
+            | LevelParams::SparseBlockListOut(SparseBlockListOut { dirty, .. })
+            | LevelParams::RunsOut(RunsOut { dirty, .. })
+            | LevelParams::SparseIntervalOut(SparseIntervalOut { dirty, .. })
+            | LevelParams::SparseBandOut(SparseBandOut { dirty, .. }) => (dirty, None),
+            LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::Coo { .. }
+            | LevelParams::Structured { .. }
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => return None,
+        })
+    }
+
     /// The kind of a level the kernel writes and the run time freezes in place; `None` for
     /// read levels, Dense levels, leaves and SparseHash groups (recorded as entries).
     pub(crate) fn written_kind(&self) -> Option<LevelKind> {
@@ -210,7 +447,7 @@ impl LevelParams {
             LevelParams::Dense { .. }
             | LevelParams::SparseList { .. }
             | LevelParams::Coo { .. }
-            | LevelParams::HashOut { .. }
+            | LevelParams::HashOut(_)
             | LevelParams::Structured { .. }
             | LevelParams::Element { .. }
             | LevelParams::Pattern => return None,
@@ -231,7 +468,7 @@ impl LevelParams {
             | LevelParams::SparseListOut(_)
             | LevelParams::Coo { .. }
             | LevelParams::CooOut { .. }
-            | LevelParams::HashOut { .. }
+            | LevelParams::HashOut(_)
             | LevelParams::SparseByteMapOut(_)
             | LevelParams::Structured { .. }
             | LevelParams::Element { .. }
@@ -244,7 +481,7 @@ impl LevelParams {
     /// whether it is a SparseHash group.
     pub(crate) fn recorded_modes(&self) -> Option<(usize, bool)> {
         match self {
-            LevelParams::HashOut { modes, .. } => Some((*modes, true)),
+            LevelParams::HashOut(HashOut { modes, .. }) => Some((*modes, true)),
             LevelParams::CooOut { modes, .. } => Some((*modes, false)),
             LevelParams::Dense { .. }
             | LevelParams::SparseList { .. }
@@ -272,7 +509,7 @@ impl LevelParams {
             | LevelParams::SparseListOut(_)
             | LevelParams::Coo { .. }
             | LevelParams::CooOut { .. }
-            | LevelParams::HashOut { .. }
+            | LevelParams::HashOut(_)
             | LevelParams::SparsePointOut(_)
             | LevelParams::SparseBandOut(_)
             | LevelParams::SparseBlockListOut(_)
@@ -284,14 +521,38 @@ impl LevelParams {
         }
     }
 
+    /// The local counting the entries of a written SparseHash group (on each of its
+    /// modes).
+    pub(crate) fn hash_entry_count(&self) -> Option<LocalId> {
+        match self {
+            LevelParams::HashOut(p) => Some(p.count),
+            LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::SparseListOut(_)
+            | LevelParams::Coo { .. }
+            | LevelParams::CooOut { .. }
+            | LevelParams::SparseByteMapOut(_)
+            | LevelParams::SparsePointOut(_)
+            | LevelParams::SparseBandOut(_)
+            | LevelParams::SparseBlockListOut(_)
+            | LevelParams::RunsOut(_)
+            | LevelParams::SparseIntervalOut(_)
+            | LevelParams::Structured { .. }
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => None,
+        }
+    }
+
+    /// Levels the kernel records as entries for the run time to build in their own
+    /// format (one it does not assemble itself).
+    pub(crate) fn rebuilt_from_entries(&self) -> bool {
+        matches!(self, LevelParams::CooOut { rebuilt: true, .. })
+    }
+
     /// Is this a sparse level being written (any `*Out` variant)?
     pub fn is_sparse_out(&self) -> bool {
-        is_extruded(self)
-            || matches!(
-                self,
-                LevelParams::SparseByteMapOut(SparseByteMapOut { .. })
-                    | LevelParams::HashOut { .. }
-            )
+        let w = self.write_traits();
+        w.extruded || w.repeated
     }
 
     /// The local holding the size of the mode the level indexes (`None` for a leaf).
@@ -303,7 +564,7 @@ impl LevelParams {
             | LevelParams::SparseListOut(SparseListOut { shape, .. })
             | LevelParams::Coo { shape, .. }
             | LevelParams::CooOut { shape, .. }
-            | LevelParams::HashOut { shape, .. }
+            | LevelParams::HashOut(HashOut { shape, .. })
             | LevelParams::SparseByteMapOut(SparseByteMapOut { shape, .. })
             | LevelParams::SparsePointOut(SparsePointOut { shape, .. })
             | LevelParams::SparseBandOut(SparseBandOut { shape, .. })
@@ -325,13 +586,13 @@ impl LevelParams {
             LevelParams::CooOut {
                 ptr, idx, mode: 0, ..
             } => vec![(*ptr, Ptr), (*idx, Idx)],
-            LevelParams::HashOut {
+            LevelParams::HashOut(HashOut {
                 table,
                 keys,
                 slot_of,
                 mode: 0,
                 ..
-            } => vec![(*slot_of, Ptr), (*keys, Idx), (*table, Aux)],
+            }) => vec![(*slot_of, Ptr), (*keys, Idx), (*table, Aux)],
             LevelParams::SparseByteMapOut(SparseByteMapOut { ptr, tbl, srt, .. }) => {
                 vec![(*ptr, Ptr), (*tbl, Flags), (*srt, Idx)]
             }
@@ -352,9 +613,30 @@ impl LevelParams {
             LevelParams::SparseIntervalOut(SparseIntervalOut { left, right, .. }) => {
                 vec![(*left, Idx), (*right, Ptr)]
             }
-            _ => vec![],
+            LevelParams::CooOut { .. }
+            | LevelParams::HashOut(_)
+            | LevelParams::Dense { .. }
+            | LevelParams::SparseList { .. }
+            | LevelParams::Coo { .. }
+            | LevelParams::Structured { .. }
+            | LevelParams::Element { .. }
+            | LevelParams::Pattern => vec![],
         }
     }
+}
+
+/// The kernel parameters of a leaf ([`LevelParams::as_leaf`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum LeafParams {
+    /// An Element leaf: its values and fill.
+    Element {
+        /// Values.
+        val: BufId,
+        /// Fill value.
+        fill: Value,
+    },
+    /// A Pattern leaf: nothing stored.
+    Pattern,
 }
 
 /// A tensor of the program as the kernel sees it.
@@ -383,6 +665,13 @@ pub struct TensorInfo {
 }
 
 impl TensorInfo {
+    /// Every level is Dense, over an Element leaf: every position holds a value in place.
+    pub fn holds_dense_values(&self) -> bool {
+        self.levels
+            .iter()
+            .all(|l| l.is_dense() || matches!(l, LevelParams::Element { .. }))
+    }
+
     /// Whether the tensor's levels below its leading Dense ones can be written as one
     /// SparseHash group instead (see `any_order_or`): an output or temporary over an
     /// Element or Pattern leaf, not an input updated in place.
@@ -403,7 +692,7 @@ impl TensorInfo {
                     | LevelParams::Element { .. }
                     | LevelParams::Pattern
                     | LevelParams::SparseByteMapOut(SparseByteMapOut { .. })
-                    | LevelParams::HashOut { .. }
+                    | LevelParams::HashOut(_)
             )
         })
     }

@@ -35,13 +35,14 @@ mod stmts;
 mod tensor_table;
 
 pub use level_params::{
-    HashView, LevelParams, OutArray, RunsOut, SparseBandOut, SparseBlockListOut, SparseByteMapOut,
+    HashOut, LevelParams, OutArray, RunsOut, SparseBandOut, SparseBlockListOut, SparseByteMapOut,
     SparseIntervalOut, SparseListOut, SparsePointOut, TensorInfo,
 };
+pub(crate) use level_params::{LeafParams, WriteTraits};
 use shared_reads::*;
 pub(crate) use tensor_table::readable_runs;
 use tensor_table::*;
-pub(crate) use tensor_table::{byte_map_out, structured_read_params, LevelAt};
+pub(crate) use tensor_table::{mode_shapes, structured_read_params, LevelAt};
 
 /// A window whose bounds use enclosing loop indices: computed and checked in the kernel.
 struct DynamicWindow {
@@ -316,8 +317,8 @@ impl Converter<'_> {
             let d = depths[m];
             // A SparsePoint keeps its fiber's index and value in its buffers, so a later
             // pass adds to them (or conflicts) rather than starting over.
-            let restarts = is_extruded(level)
-                && !matches!(level, LevelParams::SparsePointOut(SparsePointOut { .. }));
+            let w = level.write_traits();
+            let restarts = w.extruded && !w.keeps_fibers;
             if restarts {
                 if let Some(between) = (declared..d).find(|&b| !depths.contains(&b)) {
                     return self.needs_any_order(t, format!(
@@ -379,10 +380,12 @@ fn check_lifecycles(
         if let Some(name) = uses.reads.iter().find(|n| {
             written_sparse.contains(n)
                 && !c.by_name.get(*n).is_some_and(|&t| {
-                    matches!(
-                        c.tensors[t].levels.iter().rev().nth(1),
-                        Some(LevelParams::SparseListOut(SparseListOut { .. }))
-                    )
+                    c.tensors[t]
+                        .levels
+                        .iter()
+                        .rev()
+                        .nth(1)
+                        .is_some_and(|l| l.write_traits().freezes_in_kernel)
                 })
         }) {
             // A hash table is read back in the kernel that writes it.
@@ -401,9 +404,10 @@ fn check_lifecycles(
             let sparse = c.by_name.get(name).is_some_and(|&t| {
                 let levels = &c.tensors[t].levels;
                 (levels.iter().any(is_extruded) && !readable_runs(&c.tensors[t]))
-                    || levels.iter().skip(1).any(|l| {
-                        matches!(l, LevelParams::SparseByteMapOut(SparseByteMapOut { .. }))
-                    })
+                    || levels
+                        .iter()
+                        .skip(1)
+                        .any(|l| l.write_traits().marks_dense_children)
             });
             if sparse {
                 written_sparse.push(name.clone());

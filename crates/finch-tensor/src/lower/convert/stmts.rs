@@ -75,10 +75,12 @@ impl Converter<'_> {
                         continue;
                     };
                     // A SparseList output level right above the leaf.
-                    let list_out = matches!(
-                        self.tensors[t].levels.iter().rev().nth(1),
-                        Some(LevelParams::SparseListOut(SparseListOut { .. }))
-                    );
+                    let list_out = self.tensors[t]
+                        .levels
+                        .iter()
+                        .rev()
+                        .nth(1)
+                        .is_some_and(|l| l.write_traits().freezes_in_kernel);
                     if list_out
                         && self.sparse_written.contains(&t)
                         && !self.tensors[t].frozen_in_kernel
@@ -139,36 +141,27 @@ impl Converter<'_> {
             }
             return Ok(Stmt::SetScalar(t, Expr::Lit(init)));
         }
-        let dense = self.tensors[t]
-            .levels
-            .iter()
-            .all(|l| matches!(l, LevelParams::Dense { .. } | LevelParams::Element { .. }));
-        let byte_map = matches!(
-            self.tensors[t].levels.as_slice(),
-            [
-                LevelParams::SparseByteMapOut(SparseByteMapOut { .. }),
-                LevelParams::Element { .. } | LevelParams::Pattern
-            ]
-        );
+        let dense = self.tensors[t].holds_dense_values();
+        // A vector of one level over the leaf, emptied where it was set, or as a
+        // sorted vector written in order, then read, per iteration.
+        let vector = match self.tensors[t].levels.as_slice() {
+            [level, leaf] if leaf.is_leaf() => Some(level.write_traits()),
+            _ => None,
+        };
+        let byte_map = vector.is_some_and(|w| w.marks_dense_children);
         let runs = readable_runs(&self.tensors[t]);
         // A SparseHash group, under leading Dense levels or not: one table over
         // every mode, emptied as a whole.
-        let hash = matches!(
-            self.tensors[t]
-                .levels
-                .iter()
-                .find(|l| !matches!(l, LevelParams::Dense { .. })),
-            Some(LevelParams::HashOut { .. })
-        );
-        // A sorted vector workspace: written in order, then read, per iteration.
-        let list = self.tensors[t].kind == DeclKind::Temp
-            && matches!(
-                self.tensors[t].levels.as_slice(),
-                [
-                    LevelParams::SparseListOut(SparseListOut { .. }),
-                    LevelParams::Element { .. } | LevelParams::Pattern
-                ]
-            );
+        let hash = self.tensors[t]
+            .levels
+            .iter()
+            .find(|l| !l.is_dense())
+            .is_some_and(|l| {
+                let w = l.write_traits();
+                w.repeated && w.child_grows
+            });
+        let list =
+            self.tensors[t].kind == DeclKind::Temp && vector.is_some_and(|w| w.freezes_in_kernel);
         // A sparse level holds only what differs from its fill: the positions a
         // kernel leaves unwritten read as the fill, in an output or a workspace,
         // at the top level or in a loop (Finch.jl's Element level refuses any value
@@ -229,10 +222,7 @@ impl Converter<'_> {
             ))?;
         }
         let input = self.tensors[t].kind == DeclKind::Input;
-        let dense = self.tensors[t]
-            .levels
-            .iter()
-            .all(|l| matches!(l, LevelParams::Dense { .. } | LevelParams::Element { .. }));
+        let dense = self.tensors[t].holds_dense_values();
         if input && !dense {
             return unsupported(format!(
                 "updating the input `{}` in place: only inputs of Dense levels over an Element leaf can be updated in place",

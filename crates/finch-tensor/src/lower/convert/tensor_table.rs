@@ -84,7 +84,7 @@ fn inner_level<'f>(
     kernel.inputs.push(shape);
     // The levels below an output's leading Dense ones, as one SparseHash group (see
     // `tensor_table`).
-    let hashed = (*kind != LevelKind::Dense
+    let hashed = (!kind.is_dense()
         && is_written
         && any_order.contains(name)
         && matches!(level.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern))
@@ -92,84 +92,52 @@ fn inner_level<'f>(
     // A vector (one mode, no Dense parent) takes a SparseByteMap instead: a flag per index
     // beats a hash table (its dense flags and values cost only the vector's length).
     let byte_map = hashed == Some(1) && depth == 1;
-    let leaf_below = matches!(**child, LevelFormat::Element(_) | LevelFormat::Pattern);
     let at = LevelAt { name, depth, shape };
     let levels = &mut info.levels;
-    match kind {
-        LevelKind::Dense => levels.push(LevelParams::Dense { shape }),
-        _ if byte_map => {
-            levels.push(byte_map_out(kernel, name, depth, shape));
-            return Ok((level.leaf(), 1));
-        }
-        _ if hashed.is_some()
-            || (*kind == LevelKind::SparseHash && is_written && hash_group(level).is_some()) =>
-        {
-            let modes = hashed.or(hash_group(level)).unwrap_or(1);
-            levels.extend(hash_group_levels(kernel, &at, modes));
-            // Skip the group's further levels (a forced group runs down to the leaf).
-            let mut last = child;
-            for _ in 1..modes {
-                if let LevelFormat::Inner { child, .. } = &**last {
-                    last = child;
-                }
-            }
-            return Ok((if hashed.is_some() { level.leaf() } else { last }, modes));
-        }
-        LevelKind::SparseCoo(modes) if !is_written || leaf_below => {
-            // One entry per mode; the first mode's shape local is `shape`.
-            let shapes = mode_shapes(kernel, name, depth, shape, *modes);
-            if is_written {
-                levels.extend(recorded_levels(kernel, name, depth, &shapes, false));
-            } else {
-                let ptr = kernel.buf(
-                    format!("{name}_lvl{depth}_ptr"),
-                    ScalarType::I64,
-                    false,
-                    false,
-                );
-                let tbl: Vec<BufId> = (0..*modes)
-                    .map(|k| {
-                        kernel.buf(
-                            format!("{name}_lvl{depth}_tbl{}", k + 1),
-                            ScalarType::I64,
-                            false,
-                            false,
-                        )
-                    })
-                    .collect();
-                for (mode, &shape) in shapes.iter().enumerate() {
-                    levels.push(LevelParams::Coo {
-                        shape,
-                        ptr,
-                        tbl: tbl.clone(),
-                        mode,
-                        modes: *modes,
-                    });
-                }
-            }
-            return Ok((child, *modes));
-        }
-        _ if !is_written => match kind.read_params(kernel, &at, *index) {
-            Some(params) => levels.push(params),
-            None => return Err(not_compiled(kind, name, is_written)),
-        },
-        _ => {
-            if let Some(params) = kind.written_in_order(kernel, &at, child) {
-                levels.push(params);
-            } else if matches!(level.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern) {
-                // Any other written format whose levels from here down end in an Element
-                // leaf: entries are recorded in order (extrude) like a SparseCOO level
-                // spanning those modes, and the run time builds the levels from them.
-                let modes = level.ndims();
-                let shapes = mode_shapes(kernel, name, depth, shape, modes);
-                levels.extend(recorded_levels(kernel, name, depth, &shapes, true));
-                return Ok((level.leaf(), modes));
-            } else {
-                return Err(not_compiled(kind, name, is_written));
-            }
-        }
+    if byte_map {
+        let vector = LevelKind::ANY_ORDER_VECTOR.any_order_params(kernel, &at, 1);
+        levels.extend(vector.ok_or_else(|| internal_any_order(name))?);
+        return Ok((level.leaf(), 1));
     }
-    Ok((child, 1))
+    // A group the kernel writes as one table: the levels below the leading Dense ones,
+    // or a group declared so (SparseHash levels down to the leaf).
+    let declared_group = (is_written && *kind == LevelKind::ANY_ORDER_GROUP)
+        .then(|| LevelKind::ANY_ORDER_GROUP.any_order_modes(level))
+        .flatten();
+    if let Some(modes) = hashed.or(declared_group) {
+        let group = LevelKind::ANY_ORDER_GROUP.any_order_params(kernel, &at, modes);
+        levels.extend(group.ok_or_else(|| internal_any_order(name))?);
+        // Skip the group's further levels (a declared group runs down to the leaf).
+        let mut last = child;
+        for _ in 1..modes {
+            if let LevelFormat::Inner { child, .. } = &**last {
+                last = child;
+            }
+        }
+        return Ok((if hashed.is_some() { level.leaf() } else { last }, modes));
+    }
+    if !is_written {
+        levels.extend(kind.read_params(kernel, &at, *index));
+        return Ok((child, kind.modes()));
+    }
+    if let Some(params) = kind.written_params(kernel, &at, child) {
+        levels.extend(params);
+        return Ok((child, kind.modes()));
+    }
+    if matches!(level.leaf(), LevelFormat::Element(_) | LevelFormat::Pattern) {
+        // Any other written format whose levels from here down end in an Element leaf:
+        // entries are recorded in order (extrude) like a SparseCOO level spanning those
+        // modes, and the run time builds the levels from them.
+        let modes = level.ndims();
+        levels.extend(LevelKind::recorded_params(kernel, &at, modes));
+        return Ok((level.leaf(), modes));
+    }
+    Err(not_compiled(kind, name, is_written))
+}
+
+/// The any-order levels of the registry did not give their parameters.
+fn internal_any_order(name: &str) -> Error {
+    Error::Program(format!("internal: the any-order levels of `{name}`"))
 }
 
 /// A level the compiled engines do not read or write this way.
@@ -199,17 +167,10 @@ fn leaf_level(
         LevelFormat::Element(fill) => {
             let ty = fill.scalar_type().unwrap_or(ScalarType::F64);
             // Under a sparse output level the values grow with the entries.
-            let sparse_out = matches!(
-                info.levels.last(),
-                Some(
-                    LevelParams::SparseListOut(SparseListOut { .. })
-                        | LevelParams::CooOut { .. }
-                        | LevelParams::HashOut { .. }
-                        | LevelParams::SparseBandOut(SparseBandOut { .. })
-                        | LevelParams::SparseBlockListOut(SparseBlockListOut { .. })
-                        | LevelParams::RunsOut(RunsOut { .. })
-                )
-            );
+            let sparse_out = info
+                .levels
+                .last()
+                .is_some_and(|l| l.write_traits().child_grows);
             let val = kernel.buf(
                 format!("{}_lvl{depth}_val", info.name),
                 ty,
@@ -223,15 +184,10 @@ fn leaf_level(
             // but `true` may clear an index set before: such a leaf keeps
             // a flag per entry (an `Element(false)` leaf; entries left
             // `false` are dropped when frozen).
-            let repeated = matches!(
-                info.levels.last(),
-                Some(
-                    LevelParams::SparseByteMapOut(SparseByteMapOut { .. })
-                        | LevelParams::HashOut { .. }
-                )
-            );
+            let above = info.levels.last().map(LevelParams::write_traits);
+            let repeated = above.is_some_and(|w| w.repeated);
             if is_written && repeated && may_clear(&program.ast().body, &info.name) {
-                let sparse_out = matches!(info.levels.last(), Some(LevelParams::HashOut { .. }));
+                let sparse_out = above.is_some_and(|w| w.child_grows);
                 let val = kernel.buf(
                     format!("{}_lvl{depth}_val", info.name),
                     ScalarType::Bool,
@@ -247,18 +203,8 @@ fn leaf_level(
             // Otherwise a written Pattern leaf stores nothing: writing `true`
             // claims the index, which the level above records (flags, or a
             // list of indices or entries).
-            if is_written
-                && !matches!(
-                    info.levels.last(),
-                    Some(
-                        LevelParams::SparseByteMapOut(SparseByteMapOut { .. })
-                            | LevelParams::SparseListOut(SparseListOut { .. })
-                            | LevelParams::CooOut { .. }
-                            | LevelParams::HashOut { .. }
-                    )
-                )
-            {
-                if matches!(info.levels.last(), Some(LevelParams::Dense { .. }) | None) {
+            if is_written && !above.is_some_and(|w| w.records_pattern) {
+                if info.levels.last().is_none_or(LevelParams::is_dense) {
                     // (Only an all-`true` result fits; the reference
                     // engine stores one.)
                     return unsupported(format!(
@@ -310,50 +256,9 @@ impl LevelAt<'_> {
     }
 }
 
-/// The levels of a SparseHash group spanning `modes` modes: one table over all of them.
-fn hash_group_levels(kernel: &mut Kernel, at: &LevelAt, modes: usize) -> Vec<LevelParams> {
-    let shapes = mode_shapes(kernel, at.name, at.depth, at.shape, modes);
-    let mut buf = |what: &str| at.buf(kernel, what, true);
-    let (table, keys, slot_of) = (buf("table"), buf("keys"), buf("slot_of"));
-    let (order, ptr, posmap) = (buf("order"), buf("fiber_ptr"), buf("posmap"));
-    let tbl = (0..modes)
-        .map(|m| buf(&format!("coord{}", m + 1)))
-        .collect();
-    let frozen = at.local(kernel, "frozen", ScalarType::Bool);
-    let view = HashView {
-        order,
-        ptr,
-        frozen,
-        tbl,
-        posmap,
-    };
-    let (count, position, dirty) = (
-        at.local(kernel, "count", ScalarType::I64),
-        at.local(kernel, "at", ScalarType::I64),
-        at.local(kernel, "dirty", ScalarType::Bool),
-    );
-    kernel.outputs.push(count);
-    shapes
-        .iter()
-        .enumerate()
-        .map(|(mode, &shape)| LevelParams::HashOut {
-            shape,
-            mode,
-            modes,
-            table,
-            keys,
-            slot_of,
-            count,
-            at: position,
-            dirty,
-            view: view.clone(),
-        })
-        .collect()
-}
-
 /// The shape locals of a level spanning `modes` modes from `depth` (the first is `first`,
 /// already a kernel input; the others become inputs too).
-pub(super) fn mode_shapes(
+pub(crate) fn mode_shapes(
     kernel: &mut Kernel,
     name: &str,
     depth: usize,
@@ -406,46 +311,6 @@ pub(super) fn may_clear(s: &notation::Stmt, name: &str) -> bool {
     clears
 }
 
-/// The levels of a written group recorded as entries (a SparseCOO level, or levels the run
-/// time builds), one per mode, sharing their buffers and cursor.
-pub(super) fn recorded_levels(
-    kernel: &mut Kernel,
-    name: &str,
-    depth: usize,
-    shapes: &[LocalId],
-    rebuilt: bool,
-) -> Vec<LevelParams> {
-    let ptr = kernel.buf(
-        format!("{name}_lvl{depth}_ptr"),
-        ScalarType::I64,
-        true,
-        false,
-    );
-    let idx = kernel.buf(
-        format!("{name}_lvl{depth}_idx"),
-        ScalarType::I64,
-        true,
-        true,
-    );
-    let qos = kernel.local(format!("{name}_lvl{depth}_qos"), ScalarType::I64);
-    let dirty = kernel.local(format!("{name}_lvl{depth}_dirty"), ScalarType::Bool);
-    let modes = shapes.len();
-    shapes
-        .iter()
-        .enumerate()
-        .map(|(mode, &shape)| LevelParams::CooOut {
-            shape,
-            ptr,
-            idx,
-            qos,
-            dirty,
-            mode,
-            modes,
-            rebuilt,
-        })
-        .collect()
-}
-
 /// An output that needs levels taking writes in any order, or read back where it is
 /// written: over an Element or Pattern leaf its levels below the leading Dense ones can be
 /// one SparseHash group, so it is recorded in `any_order` (the conversion is done again);
@@ -462,58 +327,11 @@ pub(super) fn any_order_or(
     Ok(())
 }
 
-/// A written SparseByteMap level `depth` of `name`: its buffers and cursors.
-pub(crate) fn byte_map_out(
-    kernel: &mut Kernel,
-    name: &str,
-    depth: usize,
-    shape: LocalId,
-) -> LevelParams {
-    let mut buf = |what: &str, ty, growable| {
-        kernel.buf(format!("{name}_lvl{depth}_{what}"), ty, true, growable)
-    };
-    let ptr = buf("ptr", ScalarType::I64, false);
-    let tbl = buf("tbl", ScalarType::Bool, false);
-    let srt = buf("srt", ScalarType::I64, true);
-    let nsrt = kernel.local(format!("{name}_lvl{depth}_nsrt"), ScalarType::I64);
-    kernel.outputs.push(nsrt);
-    let dirty = kernel.local(format!("{name}_lvl{depth}_dirty"), ScalarType::Bool);
-    LevelParams::SparseByteMapOut(SparseByteMapOut {
-        shape,
-        ptr,
-        tbl,
-        srt,
-        nsrt,
-        dirty,
-    })
-}
-
 /// How many modes `level` and the levels below it index.
 pub(super) fn modes_below(level: &LevelFormat) -> usize {
     match level {
         LevelFormat::Inner { kind, child, .. } => kind.modes() + modes_below(child),
         _ => 0,
-    }
-}
-
-/// How many SparseHash levels `level` starts that run down to an Element or Pattern leaf
-/// (a group the compiler writes as one hash table), or `None`.
-pub(super) fn hash_group(level: &LevelFormat) -> Option<usize> {
-    let mut n = 0;
-    let mut l = level;
-    loop {
-        match l {
-            LevelFormat::Inner {
-                kind: LevelKind::SparseHash,
-                child,
-                ..
-            } => {
-                n += 1;
-                l = child;
-            }
-            LevelFormat::Element(_) | LevelFormat::Pattern => return (n > 0).then_some(n),
-            _ => return None,
-        }
     }
 }
 
@@ -523,26 +341,14 @@ pub(crate) fn readable_runs(info: &TensorInfo) -> bool {
     info.kind == DeclKind::Temp
         && matches!(
             info.levels.as_slice(),
-            [
-                LevelParams::RunsOut(RunsOut { .. }),
-                LevelParams::Element { .. }
-            ]
+            [level, LevelParams::Element { .. }] if level.write_traits().vector_read_back
         )
 }
 
 /// Levels written in order, once (extrude): a second statement, or a read after the
 /// write, is refused.
 pub(super) fn is_extruded(l: &LevelParams) -> bool {
-    matches!(
-        l,
-        LevelParams::SparseListOut(SparseListOut { .. })
-            | LevelParams::CooOut { .. }
-            | LevelParams::SparsePointOut(SparsePointOut { .. })
-            | LevelParams::SparseBandOut(SparseBandOut { .. })
-            | LevelParams::SparseBlockListOut(SparseBlockListOut { .. })
-            | LevelParams::RunsOut(RunsOut { .. })
-            | LevelParams::SparseIntervalOut(SparseIntervalOut { .. })
-    )
+    l.write_traits().extruded
 }
 
 /// A structured level read by a kernel: its storage's buffers (`BUFFERS`, in that order)

@@ -6,21 +6,19 @@
 //! * SparseList (read, walk): `Thunk(q = ptr[p]; q_stop = ptr[p+1]; i_last = idx[q_stop-1]+1
 //!   or 0) -> Sequence(Phase(stop = i_last, Stepper(seek: scansearch; preamble: i = idx[q]+1;
 //!   stop = i; chunk = Spike(FillLeaf(fill), child(q)); next: q += 1)), Phase(Run(FillLeaf(fill))))`.
-//! * The structured levels (`unfurl_structured`), SparseCOO modes (`coo_list`) and the
-//!   written levels (each level's `lowering::unfurl_write`; SparseHash groups in
-//!   `hash.rs`) follow the same pattern.
+//! * The structured levels (`unfurl_structured`), SparseCOO modes and the written levels
+//!   (each level's `lowering`) follow the same pattern.
 //!
-//! Here: the dispatch from a fiber's level parameters to its looplets, and the scaffolds
+//! Here: the generic unfurling (fibers never present, reads where a condition holds),
+//! the dispatch from a fiber's level parameters to its level's looplets
+//! (`dispatch.rs`, the registry), and the scaffolds
 //! levels share (the sorted-list walk, the segment walk's `StructuredFiber`, the search
 //! into runs and blocks, claim state and leaves of written levels). Each level's own
 //! looplets, read and written, are in its module's `lowering` (`formats/<level>.rs`).
 
 use std::rc::Rc;
 
-use super::convert::{
-    LevelParams, RunsOut, SparseBandOut, SparseBlockListOut, SparseByteMapOut, SparseIntervalOut,
-    SparseListOut, SparsePointOut,
-};
+use super::convert::{LeafParams, LevelParams};
 use super::Lowerer;
 use crate::algebra::{Op, ScalarType, Value};
 use crate::error::{Error, Result};
@@ -28,15 +26,25 @@ use crate::formats::LevelKind;
 use crate::kernel::{KExpr, KStmt};
 use crate::looplets::{Counted, Fiber, Looplet, Stepper, Tensor};
 
+mod dispatch;
 mod sorted;
 mod structured;
 
-use sorted::*;
+use dispatch::WhereRead;
+
 pub(crate) use sorted::{fiber_bounds, seek_on};
 
 pub(crate) use structured::{minus1, plus1, within, StructuredFiber};
 
 impl Lowerer {
+    /// The leaf parameters of fiber `f`'s level, if it is a leaf.
+    pub(crate) fn leaf_of(&self, f: &Fiber) -> Option<LeafParams> {
+        self.tensors[f.tensor]
+            .levels
+            .get(f.depth)
+            .and_then(LevelParams::as_leaf)
+    }
+
     /// The fill value of a tensor's leaf.
     pub(crate) fn fill_of(&self, t: usize) -> Value {
         self.tensors[t].format.fill_value()
@@ -74,13 +82,14 @@ impl Lowerer {
             return Ok(Looplet::Run(Box::new(below)));
         }
         let level = self.tensors[f.tensor].levels.get(f.depth).cloned();
-        let level = match level {
-            Some(LevelParams::Dense { .. }) => level,
-            _ if fill != self.fill_of(f.tensor) => None,
-            _ => level,
+        // (Only a Dense level takes in another fill; see above.)
+        let dense = level.as_ref().is_some_and(LevelParams::is_dense);
+        let level = level.filter(|_| dense || fill == self.fill_of(f.tensor));
+        let Some(level) = level else {
+            return self.switch_present(f, cond, fill);
         };
-        match level {
-            Some(LevelParams::Dense { shape }) => {
+        match dispatch::where_read(&level, f) {
+            WhereRead::Dense(shape) => {
                 let Looplet::Lookup(child) = dense_lookup(f, shape) else {
                     return Err(Error::Program("internal: a Dense level's lookup".into()));
                 };
@@ -89,35 +98,9 @@ impl Lowerer {
                     present_where(child(i), &cond, fill)
                 })))
             }
-            Some(LevelParams::SparseList { ptr, idx, shape })
-            | Some(LevelParams::SparseListOut(SparseListOut {
-                ptr, idx, shape, ..
-            })) if !f.protocols.is_written() => {
-                let mut list = SortedList::of_list(ptr, idx, shape);
-                list.entries = Entries::FiberWhere(ptr, cond.clone());
-                Ok(self.sorted_read(f, list))
-            }
-            Some(LevelParams::Coo {
-                shape,
-                ptr,
-                tbl,
-                mode: 0,
-                modes,
-            }) => {
-                let name = self.tensors[f.tensor].name.clone();
-                let list = coo_list(f, &name, [shape], [ptr], &tbl, [0, modes], Some(cond))?;
-                Ok(self.sorted_read(f, list))
-            }
-            Some(LevelParams::Structured { kind, shape, bufs })
-                if !f.protocols.follows(f.depth) && !f.protocols.is_written() =>
-            {
-                self.check_protocols(f, kind)?;
-                self.unfurl_structured(f, kind, shape, &bufs, Some(cond))
-            }
-            Some(LevelParams::Structured { .. })
-                if f.protocols.follows(f.depth) && !f.protocols.is_written() =>
-            {
-                // Searched: each search runs, and its hit counts, only where `cond` holds.
+            WhereRead::Itself => dispatch::unfurl_level(self, f, level, Some(cond)),
+            WhereRead::Searched => {
+                // Each search runs, and its hit counts, only where `cond` holds.
                 let Looplet::Lookup(search) = self.unfurl(f)? else {
                     return Err(Error::Program("internal: a search is a lookup".into()));
                 };
@@ -126,14 +109,19 @@ impl Lowerer {
                     present_where(search(i), &cond, fill)
                 })))
             }
-            _ => Ok(Looplet::Switch(vec![
-                (cond.clone(), self.unfurl(f)?),
-                (
-                    KExpr::Lit(Value::Bool(true)),
-                    Looplet::Run(Box::new(Tensor::FillLeaf(fill))),
-                ),
-            ])),
+            WhereRead::Switch => self.switch_present(f, cond, fill),
         }
+    }
+
+    /// One `Switch`: fiber `f` unfurled where `cond` holds, `fill` where it does not.
+    fn switch_present(&mut self, f: &Fiber, cond: &KExpr, fill: Value) -> Result<Looplet> {
+        Ok(Looplet::Switch(vec![
+            (cond.clone(), self.unfurl(f)?),
+            (
+                KExpr::Lit(Value::Bool(true)),
+                Looplet::Run(Box::new(Tensor::FillLeaf(fill))),
+            ),
+        ]))
     }
 
     /// The looplet nest of fiber `f` for the dimension of its level.
@@ -145,96 +133,7 @@ impl Lowerer {
         })?;
         let (t, depth) = (f.tensor, f.depth + 1);
         let level = self.own_claim_state(level, t, depth);
-        let hash = super::hash::HashTable::of(&level);
-        match level {
-            LevelParams::Dense { shape } => Ok(dense_lookup(f, shape)),
-            LevelParams::SparseList { ptr, idx, shape } => {
-                Ok(self.sorted_read(f, SortedList::of_list(ptr, idx, shape)))
-            }
-            LevelParams::Structured { kind, shape, bufs } => {
-                self.check_protocols(f, kind)?;
-                self.unfurl_structured(f, kind, shape, &bufs, None)
-            }
-            LevelParams::SparseListOut(SparseListOut {
-                ptr, idx, shape, ..
-            }) if !f.protocols.is_written() => {
-                // Read by a later statement, after the kernel froze it: a sorted list.
-                Ok(self.sorted_read(f, SortedList::of_list(ptr, idx, shape)))
-            }
-            LevelParams::SparseListOut(p) => {
-                crate::formats::sparse_list::lowering::unfurl_write(self, f, &p)
-            }
-            LevelParams::CooOut {
-                shape,
-                ptr,
-                idx,
-                qos,
-                dirty,
-                mode,
-                modes,
-                ..
-            } => {
-                self.written_only(f, &name)?;
-                crate::formats::sparse_list::lowering::unfurl_list_out(
-                    self,
-                    f,
-                    shape,
-                    [ptr, idx],
-                    [qos, dirty],
-                    Some((mode, modes)),
-                )
-            }
-            LevelParams::HashOut {
-                shape, mode, modes, ..
-            } => {
-                let (h, view) = hash.ok_or_else(|| {
-                    Error::Program(format!("internal: `{name}`'s SparseHash table"))
-                })?;
-                if !f.protocols.is_written() {
-                    self.unfurl_hash_read(f, shape, [mode, modes], h, view)
-                } else {
-                    self.unfurl_hash_out(f, shape, [mode, modes], h)
-                }
-            }
-            LevelParams::Coo {
-                shape,
-                ptr,
-                tbl,
-                mode,
-                modes,
-            } => {
-                let list = coo_list(f, &name, [shape], [ptr], &tbl, [mode, modes], None)?;
-                Ok(self.sorted_read(f, list))
-            }
-            LevelParams::SparseByteMapOut(p) => {
-                crate::formats::sparse_byte_map::lowering::unfurl_write(self, f, &p)
-            }
-            LevelParams::SparsePointOut(p) => {
-                crate::formats::sparse_point::lowering::unfurl_write(self, f, &p)
-            }
-            LevelParams::SparseBlockListOut(p) => {
-                self.written_only(f, &name)?;
-                crate::formats::sparse_block_list::lowering::unfurl_write(self, f, &p)
-            }
-            LevelParams::RunsOut(p) => {
-                if !f.protocols.is_written() && f.depth == 0 {
-                    return crate::formats::run_list::lowering::unfurl_read_back(self, f, &p);
-                }
-                self.written_only(f, &name)?;
-                crate::formats::run_list::lowering::unfurl_write(self, f, &p)
-            }
-            LevelParams::SparseIntervalOut(p) => {
-                self.written_only(f, &name)?;
-                crate::formats::sparse_interval::lowering::unfurl_write(self, f, &p)
-            }
-            LevelParams::SparseBandOut(p) => {
-                self.written_only(f, &name)?;
-                crate::formats::sparse_band::lowering::unfurl_write(self, f, &p)
-            }
-            LevelParams::Element { .. } | LevelParams::Pattern => Err(Error::Program(format!(
-                "internal: the leaf of `{name}` indexed by a loop"
-            ))),
-        }
+        dispatch::unfurl_level(self, f, level, None)
     }
 
     /// Written level `level` (at `depth`, 1-based) of tensor `t` with a claim flag of its
@@ -243,23 +142,9 @@ impl Lowerer {
     /// beside `y[i] = x[i]`): sharing them, the inner write would find the outer index
     /// claimed and write its entry, and its record would take the outer index's flag.
     fn own_claim_state(&mut self, mut level: LevelParams, t: usize, depth: usize) -> LevelParams {
-        let (dirty, at) = match &mut level {
-            LevelParams::HashOut { dirty, at, .. } => (dirty, Some(at)),
-            LevelParams::SparseListOut(SparseListOut { dirty, .. })
-            | LevelParams::CooOut { dirty, .. }
-            | LevelParams::SparseByteMapOut(SparseByteMapOut { dirty, .. })
-            | LevelParams::SparsePointOut(SparsePointOut { dirty, .. })
-            | LevelParams::SparseBlockListOut(SparseBlockListOut { dirty, .. })
-            | LevelParams::RunsOut(RunsOut { dirty, .. })
-            | LevelParams::SparseIntervalOut(SparseIntervalOut { dirty, .. })
-            | LevelParams::SparseBandOut(SparseBandOut { dirty, .. }) => (dirty, None),
-            // Read levels and leaves claim nothing.
-            LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
-            | LevelParams::Coo { .. }
-            | LevelParams::Structured { .. }
-            | LevelParams::Element { .. }
-            | LevelParams::Pattern => return level,
+        // (Read levels and leaves claim nothing.)
+        let Some((dirty, at)) = level.claim_state_mut() else {
+            return level;
         };
         if self.open_claims.contains(dirty) {
             let name = format!("{}_lvl{depth}_dirty", self.tensors[t].name);
@@ -302,9 +187,13 @@ impl Lowerer {
         depth: usize,
         level: &str,
     ) -> Result<Option<(crate::kernel::BufId, Value)>> {
-        match self.tensors[t].levels.get(depth) {
-            Some(LevelParams::Pattern) => Ok(None),
-            _ => self.written_leaf(t, depth, level).map(Some),
+        match self.tensors[t]
+            .levels
+            .get(depth)
+            .and_then(LevelParams::as_leaf)
+        {
+            Some(LeafParams::Pattern) => Ok(None),
+            Some(LeafParams::Element { .. }) | None => self.written_leaf(t, depth, level).map(Some),
         }
     }
 
@@ -477,23 +366,6 @@ pub(crate) struct SortedList {
     /// For a SparseCOO mode above its last: entries with equal indices (nondecreasing
     /// here) form one child, the run `q .. r` handed down as a fiber with an `end`.
     pub(crate) runs: bool,
-}
-
-impl SortedList {
-    /// A SparseList level's entries: `ptr` over `idx`, each its own child position.
-    fn of_list(
-        ptr: crate::kernel::BufId,
-        idx: crate::kernel::BufId,
-        shape: crate::kernel::LocalId,
-    ) -> SortedList {
-        SortedList {
-            entries: Entries::Fiber(ptr),
-            idx,
-            child_of: Rc::new(|q| q),
-            shape,
-            runs: false,
-        }
-    }
 }
 
 /// Where a sorted list's entries for fiber `pos` lie.

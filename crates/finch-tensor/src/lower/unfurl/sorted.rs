@@ -201,43 +201,6 @@ impl Lowerer {
     }
 }
 
-/// The sorted entries of mode `mode` (of `modes`) of a SparseCOO level for fiber `f`: the
-/// first mode's fiber `ptr[p] .. ptr[p+1]` (where `present` holds, if given), a later
-/// mode's run of tuples sharing the outer coordinates.
-pub(in crate::lower) fn coo_list(
-    f: &Fiber,
-    name: &str,
-    [shape]: [crate::kernel::LocalId; 1],
-    [ptr]: [crate::kernel::BufId; 1],
-    tbl: &[crate::kernel::BufId],
-    [mode, modes]: [usize; 2],
-    present: Option<&KExpr>,
-) -> Result<SortedList> {
-    // Coordinates are stored innermost mode first.
-    let idx = tbl.get(modes - 1 - mode).copied().ok_or_else(|| {
-        Error::Program(format!(
-            "internal: `{name}` has no coordinates for mode {mode}"
-        ))
-    })?;
-    let entries = match (mode, &f.end) {
-        (0, _) => Entries::of_fiber(ptr, present),
-        (_, Some(end)) => Entries::Until(end.clone()),
-        (_, None) => {
-            return Err(Error::Program(format!(
-                "internal: mode {} of `{name}`'s SparseCOO level reached without its run of tuples",
-                mode + 1
-            )))
-        }
-    };
-    Ok(SortedList {
-        entries,
-        idx,
-        child_of: Rc::new(|q| q),
-        shape,
-        runs: mode + 1 < modes,
-    })
-}
-
 /// `q = ptr[p]; q_stop = ptr[p+1]; i_last = last[q_stop - 1] + 1` (or 0 for an empty
 /// fiber), where `last[q]` is entry `q`'s last 0-based index.
 pub(crate) fn fiber_bounds(
