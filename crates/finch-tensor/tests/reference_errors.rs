@@ -157,3 +157,23 @@ fn sparse_scalar_is_declared_only_with_its_fill_as_the_compiler_requires() {
     let p = Program::parse(&text("0")).unwrap();
     assert!(p.run_reference(&mut b, &RunOptions::default()).is_ok());
 }
+
+/// Found by the `program_run` fuzz target: an input whose data its format cannot hold
+/// (three stored indices in one SparsePoint fiber, where the fill is 1 and the data 0) ran
+/// on the reference, which the compiled engines refuse when they store the input.
+#[test]
+fn an_input_that_does_not_fit_its_format_is_refused() {
+    let text = "input x :: SparsePoint(Element(1.0))\noutput y :: Scalar(0.0)\ny .= 0\nfor i = _\n  y[] += x[i]\nend\n";
+    let e = run_err(text, vec![("x", f(&[0.0, 0.0, 3.0]))]);
+    assert!(
+        e.contains("the input `x` does not fit its format SparsePoint(Element(1.0))")
+            && e.contains("SparsePoint stores at most one index per fiber"),
+        "{e}"
+    );
+    // Data that fits runs.
+    let p = Program::parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let mut b = Bindings::new();
+    b.insert("x", f(&[1.0, 1.0, 3.0]));
+    p.run_reference(&mut b, &RunOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -37,7 +37,7 @@ use crate::algebra::{Op, ScalarType, Side, Value};
 use crate::error::{Error, Result};
 use crate::formats::Format;
 use crate::notation::{Access, AssignOp, DeclKind, Expr, Extent, Program, Stmt};
-use crate::tensor::{fmt_shape, DenseArray};
+use crate::tensor::{fmt_shape, DenseArray, Tensor};
 
 /// Tensors by name: the inputs given to a run, and its outputs afterwards.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -130,6 +130,9 @@ pub fn run(program: &Program, bindings: &mut Bindings, opts: &RunOptions) -> Res
         let given = bindings.remove(&d.name);
         if let Some(a) = &given {
             check_binding(&d.name, &format, a)?;
+            if d.kind == DeclKind::Input {
+                check_fits(&d.name, &format, a)?;
+            }
         } else if d.kind == DeclKind::Input {
             let missing: Vec<&str> = program
                 .decls
@@ -195,6 +198,20 @@ fn check_binding(name: &str, format: &Format, a: &DenseArray) -> Result<()> {
             format.ndims(),
             fmt_shape(&a.shape)
         )));
+    }
+    Ok(())
+}
+
+/// An input is a tensor of its declared format: data its levels cannot hold (two stored
+/// indices in one SparsePoint fiber, ...) is refused here as the compiled engines refuse
+/// it when they store the input, so the oracle never runs what they cannot.
+fn check_fits(name: &str, format: &Format, a: &DenseArray) -> Result<()> {
+    if let Format::Levels(_) = format {
+        Tensor::from_dense(format, a).map_err(|e| {
+            Error::Program(format!(
+                "the input `{name}` does not fit its format {format}: {e}"
+            ))
+        })?;
     }
     Ok(())
 }
