@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 pub mod algebra;
+pub mod array;
 pub mod backend;
 pub mod engine;
 pub mod error;
@@ -38,6 +39,7 @@ pub mod simplify;
 pub mod tensor;
 
 pub use algebra::{NativeScalar, Op, ScalarType, Value};
+pub use array::Array;
 pub use engine::{CompileOptions, CompiledProgram, Engine, Outputs};
 pub use error::{Error, Result};
 pub use program::{Program, TensorDecl};
