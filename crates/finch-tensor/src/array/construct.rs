@@ -11,10 +11,7 @@ use std::path::Path;
 
 use crate::algebra::{Op, ScalarType, Value};
 use crate::error::{Error, Result};
-use crate::formats::{
-    ElementStorage, Format, LevelFormat, LevelKind, LevelStorage, ScalarKind, ScalarStorage,
-    SparseCooStorage,
-};
+use crate::formats::{named, Format, ScalarKind, ScalarStorage};
 use crate::tensor::{
     checked_len, fmt_shape, Buffer, Coo, DenseArray, IndexVec, Tensor, TensorStorage,
 };
@@ -27,16 +24,8 @@ pub(crate) fn sparse_format(rank: usize, fill: Value) -> Format {
     if rank == 0 {
         return Format::Scalar(ScalarKind::Scalar, fill);
     }
-    let mut level = LevelFormat::Element(fill);
-    for m in 0..rank {
-        let kind = if m + 1 == rank && rank > 1 {
-            LevelKind::Dense
-        } else {
-            LevelKind::SparseList
-        };
-        level = LevelFormat::inner(kind, level);
-    }
-    Format::Levels(level)
+    let sparse: Vec<bool> = (0..rank).map(|m| m + 1 < rank || rank == 1).collect();
+    named::lists_or_dense(&sparse, fill)
 }
 
 fn check_fill_type(fill: Value, ty: ScalarType, what: &str) -> Result<()> {
@@ -202,17 +191,7 @@ impl Array {
                 fmt_shape(shape)
             )));
         }
-        let nnz = val.len();
-        let format = Format::Levels(LevelFormat::inner(
-            LevelKind::SparseCoo(n),
-            LevelFormat::Element(fill),
-        ));
-        let storage = LevelStorage::SparseCoo(SparseCooStorage {
-            shape: shape.to_vec(),
-            ptr: vec![0, nnz],
-            tbl: coords,
-            child: Box::new(LevelStorage::Element(ElementStorage { fill, val })),
-        });
+        let (format, storage) = named::coo(shape, coords, fill, val);
         let tensor = Tensor::from_parts(format, shape.to_vec(), TensorStorage::Levels(storage))?;
         Ok(Array::from_tensor(tensor))
     }

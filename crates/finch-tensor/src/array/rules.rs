@@ -303,7 +303,7 @@ fn sparse_in(op: &OperandLayout<'_>, result_shape: &[usize], m: usize) -> bool {
     }
     mode_kinds(op.format)
         .get(j)
-        .is_some_and(|&kind| kind != LevelKind::Dense)
+        .is_some_and(|&kind| !kind.is_dense())
 }
 
 /// The output format rule. Per result mode, from the derived space: the mode is sparse
@@ -322,21 +322,16 @@ pub(crate) fn output_format(
     if result_shape.is_empty() {
         return Format::Scalar(ScalarKind::Scalar, fill);
     }
-    let mut level = LevelFormat::Element(fill);
-    for m in 0..result_shape.len() {
-        let sparse = sparse_mode(algebra, &|k| {
-            operands
-                .get(k)
-                .is_some_and(|op| sparse_in(op, result_shape, m))
-        });
-        let kind = if sparse {
-            LevelKind::SparseList
-        } else {
-            LevelKind::Dense
-        };
-        level = LevelFormat::inner(kind, level);
-    }
-    Format::Levels(level)
+    let sparse: Vec<bool> = (0..result_shape.len())
+        .map(|m| {
+            sparse_mode(algebra, &|k| {
+                operands
+                    .get(k)
+                    .is_some_and(|op| sparse_in(op, result_shape, m))
+            })
+        })
+        .collect();
+    crate::formats::named::lists_or_dense(&sparse, fill)
 }
 
 fn sparse_mode(algebra: &Algebra, leaf: &dyn Fn(usize) -> bool) -> bool {

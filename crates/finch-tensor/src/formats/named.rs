@@ -6,6 +6,7 @@ use super::dense::DenseStorage;
 use super::element::ElementStorage;
 use super::format::{Format, LevelFormat, LevelKind};
 use super::level::LevelStorage;
+use super::sparse_coo::SparseCooStorage;
 use super::sparse_list::SparseListStorage;
 use crate::algebra::Value;
 use crate::tensor::{Buffer, IndexVec};
@@ -24,6 +25,43 @@ pub(crate) fn dense(shape: &[usize], fill: Value, val: Buffer) -> (Format, Level
         });
     }
     (Format::Levels(format), storage)
+}
+
+/// A level per mode over `Element(fill)`, the first mode innermost: `SparseList` where
+/// `sparse[m]` holds, `Dense` elsewhere (the array layer's default formats).
+pub(crate) fn lists_or_dense(sparse: &[bool], fill: Value) -> Format {
+    let mut level = LevelFormat::Element(fill);
+    for &s in sparse {
+        let kind = if s {
+            LevelKind::SparseList
+        } else {
+            LevelKind::Dense
+        };
+        level = LevelFormat::inner(kind, level);
+    }
+    Format::Levels(level)
+}
+
+/// COO of `shape` holding `val` at `coords` (one vector per mode, innermost first as
+/// SparseCOO stores them, the tuples sorted), as one `SparseCOO{N}` level over an
+/// Element leaf, and its format. Not validated.
+pub(crate) fn coo(
+    shape: &[usize],
+    coords: Vec<Vec<usize>>,
+    fill: Value,
+    val: Buffer,
+) -> (Format, LevelStorage) {
+    let format = Format::Levels(LevelFormat::inner(
+        LevelKind::SparseCoo(shape.len()),
+        LevelFormat::Element(fill),
+    ));
+    let storage = LevelStorage::SparseCoo(SparseCooStorage {
+        shape: shape.to_vec(),
+        ptr: vec![0, val.len()],
+        tbl: coords,
+        child: Box::new(LevelStorage::Element(ElementStorage { fill, val })),
+    });
+    (format, storage)
 }
 
 /// The values of a storage tree that is Dense levels over an Element leaf, column-major;
