@@ -256,9 +256,8 @@ const KERNELS_3D: [&str; 4] = [
 ];
 
 fn level_names() -> Vec<&'static str> {
-    STRUCTURED
-        .iter()
-        .copied()
+    structured()
+        .into_iter()
         .chain(["Dense", "SparseList", "SparseList{UInt32}"])
         .collect()
 }
@@ -408,7 +407,7 @@ fn structured_levels_follow_and_gallop() {
     let find = |name: &str| KERNELS.iter().find(|k| k.name == name).unwrap();
     let follow = find("dot_follow");
     let gallop = find("dot_gallop_walk");
-    for level in STRUCTURED {
+    for level in structured() {
         let x = "Dense(Element(0.0))";
         let z = format!("{level}(Element(0.0))");
         // `z[follow(i)]`: z is the level under test.

@@ -318,22 +318,18 @@ fn tree_printer_snapshot() {
 
 // ---- random round trips ----
 
+/// Every level of the registry (a level of several modes with 1 to 3 of them).
 fn level_kinds() -> impl Strategy<Value = LevelKind> {
-    prop_oneof![
-        Just(LevelKind::Dense),
-        Just(LevelKind::SparseList),
-        Just(LevelKind::SparseCoo(1)),
-        Just(LevelKind::SparseCoo(2)),
-        Just(LevelKind::SparseCoo(3)),
-        Just(LevelKind::SparsePoint),
-        Just(LevelKind::SparseInterval),
-        Just(LevelKind::SparseBand),
-        Just(LevelKind::SparseBlockList),
-        Just(LevelKind::RunList),
-        Just(LevelKind::SparseRunList),
-        Just(LevelKind::SparseByteMap),
-        Just(LevelKind::SparseHash),
-    ]
+    let kinds: Vec<LevelKind> = LevelKind::ONE_MODE
+        .iter()
+        .copied()
+        .chain(
+            LevelKind::MULTI_MODE
+                .iter()
+                .flat_map(|(_, of_modes)| (1..=3).map(*of_modes)),
+        )
+        .collect();
+    prop::sample::select(kinds)
 }
 
 /// A random format with exactly `ndims` modes over a leaf.

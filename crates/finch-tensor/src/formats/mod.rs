@@ -28,7 +28,9 @@ mod sparse_run_list;
 
 pub use dense::DenseStorage;
 pub use element::ElementStorage;
-pub use format::{Capabilities, Format, IndexWidth, LevelFormat, LevelKind, ScalarKind, MAX_MODES};
+pub use format::{
+    Capabilities, Format, IndexWidth, LevelFormat, LevelKind, ModesToKind, ScalarKind, MAX_MODES,
+};
 pub(crate) use level::KernelBuf;
 pub use level::LevelStorage;
 pub use pattern::PatternStorage;

@@ -302,20 +302,18 @@ pub fn sizes() -> impl Strategy<Value = usize> {
     prop_oneof![Just(0usize), Just(1), 2usize..7, Just(23)]
 }
 
-/// The read-only structured levels of issue #4.
-pub const STRUCTURED: [&str; 8] = [
-    "SparsePoint",
-    "SparseInterval",
-    "SparseBand",
-    "SparseBlockList",
-    "RunList",
-    "SparseRunList",
-    "SparseByteMap",
-    "SparseHash",
-];
+/// The structured levels of issue #4: every one-mode level of the registry but Dense and
+/// SparseList, so a new level is tested here as soon as it is registered.
+pub fn structured() -> Vec<&'static str> {
+    finch::formats::LevelKind::ONE_MODE
+        .iter()
+        .map(|k| k.name())
+        .filter(|n| !["Dense", "SparseList"].contains(n))
+        .collect()
+}
 
 pub fn structured_vectors() -> Vec<String> {
-    STRUCTURED
+    structured()
         .iter()
         .map(|l| format!("{l}(Element(0.0))"))
         .chain(VECTORS.iter().map(|s| s.to_string()))
@@ -326,7 +324,7 @@ pub fn structured_vectors() -> Vec<String> {
 /// Each structured level as the inner level under Dense and SparseList, and as the
 /// outer level over Dense and over itself.
 pub fn structured_matrices() -> Vec<String> {
-    STRUCTURED
+    structured()
         .iter()
         .flat_map(|l| {
             [
