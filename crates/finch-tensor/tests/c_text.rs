@@ -90,6 +90,23 @@ fn row_spmv_c(level: &str, reassociate: bool) -> Option<String> {
     (k.engine() == Engine::C).then(|| k.c_source(finch::backend::c::CheckMode::Trusted).unwrap())
 }
 
+/// The lengths of the strips the strips pass made (`kernel/passes/strips.rs`) as the C
+/// prints them, in order: a `for` loop from 0 over a local named `..._strip`.
+fn strip_lengths(c: &str) -> Vec<i64> {
+    c.lines()
+        .filter_map(|l| {
+            let (_, rest) = l.split_once("{ int64_t lo_")?;
+            let (n, rest) = rest.split_once(" = INT64_C(0); int64_t hi_")?;
+            let decl = format!("int64_t v{n} = 0; /* ");
+            let strip = c
+                .lines()
+                .any(|d| d.trim_start().starts_with(&decl) && d.trim_end().ends_with("_strip */"));
+            let len = rest.split_once("= INT64_C(")?.1.split_once(')')?.0;
+            strip.then(|| len.parse().ok()).flatten()
+        })
+        .collect()
+}
+
 /// The AVX-512 copy of a kernel in C (from its name to the end of its body), if it has one.
 fn avx512_copy(c: &str) -> Option<&str> {
     vector_copy(c, "avx512")
@@ -306,11 +323,18 @@ fn rows_run_four_at_a_time_in_order(level: &str, n: usize) {
     let p = Program::parse(&text).unwrap();
     let k = p.compile(Engine::C).unwrap();
     if k.engine() == Engine::C {
+        // The jam pass's rows (`kernel/passes/jam.rs`): a fourth row's own copies, and
+        // the joint loop twice, with strips (kept a loop in C) and without.
+        let ir = finch::kernel::passes::run(k.kernel()).to_string();
+        assert!(ir.contains(" i_row3\n"), "{ir}");
+        let joint = ir
+            .lines()
+            .filter(|l| l.trim_start().starts_with("while ") && l.ends_with(" >= 4)"))
+            .count();
+        assert_eq!(joint, 2, "{ir}");
+        assert_eq!(ir.matches("hint no_unroll").count(), 1, "{ir}");
         let c = k.c_source(finch::backend::c::CheckMode::Trusted).unwrap();
-        assert!(c.contains("4 rows at a time"), "{c}");
-        // The joint loop with strips, and without.
-        assert!(c.contains("for (int s_ = 0; s_ < 8; s_++) {"), "{c}");
-        assert_eq!(c.matches("for (; k_ < m_; k_++) {").count(), 2, "{c}");
+        assert!(c.contains("_Pragma(\"GCC unroll 1\")\n"), "{c}");
     }
     let mut value = order_sensitive_values();
     // Widths of the first, middle (`m / 2`) and last rows, over `m` rows.
@@ -480,8 +504,11 @@ fn loops_prefetch_the_loads_that_move_on() {
         assert_eq!(prefetched(&list), ["A_lvl2_idx", "A_lvl3_val"], "{list}");
         if !reassociate {
             assert!(!list.contains("_mm512"), "{list}");
-            assert!(list.contains("for (int k_ = 0; k_ < 8; k_++) {"), "{list}");
-            assert!(band.contains("for (int k_ = 0; k_ < 8; k_++, v"), "{band}");
+            // The walk's strips; the band's: those of its rows left alone (the plain copy,
+            // the last rows after each of the jam pass's two joint loops) and the strip of
+            // four rows in the joint loop that has them.
+            assert_eq!(strip_lengths(&list), [8], "{list}");
+            assert_eq!(strip_lengths(&band), [8, 8, 8, 8], "{band}");
         }
         // The last iterations of a band row, after its strips, run scalar: an empty asm
         // keeps cc from vectorizing a loop of at most seven iterations. A block's, in the
@@ -525,15 +552,12 @@ fn strips_cover_a_cache_line_of_their_widest_stream() {
         return;
     }
     let erosion = k.c_source(finch::backend::c::CheckMode::Trusted).unwrap();
-    assert!(
-        erosion.contains("for (int k_ = 0; k_ < 64; k_++,"),
-        "{erosion}"
-    );
-    assert!(!erosion.contains("k_ < 8;"), "{erosion}");
+    let strips = strip_lengths(&erosion);
+    assert!(strips.contains(&64) && !strips.contains(&8), "{erosion}");
     assert!(erosion.contains(") + 2048u * sizeof(*"), "{erosion}");
     assert!(!erosion.contains(") + 256u * sizeof(*"), "{erosion}");
     let list = row_spmv_c("SparseList{UInt32}", false).expect("C");
-    assert!(list.contains("for (int k_ = 0; k_ < 8; k_++) {"), "{list}");
+    assert_eq!(strip_lengths(&list), [8], "{list}");
     let ahead = |c: &str, n: &str| {
         c.lines()
             .filter(|l| l.contains(&format!(") + {n}u * sizeof(*")))

@@ -12,6 +12,11 @@
 //!   (`finch::lower::convert`), so they share one stage. Concordization (reads out of
 //!   loop order, scatters) happens while lowering: it shows in `lower/`.
 //! * `lower/`: the kernel IR it lowers to (`finch code --ir`).
+//! * `jam/`: the kernel IR after the jam pass (`finch::kernel::passes::jam`): row loops
+//!   four rows at a time.
+//! * `strips/`: the kernel IR after the strips pass (`finch::kernel::passes::strips`):
+//!   loops in prefetching strips. The kernel passes run in this order between lowering and
+//!   the engines (`finch::kernel::passes::run`); each has a directory.
 //! * `c/`: the C the C engine runs (`finch code`), without the helpers every kernel starts
 //!   with (`finch::backend::c::PRELUDE`), which `prelude` keeps.
 //!
@@ -155,6 +160,20 @@ const LOWER: Stage = Stage {
     text: |p, o| Ok(o.compile(p)?.kernel().to_string()),
 };
 
+const JAM: Stage = Stage {
+    dir: "jam",
+    what: "the kernel IR after the jam pass",
+    options: &["reassociate", "compact"],
+    text: |p, o| Ok(finch::kernel::passes::jam(o.compile(p)?.kernel()).to_string()),
+};
+
+const STRIPS: Stage = Stage {
+    dir: "strips",
+    what: "the kernel IR after the strips pass",
+    options: &["reassociate", "compact"],
+    text: |p, o| Ok(finch::kernel::passes::strips(o.compile(p)?.kernel()).to_string()),
+};
+
 const C: Stage = Stage {
     dir: "c",
     what: "the C",
@@ -276,6 +295,16 @@ fn normalize_filetests() {
 #[test]
 fn lowering_filetests() {
     run_stage(&LOWER);
+}
+
+#[test]
+fn jam_filetests() {
+    run_stage(&JAM);
+}
+
+#[test]
+fn strips_filetests() {
+    run_stage(&STRIPS);
 }
 
 #[test]

@@ -247,6 +247,8 @@ impl Machine<'_, '_> {
                 return self.block(if c { then } else { otherwise });
             }
             KStmt::Break => return Ok(Flow::Break),
+            // Advice to compiled code only.
+            KStmt::Hint(_) => {}
             KStmt::Fail(code) => return Err(super::c::ErrorCode::to_error(*code, &self.k.name)),
         }
         Ok(Flow::Next)

@@ -42,6 +42,9 @@ pub enum Engine {
 /// A program lowered to a kernel, ready to run.
 pub struct CompiledProgram {
     lowered: Lowered,
+    /// The kernel the interpreter runs: the lowered one after the kernel passes
+    /// (`kernel::passes::run`), as the C engine's trusted code runs it.
+    passed: Kernel,
     engine: Engine,
     ckernel: Option<c::CKernel>,
     /// Time spent lowering and (for C) compiling or fetching from the caches.
@@ -129,6 +132,7 @@ impl crate::Program {
         let start = Instant::now();
         let mut lowered = lower_program_any_order(self, options.compact, &any_order)?;
         lowered.kernel.reassociate = options.reassociate;
+        let passed = crate::kernel::passes::run(&lowered.kernel);
         let (engine, ckernel) = match engine {
             // Trusted (unchecked) C: every buffer position in a lowered kernel is derived
             // from level invariants that `Tensor` guarantees (validated at construction)
@@ -164,6 +168,7 @@ impl crate::Program {
         };
         Ok(CompiledProgram {
             lowered,
+            passed,
             engine,
             ckernel,
             compile_time: start.elapsed(),
@@ -256,7 +261,6 @@ impl CompiledProgram {
         inputs: &[Value],
     ) -> Result<(Vec<Value>, Option<interp::InterpStats>, Duration)> {
         let infos = &self.lowered.tensors;
-        let kernel = &self.lowered.kernel;
         let start = Instant::now();
         // A computed index outside a tensor is reported with the tensor's name.
         let named = |e: Error| {
@@ -280,7 +284,7 @@ impl CompiledProgram {
             Some(ck) => (ck.run(args, inputs).map_err(named)?, None),
             None => {
                 let (o, s) =
-                    on_a_deep_stack(|| interp::run(kernel, args, inputs)).map_err(named)?;
+                    on_a_deep_stack(|| interp::run(&self.passed, args, inputs)).map_err(named)?;
                 (o, Some(s))
             }
         };

@@ -152,6 +152,32 @@ pub enum KStmt {
     /// Stops the kernel with an error code (`backend::c::ErrorCode`): a computed index
     /// outside its tensor.
     Fail(i32),
+    /// Advice to the backend that changes no value: the interpreter skips it, the C backend
+    /// prints it (see [`Hint`]).
+    Hint(Hint),
+}
+
+/// What a [`KStmt::Hint`] advises. The kernel passes (`kernel::passes`) leave hints where
+/// a loop they reshaped wants help from the C compiler or the processor; nothing a hint
+/// says can change a result, so a backend may ignore any of them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Hint {
+    /// Fetch the cache line of `buf[index + ahead]` ahead of its load (`index` an `i64`
+    /// expression that cannot fail; the position may lie past the buffer's end).
+    Prefetch {
+        /// The buffer.
+        buf: BufId,
+        /// The position loaded now.
+        index: KExpr,
+        /// How many elements ahead of `index` to fetch.
+        ahead: usize,
+    },
+    /// The loop whose body this starts runs the few iterations a strip loop left: the C
+    /// compiler should keep it scalar (see `backend::c::emit::SCALAR_REST`).
+    ScalarRest,
+    /// The C compiler should not unroll the `for` loop that comes next in the same block
+    /// (a strip of several rows, whose full unrolling is slower).
+    NoUnroll,
 }
 
 /// A kernel: parameters, locals and a body.
@@ -233,9 +259,42 @@ pub fn visit_exprs(stmts: &[KStmt], f: &mut dyn FnMut(&KExpr)) {
                 visit_exprs(then, f);
                 visit_exprs(otherwise, f);
             }
-            KStmt::Break | KStmt::Fail(_) => {}
+            KStmt::Hint(Hint::Prefetch { index, .. }) => f(index),
+            KStmt::Break | KStmt::Fail(_) | KStmt::Hint(Hint::ScalarRest | Hint::NoUnroll) => {}
         }
     }
+}
+
+/// Whether `e` reads any of the locals `ls`.
+pub fn mentions_any(e: &KExpr, ls: &std::collections::HashSet<LocalId>) -> bool {
+    match e {
+        KExpr::Local(x) => ls.contains(x),
+        KExpr::Lit(_) | KExpr::Len(_) => false,
+        KExpr::Load(_, i) => mentions_any(i, ls),
+        KExpr::Op(_, a) => a.iter().any(|x| mentions_any(x, ls)),
+        KExpr::Search { value, lo, hi, .. } => {
+            mentions_any(value, ls) || mentions_any(lo, ls) || mentions_any(hi, ls)
+        }
+    }
+}
+
+/// Adds to `counts` how many times `stmts` read each local (in every expression they hold,
+/// nested statements included).
+pub fn count_reads(stmts: &[KStmt], counts: &mut std::collections::HashMap<LocalId, usize>) {
+    fn expr(e: &KExpr, counts: &mut std::collections::HashMap<LocalId, usize>) {
+        match e {
+            KExpr::Local(l) => *counts.entry(*l).or_default() += 1,
+            KExpr::Lit(_) | KExpr::Len(_) => {}
+            KExpr::Load(_, i) => expr(i, counts),
+            KExpr::Op(_, args) => args.iter().for_each(|a| expr(a, counts)),
+            KExpr::Search { value, lo, hi, .. } => {
+                expr(value, counts);
+                expr(lo, counts);
+                expr(hi, counts);
+            }
+        }
+    }
+    visit_exprs(stmts, &mut |e| expr(e, counts));
 }
 
 impl Kernel {
@@ -275,6 +334,46 @@ impl Kernel {
         let b = self.buf(name, ScalarType::I64, false, false);
         self.bufs[b.0 as usize].narrow = width == IndexWidth::U32;
         b
+    }
+
+    /// The type of `e` in this kernel (`i64` where a verified kernel could not have it).
+    pub fn expr_type(&self, e: &KExpr) -> ScalarType {
+        match e {
+            KExpr::Lit(v) => v.scalar_type().unwrap_or(ScalarType::I64),
+            KExpr::Local(l) => self
+                .locals
+                .get(l.0 as usize)
+                .map_or(ScalarType::I64, |d| d.ty),
+            KExpr::Load(b, _) => self
+                .bufs
+                .get(b.0 as usize)
+                .map_or(ScalarType::I64, |p| p.elem),
+            KExpr::Len(_) | KExpr::Search { .. } => ScalarType::I64,
+            KExpr::Op(op, args) => {
+                let tys: Vec<ScalarType> = args.iter().map(|a| self.expr_type(a)).collect();
+                op_type(*op, &tys).unwrap_or(ScalarType::I64)
+            }
+        }
+    }
+
+    /// Whether evaluating `e` may stop the kernel with an error in compiled code: a search
+    /// (its range checked), integer division and its kin (by zero), `sqrt` and `log` (of a
+    /// negative), and with `checked_loads` every load (its position checked).
+    pub fn may_fail(&self, e: &KExpr, checked_loads: bool) -> bool {
+        match e {
+            KExpr::Lit(_) | KExpr::Local(_) | KExpr::Len(_) => false,
+            KExpr::Load(_, i) => checked_loads || self.may_fail(i, checked_loads),
+            KExpr::Search { .. } => true,
+            KExpr::Op(op, args) => {
+                let int_args = args.first().is_some_and(|a| !self.expr_type(a).is_float());
+                let risky = match op {
+                    Op::IntDiv | Op::RemFn | Op::Rem | Op::Mod | Op::Fld | Op::Pow => int_args,
+                    Op::Sqrt | Op::Log => true,
+                    _ => false,
+                };
+                risky || args.iter().any(|a| self.may_fail(a, checked_loads))
+            }
+        }
     }
 
     /// Adds a local.

@@ -4,13 +4,14 @@
 //! its text form.
 
 mod ir;
+pub mod passes;
 mod peephole;
 mod print;
 mod verify;
 
 pub use ir::{
-    expr_count, expr_nodes, op_type, visit_exprs, BufId, BufParam, KExpr, KStmt, Kernel, LocalDecl,
-    LocalId,
+    count_reads, expr_count, expr_nodes, mentions_any, op_type, visit_exprs, BufId, BufParam, Hint,
+    KExpr, KStmt, Kernel, LocalDecl, LocalId,
 };
 pub use peephole::{tidy, tidy_expr};
 pub use print::expr as print_expr;

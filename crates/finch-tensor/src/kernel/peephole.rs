@@ -7,7 +7,7 @@
 //! `1.0 * x = x` (exact in IEEE arithmetic: a Pattern leaf's `true` times `x`, which then
 //! vectorizes). Other float arithmetic is left alone, so semantics are unchanged.
 
-use super::ir::{KExpr, KStmt};
+use super::ir::{Hint, KExpr, KStmt};
 use crate::algebra::{Op, Value};
 
 fn int(e: &KExpr) -> Option<i64> {
@@ -160,5 +160,11 @@ fn tidy_stmt(s: KStmt) -> KStmt {
         },
         KStmt::Break => KStmt::Break,
         KStmt::Fail(c) => KStmt::Fail(c),
+        KStmt::Hint(Hint::Prefetch { buf, index, ahead }) => KStmt::Hint(Hint::Prefetch {
+            buf,
+            index: tidy_expr(index),
+            ahead,
+        }),
+        KStmt::Hint(h) => KStmt::Hint(h),
     }
 }

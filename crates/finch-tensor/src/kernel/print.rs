@@ -8,7 +8,7 @@
 
 use std::fmt::{self, Write};
 
-use super::ir::{KExpr, KStmt, Kernel};
+use super::ir::{Hint, KExpr, KStmt, Kernel};
 use crate::algebra::{Fixity, Op};
 
 impl fmt::Display for Kernel {
@@ -98,6 +98,11 @@ fn stmt(out: &mut String, s: &KStmt, level: usize) -> fmt::Result {
         }
         KStmt::Break => writeln!(out, "{pad}break"),
         KStmt::Fail(c) => writeln!(out, "{pad}fail {c}"),
+        KStmt::Hint(Hint::Prefetch { buf, index, ahead }) => {
+            writeln!(out, "{pad}prefetch {buf}[{}] ahead {ahead}", expr(index))
+        }
+        KStmt::Hint(Hint::ScalarRest) => writeln!(out, "{pad}hint scalar_rest"),
+        KStmt::Hint(Hint::NoUnroll) => writeln!(out, "{pad}hint no_unroll"),
     }
 }
 

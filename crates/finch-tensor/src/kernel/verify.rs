@@ -7,7 +7,7 @@
 //! go to growable buffers; `for` variables are `i64` locals; conditions are `bool`;
 //! `break` is inside a loop; inputs/outputs name existing locals.
 
-use super::ir::{op_type, BufId, KExpr, KStmt, Kernel, LocalId};
+use super::ir::{op_type, BufId, Hint, KExpr, KStmt, Kernel, LocalId};
 use crate::algebra::ScalarType;
 use crate::error::{Error, Result};
 
@@ -205,7 +205,11 @@ impl Verifier<'_> {
                     self.errors.push(format!("{at}: `break` outside a loop"));
                 }
             }
-            KStmt::Fail(_) => {}
+            KStmt::Fail(_) | KStmt::Hint(Hint::ScalarRest | Hint::NoUnroll) => {}
+            KStmt::Hint(Hint::Prefetch { buf, index, .. }) => {
+                self.expect(index, ScalarType::I64, "a prefetch position", at);
+                self.buf(*buf, at);
+            }
         }
     }
 }

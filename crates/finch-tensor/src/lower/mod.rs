@@ -502,7 +502,7 @@ fn never_fires(code: &[KStmt], inner: &[KStmt]) -> bool {
             KStmt::If {
                 then, otherwise, ..
             } => effects(then, flag) || effects(otherwise, flag),
-            KStmt::Break | KStmt::Fail(_) => false,
+            KStmt::Break | KStmt::Fail(_) | KStmt::Hint(_) => false,
         })
     }
     match code {

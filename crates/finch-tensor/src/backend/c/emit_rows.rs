@@ -1,28 +1,17 @@
-//! Printing of rows run together and of loops run in prefetching strips: the C for the
-//! row loops `jam.rs` recognised (several rows at a time, or along their walks) and for
-//! the loops `prefetch.rs` found streams in. A second `impl Emitter` block beside
-//! `emit.rs`, which keeps the printing of statements and expressions, so that neither
-//! file grows past what a reader can hold.
+//! Printing of rows that walk over steps run together (a SparseBlockList row's blocks),
+//! which `kernel/passes/jam.rs` recognises and the jam pass leaves whole, and of the
+//! prefetching strips of those rows and of a vectorized copy's scalar loops (elsewhere the
+//! strips pass made them). A second `impl Emitter` block beside `emit.rs`, which keeps the
+//! printing of statements and expressions.
 
 use std::fmt::Write;
 
 use crate::algebra::{Op, ScalarType};
 use crate::error::{Error, Result};
+use crate::kernel::passes::jam::ROWS;
 use crate::kernel::{BufId, KExpr, KStmt, LocalId};
 
 use super::emit::{c_type, storage_type, CheckMode, Emitter};
-
-/// The fewest iterations the first, middle or last row's inner loop must have for a row
-/// loop to run [`ROWS`] rows at a time (see `jam`): shorter rows overlap with each other
-/// anyway. Zen 3, strict, generated, against the plain loop in one process: SpMV over a
-/// band of 11 per row 0.052 -> 0.042 ms; a 1-D convolution of 1M outputs, 9 taps 3.8 ->
-/// 2.9 ms, 13 taps 5.6 -> 4.0 ms (5 taps stay plain).
-const JAM_MIN: usize = 8;
-
-/// The fewest iterations a probed row's inner loop must have for the joint loop to run in
-/// strips with prefetch (see [`Emitter::rows`]): shorter rows never fill two strips, and
-/// the strip loop in front of the joint loop slows them.
-const STRIPS_MIN: usize = 16;
 
 /// The fewest iterations the probed rows' inner loops must have on average for a row loop
 /// whose rows walk over steps (a SparseBlockList row's blocks) to run several rows at a
@@ -55,12 +44,6 @@ const WALK_FAR_ROWS: usize = 2;
 /// runs along its walks (see [`WALK_MIN`] and [`WALK_MAX`]).
 const WALK_PROBES: usize = 16;
 
-/// The rows a row loop runs at a time (see `jam`): four chains of additions in order
-/// cover the adder's latency where two do not (strict SpMV on Zen 3, hand-written, against
-/// two at a time: a band of 61 per row 0.25 -> 0.19 ms, a 1024 x 1024 triangle 0.25 ->
-/// 0.15 ms).
-const ROWS: usize = 4;
-
 impl Emitter<'_> {
     /// In a kernel that keeps its floating-point order (trusted, scalar): the parts of a
     /// row loop that can run several rows at a time (see `jam`), when nothing in it can fail.
@@ -70,7 +53,7 @@ impl Emitter<'_> {
         lo: &KExpr,
         hi: &KExpr,
         body: &'b [KStmt],
-    ) -> Option<super::jam::Rows<'b>> {
+    ) -> Option<crate::kernel::passes::jam::Rows<'b>> {
         if !self.in_order_scalar()
             || self.plain_rows
             || !self.row_own.is_empty()
@@ -84,55 +67,7 @@ impl Emitter<'_> {
         if fallible {
             return None;
         }
-        super::jam::rows(self.k, &self.reads, var, body)
-    }
-
-    /// The loop `row_loop` (`for var = lo; var < hi; var++ { body }`) [`ROWS`] rows at a
-    /// time (see `jam`) where its first, middle or last row's inner loop has at least
-    /// [`JAM_MIN`] iterations, else plain (rows of a band or triangle are about as long as
-    /// their neighbours; a loop of very short rows gains nothing from the shared setup).
-    /// The joint loop sets up [`ROWS`] rows, runs their inner loops together while all have
-    /// entries left (where a probed row has [`STRIPS_MIN`] iterations, in strips of eight
-    /// with prefetch while all have two strips left), then each row its rest, then the
-    /// rows' stores; the last rows (fewer than [`ROWS`] left) run alone after it.
-    pub(super) fn rows(
-        &mut self,
-        row_loop: &KStmt,
-        rows: &super::jam::Rows,
-        level: usize,
-    ) -> Result<()> {
-        let pad = "  ".repeat(level);
-        let (v, _) = self.open_rows(row_loop, rows, "", &pad)?;
-        // The first, the middle and the last row's setups (assignments only) decide: a
-        // band's first and last rows hold half a row (half-bandwidth 30: 31 entries, where
-        // the rows between hold 61).
-        let _ = writeln!(self.out, "{pad}int64_t most_ = 0;");
-        for (row, end) in [
-            (format!("lo_{v}"), "ef_"),
-            (format!("lo_{v} + (hi_{v} - lo_{v}) / 2"), "em_"),
-            (format!("hi_{v} - 1"), "el_"),
-        ] {
-            let _ = writeln!(
-                self.out,
-                "{pad}if (most_ < {STRIPS_MIN} && lo_{v} < hi_{v}) {{\n{pad}  v{v} = {row};"
-            );
-            let jf = self.row_setup(rows, end, rows.inner.2, level + 1)?;
-            let _ = writeln!(
-                self.out,
-                "{pad}  if ({end} - {jf} > most_) most_ = {end} - {jf};\n{pad}}}"
-            );
-        }
-        let _ = writeln!(self.out, "{pad}if (most_ < {JAM_MIN}) {{");
-        self.plain_copy(row_loop, level + 1)?;
-        // Strips before the joint loop slow rows that never fill them (generated, strict
-        // SpMV over a band of 11 per row on Zen 3: 0.042 ms without, 0.052 with).
-        let _ = writeln!(self.out, "{pad}}} else if (most_ < {STRIPS_MIN}) {{");
-        self.joint_rows_loop(rows, v, false, level + 1)?;
-        let _ = writeln!(self.out, "{pad}}} else {{");
-        self.joint_rows_loop(rows, v, true, level + 1)?;
-        let _ = writeln!(self.out, "{pad}}} }}");
-        self.row_own.clear();
-        Ok(())
+        crate::kernel::passes::jam::rows(self.k, &self.reads, var, body)
     }
 
     /// The row loop `row_loop` one row at a time, where the rows' probe decides against
@@ -144,38 +79,13 @@ impl Emitter<'_> {
         done
     }
 
-    /// A row's setup and its inner loop's bounds in C: the prefix, then the inner
-    /// variable at its first value and the C local `end` at `bound` (its end, or its count
-    /// of iterations; both 0 where the guard fails); returns the inner variable's C name.
-    fn row_setup(
-        &mut self,
-        rows: &super::jam::Rows,
-        end: &str,
-        bound: &KExpr,
-        level: usize,
-    ) -> Result<String> {
-        let pad = "  ".repeat(level);
-        let (j, jlo, _, _) = rows.inner;
-        self.block(rows.prefix, level)?;
-        let (jn, a, b) = (self.local(j), self.expr(jlo), self.expr(bound));
-        let _ = match rows.guard {
-            Some(g) => writeln!(
-                self.out,
-                "{pad}int64_t {end} = 0; {jn} = 0;\n{pad}if ({}) {{ {jn} = {a}; {end} = {b}; }}",
-                self.expr(g)
-            ),
-            None => writeln!(self.out, "{pad}{jn} = {a}; int64_t {end} = {b};"),
-        };
-        Ok(jn)
-    }
-
     /// The opening of rows run together (`how`: a note for the comment): the row loop's
     /// bounds as `lo_{v}` and `hi_{v}` in a new C block, and the rows' own locals; returns
     /// `v` and the row loop's body.
     fn open_rows<'b>(
         &mut self,
         row_loop: &'b KStmt,
-        rows: &super::jam::Rows,
+        rows: &crate::kernel::passes::jam::Rows,
         how: &str,
         pad: &str,
     ) -> Result<(u32, &'b [KStmt])> {
@@ -196,7 +106,7 @@ impl Emitter<'_> {
 
     /// The copies of a row's own locals for the rows past the first (see `jam`), from
     /// here on named `w{row}_{n}`.
-    fn own_copies(&mut self, rows: &super::jam::Rows, pad: &str) {
+    fn own_copies(&mut self, rows: &crate::kernel::passes::jam::Rows, pad: &str) {
         self.row_own = rows.own.iter().copied().collect();
         for r in 1..ROWS {
             self.row = r;
@@ -215,20 +125,21 @@ impl Emitter<'_> {
     /// its `ofs`, not at `last - 1 - ofs_end + (last - len + 1)`).
     fn count_and_offsets(
         &self,
-        rows: &super::jam::Rows,
+        rows: &crate::kernel::passes::jam::Rows,
         based: &[(BufId, KExpr)],
         setup: &[KStmt],
     ) -> (KExpr, Vec<KExpr>) {
         let (j, jlo, jhi, _) = rows.inner;
-        let defs = super::jam::setup_definitions(self.k, setup);
+        let defs = crate::kernel::passes::jam::setup_definitions(self.k, setup);
         let is_i64 = |e: &KExpr| self.ty(e) == ScalarType::I64;
         let simplified = |e: &KExpr| {
-            super::jam::affine(e, &defs, &is_i64).map_or_else(|| e.clone(), |f| f.to_expr())
+            crate::kernel::passes::jam::affine(e, &defs, &is_i64)
+                .map_or_else(|| e.clone(), |f| f.to_expr())
         };
         let count = simplified(&KExpr::Op(Op::Sub, vec![jhi.clone(), jlo.clone()]));
         let offsets = based
             .iter()
-            .map(|(_, i)| simplified(&super::jam::substitute(i, j, jlo)))
+            .map(|(_, i)| simplified(&crate::kernel::passes::jam::substitute(i, j, jlo)))
             .collect();
         (count, offsets)
     }
@@ -240,8 +151,8 @@ impl Emitter<'_> {
     pub(super) fn walk_rows(
         &mut self,
         row_loop: &KStmt,
-        rows: &super::jam::Rows,
-        walk: &super::jam::Walk,
+        rows: &crate::kernel::passes::jam::Rows,
+        walk: &crate::kernel::passes::jam::Walk,
         level: usize,
     ) -> Result<()> {
         let pad = "  ".repeat(level);
@@ -311,18 +222,19 @@ impl Emitter<'_> {
     /// results are those of the plain loop bit for bit.
     fn joint_walks_loop(
         &mut self,
-        rows: &super::jam::Rows,
-        walk: &super::jam::Walk,
+        rows: &crate::kernel::passes::jam::Rows,
+        walk: &crate::kernel::passes::jam::Walk,
         (v, group): (u32, usize),
         strips: bool,
         level: usize,
     ) -> Result<()> {
-        use super::prefetch::STRIP;
+        use crate::kernel::passes::strips::STRIP;
         let pad = "  ".repeat(level);
         let (j, _, _, inner) = rows.inner;
-        let based = super::jam::based_loads(self.k, j, inner);
+        let based = crate::kernel::passes::jam::based_loads(self.k, j, inner);
         let (count, offsets) = self.count_and_offsets(rows, &based, walk.head);
-        let streams = super::prefetch::streams(self.k, j, None, inner, false).unwrap_or_default();
+        let streams = crate::kernel::passes::strips::streams(self.k, j, None, inner, false)
+            .unwrap_or_default();
         let _ = writeln!(
             self.out,
             "{pad}for (v{v} = lo_{v}; hi_{v} - v{v} >= {group}; v{v} += {group}) {{"
@@ -426,7 +338,10 @@ impl Emitter<'_> {
     /// their buffers' start where the count is 0: the offsets may lie anywhere then).
     fn step_entry(
         &mut self,
-        (walk, rows): (&super::jam::Walk, &super::jam::Rows),
+        (walk, rows): (
+            &crate::kernel::passes::jam::Walk,
+            &crate::kernel::passes::jam::Rows,
+        ),
         (count, offsets): (&KExpr, &[KExpr]),
         names: &[(BufId, KExpr, String)],
         v: u32,
@@ -451,105 +366,6 @@ impl Emitter<'_> {
                 self.expr(off)
             );
         }
-        Ok(())
-    }
-
-    /// The rows of the row loop over `v{v}` (from `lo_{v}` to `hi_{v}`) [`ROWS`] at a time
-    /// (see [`Self::rows`]), `strips` with prefetch in the joint loop or not, then the last
-    /// rows one at a time.
-    fn joint_rows_loop(
-        &mut self,
-        rows: &super::jam::Rows,
-        v: u32,
-        strips: bool,
-        level: usize,
-    ) -> Result<()> {
-        use super::prefetch::STRIP;
-        let pad = "  ".repeat(level);
-        let (j, _, jhi, inner) = rows.inner;
-        let streams = if strips {
-            super::prefetch::streams(self.k, j, None, inner, false).unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        let _ = writeln!(
-            self.out,
-            "{pad}for (v{v} = lo_{v}; hi_{v} - v{v} >= {ROWS}; v{v} += {ROWS}) {{"
-        );
-        // Each row's setup, its count of iterations and a pointer per load it reads at
-        // consecutive positions (from the first); the counts and offsets simplified, so
-        // that the C compiler sees each row's base as the few loads it is (a band row's
-        // values start at its `ofs`, not at `last - 1 - ofs_end + (last - len + 1)`).
-        let based = super::jam::based_loads(self.k, j, inner);
-        let (count, offsets) = self.count_and_offsets(rows, &based, rows.prefix);
-        let mut names: Vec<Vec<(BufId, KExpr, String)>> = Vec::new();
-        for r in 0..ROWS {
-            self.row = r;
-            if r > 0 {
-                let _ = writeln!(self.out, "{pad}  {} = v{v} + {r};", self.local(rows.var));
-            }
-            self.row_setup(rows, &format!("n{v}_{r}"), &count, level + 1)?;
-            // A row without iterations points at its buffer's start: its offset may lie
-            // anywhere.
-            let mut row_names = Vec::new();
-            for (x, ((b, i), off)) in based.iter().zip(&offsets).enumerate() {
-                let name = format!("b{v}_{r}_{x}");
-                let (t, p) = (storage_type(&self.k.bufs[b.0 as usize]), self.ptr(*b));
-                let _ = writeln!(
-                    self.out,
-                    "{pad}  const {t} *{name} = {p} + (n{v}_{r} > 0 ? {} : 0);",
-                    self.expr(off)
-                );
-                row_names.push((*b, i.clone(), name));
-            }
-            names.push(row_names);
-        }
-        self.row = 0;
-        self.least_count(v, ROWS, &format!("{pad}  "));
-        let _ = writeln!(
-            self.out,
-            "{pad}  if (m_ < 0) m_ = 0;\n{pad}  int64_t k_ = 0;"
-        );
-        // The inner variable of each row reads as its first value plus `k_`, the loads of
-        // `based` as `base[k_]`; strips while all rows have two left.
-        self.based = names;
-        self.together((j, inner), &streams, (ROWS, 2 * STRIP), level + 1)?;
-        // Each row's own rest (a few iterations in a band or triangle), then its stores.
-        // The rests sit behind one test that some row has any (rows of equal length have
-        // none): four empty loops, each tested, cost the band of 11 per row 8% (strict
-        // SpMV on Zen 3: 0.042 -> 0.039 ms with the test).
-        let differ: Vec<String> = (0..ROWS).map(|r| format!("(n{v}_{r} - m_)")).collect();
-        let _ = writeln!(self.out, "{pad}  if (({}) != 0) {{", differ.join(" | "));
-        for r in 0..ROWS {
-            self.row = r;
-            let _ = writeln!(self.out, "{pad}  for (k_ = m_; k_ < n{v}_{r}; k_++) {{");
-            self.block(inner, level + 2)?;
-            let _ = writeln!(self.out, "{pad}  }}");
-        }
-        let _ = writeln!(self.out, "{pad}  }}");
-        self.based.clear();
-        self.counter = None;
-        for r in 0..ROWS {
-            self.row = r;
-            self.block(rows.suffix, level + 1)?;
-        }
-        self.row = 0;
-        let _ = writeln!(self.out, "{pad}}}");
-        // The last rows, one at a time: strips with prefetch, then the rest.
-        let _ = writeln!(self.out, "{pad}for (; v{v} < hi_{v}; v{v}++) {{");
-        let end = format!("e{v}_");
-        let jn = self.row_setup(rows, &end, jhi, level + 1)?;
-        if !streams.is_empty() {
-            self.strips(&end, j, &streams, inner, level + 1)?;
-        }
-        let _ = writeln!(self.out, "{pad}  for (; {jn} < {end}; {jn}++) {{");
-        if !streams.is_empty() {
-            let _ = writeln!(self.out, "{pad}    {}", super::prefetch::SCALAR_REST);
-        }
-        self.block(inner, level + 2)?;
-        let _ = writeln!(self.out, "{pad}  }}");
-        self.block(rows.suffix, level + 1)?;
-        let _ = writeln!(self.out, "{pad}}}");
         Ok(())
     }
 
@@ -579,7 +395,7 @@ impl Emitter<'_> {
         (group, strip_min): (usize, usize),
         level: usize,
     ) -> Result<()> {
-        use super::prefetch::STRIP;
+        use crate::kernel::passes::strips::STRIP;
         let pad = "  ".repeat(level);
         if !streams.is_empty() {
             let _ = writeln!(self.out, "{pad}while (m_ - k_ >= {strip_min}) {{");
@@ -626,11 +442,11 @@ impl Emitter<'_> {
             return None;
         }
         let outermost = walk.is_none() && self.loops.is_empty();
-        super::prefetch::streams(self.k, var, walk, body, outermost)
+        crate::kernel::passes::strips::streams(self.k, var, walk, body, outermost)
     }
 
     /// Strips of the loop over `var` while at least a strip of iterations
-    /// ([`super::prefetch::strip_len`]) remain before `end` (C): the prefetches, then that
+    /// ([`crate::kernel::passes::strips::strip_len`]) remain before `end` (C): the prefetches, then that
     /// many iterations of `body` (a `for` loop's variable advanced after each, a walk's by
     /// its body). The loop that follows runs the rest.
     pub(super) fn strips(
@@ -641,7 +457,7 @@ impl Emitter<'_> {
         body: &[KStmt],
         level: usize,
     ) -> Result<()> {
-        let strip = super::prefetch::strip_len(self.k, streams);
+        let strip = crate::kernel::passes::strips::strip_len(self.k, streams);
         let pad = "  ".repeat(level);
         let v = self.local(var);
         let _ = writeln!(self.out, "{pad}while ({end} - {v} >= {strip}) {{");
@@ -663,11 +479,11 @@ impl Emitter<'_> {
         Ok(())
     }
 
-    /// One prefetch per stream, `rows` times [`super::prefetch::PREFETCH_BYTES`] past its
+    /// One prefetch per stream, `rows` times [`crate::kernel::passes::strips::PREFETCH_BYTES`] past its
     /// position now (`rows`: the rows that move through the storage together, see `jam`;
     /// `at`: the position in C of a stream read through a row's own pointer).
     fn prefetches(&mut self, streams: &[(BufId, KExpr)], pad: &str, rows: usize, at: &str) {
-        use super::prefetch::{elem_bytes, PREFETCH_AHEAD, PREFETCH_BYTES};
+        use crate::kernel::passes::strips::{elem_bytes, PREFETCH_AHEAD, PREFETCH_BYTES};
         for (b, index) in streams {
             // In the joint loop of rows, a stream the row reads through its own pointer
             // is prefetched through it (the row's offsets need not stay in registers).
@@ -679,10 +495,7 @@ impl Emitter<'_> {
                 * self.k.bufs.get(b.0 as usize).map_or(PREFETCH_AHEAD, |buf| {
                     PREFETCH_BYTES / elem_bytes(buf.elem, buf.narrow)
                 });
-            let _ = writeln!(
-                self.out,
-                "{pad}__builtin_prefetch((const void *)((uintptr_t)({p} + ({i})) + {ahead}u * sizeof(*{p})));"
-            );
+            let _ = writeln!(self.out, "{pad}{}", super::emit::prefetch(&p, &i, ahead));
         }
     }
 }

@@ -14,9 +14,7 @@ mod cache;
 mod compile;
 mod emit;
 mod emit_rows;
-mod jam;
 mod load;
-mod prefetch;
 mod simd;
 
 pub use compile::{cache_dir, cache_key, compiler, Compiler};

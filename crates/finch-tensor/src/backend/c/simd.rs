@@ -34,27 +34,9 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
-use super::prefetch::PREFETCH_AHEAD;
 use crate::algebra::{Op, ScalarType, Value};
-use crate::kernel::{BufId, KExpr, KStmt, Kernel, LocalId};
-
-/// How many times each local is read in `stmts` (conditions, right-hand sides, indices).
-pub(super) fn count_reads(stmts: &[KStmt], counts: &mut HashMap<LocalId, usize>) {
-    fn expr(e: &KExpr, counts: &mut HashMap<LocalId, usize>) {
-        match e {
-            KExpr::Local(l) => *counts.entry(*l).or_default() += 1,
-            KExpr::Lit(_) | KExpr::Len(_) => {}
-            KExpr::Load(_, i) => expr(i, counts),
-            KExpr::Op(_, args) => args.iter().for_each(|a| expr(a, counts)),
-            KExpr::Search { value, lo, hi, .. } => {
-                expr(value, counts);
-                expr(lo, counts);
-                expr(hi, counts);
-            }
-        }
-    }
-    crate::kernel::visit_exprs(stmts, &mut |e| expr(e, counts));
-}
+use crate::kernel::passes::strips::PREFETCH_AHEAD;
+use crate::kernel::{count_reads, mentions_any, BufId, KExpr, KStmt, Kernel, LocalId};
 
 /// The vector instruction set a vectorized copy of a kernel is written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -587,7 +569,7 @@ fn avx2_groups(
     let _ = writeln!(
         code,
         "  for (; {qv} < e_; {qv}++) {{ {}",
-        super::prefetch::SCALAR_REST
+        super::emit::SCALAR_REST
     );
     for s in rest {
         if let KStmt::Assign(l, e) = s {
@@ -679,18 +661,6 @@ fn accumulation(acc: LocalId, e: &KExpr) -> Option<&KExpr> {
 
 fn mentions(e: &KExpr, l: LocalId) -> bool {
     mentions_any(e, &HashSet::from([l]))
-}
-
-pub(super) fn mentions_any(e: &KExpr, ls: &HashSet<LocalId>) -> bool {
-    match e {
-        KExpr::Local(x) => ls.contains(x),
-        KExpr::Lit(_) | KExpr::Len(_) => false,
-        KExpr::Load(_, i) => mentions_any(i, ls),
-        KExpr::Op(_, a) => a.iter().any(|x| mentions_any(x, ls)),
-        KExpr::Search { value, lo, hi, .. } => {
-            mentions_any(value, ls) || mentions_any(lo, ls) || mentions_any(hi, ls)
-        }
-    }
 }
 
 impl Vectorizer<'_> {
@@ -881,8 +851,11 @@ impl Vectorizer<'_> {
             let mut locals = HashMap::new();
             count_reads(&[KStmt::Assign(self.q, i.clone())], &mut locals);
             let moves = locals.keys().any(|l| *l != self.q);
-            self.streams
-                .push((at.clone(), super::prefetch::elem_bytes(ty, p.narrow), moves));
+            self.streams.push((
+                at.clone(),
+                crate::kernel::passes::strips::elem_bytes(ty, p.narrow),
+                moves,
+            ));
             return Some(V::Lanes(
                 match (self.isa, ty, p.narrow) {
                     (Isa::Avx2, ScalarType::F64, _) if self.masked => {
