@@ -412,8 +412,21 @@ fn block_rows_run_four_at_a_time_along_their_walks() {
     let p = Program::parse(text).unwrap();
     let k = p.compile(Engine::C).unwrap();
     if k.engine() == Engine::C {
+        // The jam pass's walks (`kernel/passes/walks.rs`): a fourth row's own flag, the
+        // joint loop four and two rows at a time, the latter in strips kept a loop in C.
+        let ir = finch::kernel::passes::run(k.kernel()).to_string();
+        assert!(ir.contains(" j_active3\n"), "{ir}");
+        for group in [4, 2] {
+            let joint = format!(" >= {group})");
+            assert!(
+                ir.lines()
+                    .any(|l| l.trim_start().starts_with("while ") && l.ends_with(&joint)),
+                "{ir}"
+            );
+        }
+        assert_eq!(ir.matches("hint no_unroll").count(), 1, "{ir}");
         let c = k.c_source(finch::backend::c::CheckMode::Trusted).unwrap();
-        assert!(c.contains("4 rows at a time, along their walks"), "{c}");
+        assert!(c.contains("_Pragma(\"GCC unroll 1\")\n"), "{c}");
     }
     let mut value = order_sensitive_values();
     // Each row's blocks (lengths), placed left to right with gaps of 1 to 3 columns: rows

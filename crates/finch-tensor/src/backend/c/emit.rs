@@ -228,21 +228,6 @@ pub(super) struct Emitter<'k> {
     /// Accumulators an enclosing loop holds as a vector of partial sums (the C name of the
     /// vector), for the vectorized loops inside it.
     deferred: HashMap<LocalId, String>,
-    /// Which of the rows emitted together (see `jam`) is being emitted (0: the first, or
-    /// none).
-    pub(super) row: usize,
-    /// While rows are emitted together: the locals each row has its own copy of (named
-    /// `w{row}_{n}` past the first row).
-    pub(super) row_own: std::collections::HashSet<LocalId>,
-    /// Emitting the plain copy of a loop that runs several rows at a time.
-    pub(super) plain_rows: bool,
-    /// In the joint loop of rows emitted together: the inner loop's variable, which reads
-    /// as the row's first value plus the iteration's position in C (`k_`, or `k_ + s_` in
-    /// a strip, whose loop then counts from 0 and which cc runs with vectors of products).
-    pub(super) counter: Option<(LocalId, &'static str)>,
-    /// In the joint loop of rows emitted together, per row: the loads read through a
-    /// pointer of the row's own (buffer, index, the pointer's C name), as `name[position]`.
-    pub(super) based: Vec<Vec<(BufId, KExpr, String)>>,
     /// The loops around the statement being emitted, outermost first (`true`: a `for`
     /// loop, `false`: a `while` loop): whether a loop has none around it (see `prefetch`),
     /// and whether it sits directly in a `for` loop (see [`SCALAR_REST`]).
@@ -366,16 +351,11 @@ impl<'k> Emitter<'k> {
             reads: HashMap::new(),
             vectorized: 0,
             deferred: HashMap::new(),
-            row: 0,
-            row_own: Default::default(),
-            plain_rows: false,
-            counter: None,
-            based: Vec::new(),
             loops: Vec::new(),
             no_unroll: false,
         };
-        // The vectorizer and running rows together (`jam`) ask whether a local is read outside a loop.
-        if isa.is_some() || e.in_order_scalar() {
+        // The vectorizer asks whether a local is read outside a loop.
+        if isa.is_some() {
             crate::kernel::count_reads(&k.body, &mut e.reads);
             // The caller reads every output after the body: a vector loop must not take an
             // output it assigns for a temporary that dies with the loop (`y2[] = x[i]`
@@ -491,23 +471,9 @@ impl<'k> Emitter<'k> {
     pub(super) fn expr(&self, e: &KExpr) -> String {
         match e {
             KExpr::Lit(v) => lit(v),
-            KExpr::Local(l) => match self.counter {
-                Some((j, at)) if j == *l => format!(
-                    "((int64_t)((uint64_t){} + (uint64_t)({at})))",
-                    self.local(*l)
-                ),
-                _ => self.local(*l),
-            },
+            KExpr::Local(l) => self.local(*l),
             KExpr::Len(b) => self.len(*b),
             KExpr::Load(b, i) => {
-                if let Some(name) = self.based_pointer(*b, i) {
-                    let at = self.counter.map_or("k_", |(_, at)| at);
-                    return if self.k.bufs[b.0 as usize].narrow {
-                        format!("((int64_t){name}[{at}])")
-                    } else {
-                        format!("{name}[{at}]")
-                    };
-                }
                 let i = self.expr(i);
                 if self.k.bufs[b.0 as usize].narrow {
                     // Widen at the load, so no `uint32_t` arithmetic follows.
@@ -781,29 +747,9 @@ impl<'k> Emitter<'k> {
         true
     }
 
-    /// Emitting trusted scalar code, which keeps its floating-point order (a reassociating
-    /// kernel's too): where loops run in prefetching strips and long rows several at a time.
-    pub(super) fn in_order_scalar(&self) -> bool {
-        self.isa.is_none() && self.mode == CheckMode::Trusted
-    }
-
-    /// In the joint loop of rows emitted together: the C name of the current row's own
-    /// pointer for the load `b[index]`, if it has one.
-    pub(super) fn based_pointer(&self, b: BufId, index: &KExpr) -> Option<&str> {
-        self.based
-            .get(self.row)?
-            .iter()
-            .find(|(x, at, _)| *x == b && at == index)
-            .map(|(_, _, name)| name.as_str())
-    }
-
-    /// A local's C name (`w{row}_{n}` past the first of the rows emitted together).
+    /// A local's C name.
     pub(super) fn local(&self, l: LocalId) -> String {
-        if self.row > 0 && self.row_own.contains(&l) {
-            format!("w{}_{}", self.row, l.0)
-        } else {
-            format!("v{}", l.0)
-        }
+        format!("v{}", l.0)
     }
 
     /// In a vectorized copy: the accumulators a loop (condition or bounds `head`, `body`)
@@ -900,13 +846,6 @@ impl<'k> Emitter<'k> {
                     super::simd::vectorize_for(cx, *var, lo, hi, body)
                 }) {
                     return Ok(());
-                }
-                // Rows that walk over steps run together here; the jam pass ran the others
-                // (`kernel/passes/jam.rs`).
-                if let Some(rows) = self.joint_rows(*var, lo, hi, body) {
-                    if let Some(walk) = &rows.walk {
-                        return self.walk_rows(s, &rows, walk, level);
-                    }
                 }
                 let held = self.hold_sums(&[lo, hi], body, &pad);
                 let (l, h) = (self.expr(lo), self.expr(hi));
@@ -1005,10 +944,9 @@ impl<'k> Emitter<'k> {
         Ok(())
     }
 
-    /// Whether this emitter runs loops in prefetching strips itself: in a vectorized copy
-    /// (which starts from the lowered loops) and in rows run together (`jam`), whose loops
-    /// the strips pass leaves whole; elsewhere the pass has.
+    /// Whether this emitter runs loops in prefetching strips itself: in a vectorized copy,
+    /// which starts from the lowered loops (elsewhere the strips pass has).
     fn strips_here(&self) -> bool {
-        self.isa.is_some() || self.plain_rows || !self.row_own.is_empty()
+        self.isa.is_some()
     }
 }

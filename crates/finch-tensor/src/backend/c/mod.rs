@@ -1,5 +1,6 @@
-//! The C backend: kernel IR to C99 (`emit`; rows run together and prefetching strips in
-//! `emit_rows`), compiled by the system C compiler with a
+//! The C backend: kernel IR to C99 (`emit`, after the kernel passes for trusted code;
+//! vector copies in `simd`, their scalar loops' strips in `emit_strips`), compiled by the
+//! system C compiler with a
 //! disk cache (`compile`, `cache`), loaded with `libloading` from a private copy (`load`)
 //! and kept loaded for the life of the process (an in-memory cache by key; libraries are never unloaded, so function pointers
 //! stay valid).
@@ -13,7 +14,7 @@
 mod cache;
 mod compile;
 mod emit;
-mod emit_rows;
+mod emit_strips;
 mod load;
 mod simd;
 

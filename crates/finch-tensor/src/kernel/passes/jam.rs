@@ -1,6 +1,7 @@
-//! Four rows at a time, for the scalar loops of kernels that keep their floating-point
-//! order (no `reassociate`): which row loops qualify, and the arithmetic on their offsets
-//! (the C backend prints the rows, `backend/c/emit_rows.rs`).
+//! The jam pass: four rows at a time, for the scalar loops of trusted kernels (a
+//! reassociating kernel's vector copies run their rows as vectors instead): which row
+//! loops qualify, the arithmetic on their offsets, and the rewrite of rows along one inner
+//! loop each (rows that walk over steps: `walks.rs`).
 //!
 //! A row sum in strict order is one chain of dependent additions; on long rows (a
 //! triangle's, of hundreds of entries) the processor cannot reach the next row's chain
@@ -48,7 +49,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::strips::consecutive;
+use super::strips::{consecutive, STRIP};
 use crate::algebra::{Op, ScalarType, Value};
 use crate::kernel::{count_reads, mentions_any};
 use crate::kernel::{BufId, KExpr, KStmt, Kernel, LocalId};
@@ -620,12 +621,12 @@ pub(crate) fn rows_together<'k>(
 }
 
 /// `a < b`.
-fn lt(a: KExpr, b: KExpr) -> KExpr {
+pub(super) fn lt(a: KExpr, b: KExpr) -> KExpr {
     KExpr::bin(Op::Lt, a, b)
 }
 
 /// `if cond { then }`.
-fn if_then(cond: KExpr, then: Vec<KStmt>) -> KStmt {
+pub(super) fn if_then(cond: KExpr, then: Vec<KStmt>) -> KStmt {
     KStmt::If {
         cond,
         then,
@@ -652,27 +653,29 @@ fn bounds(rows: &Rows, j: LocalId, (first, last): (&KExpr, &KExpr), end: LocalId
 
 /// One row of the joint loop: its own copies of the row's locals, its count of
 /// iterations, and the offsets of the loads it reads along the shared counter.
-struct Row {
+pub(super) struct Row {
     /// The row's locals (the first row's are the loop's own).
     own: HashMap<LocalId, LocalId>,
     /// Its count of inner iterations.
-    count: LocalId,
+    pub(super) count: LocalId,
     /// Per load read at consecutive positions, the position of its first iteration.
-    offsets: Vec<LocalId>,
+    pub(super) offsets: Vec<LocalId>,
+    /// Rows along their walks: whether the row is in a step of its walk.
+    pub(super) active: Option<LocalId>,
 }
 
 impl Row {
-    fn local(&self, l: LocalId) -> LocalId {
+    pub(super) fn local(&self, l: LocalId) -> LocalId {
         self.own.get(&l).copied().unwrap_or(l)
     }
 
     /// `stmts` as this row runs them (its own locals).
-    fn stmts(&self, stmts: &[KStmt]) -> Vec<KStmt> {
-        map_stmts(stmts, &|l| self.local(l), &|e| self.expr(e))
+    pub(super) fn stmts(&self, stmts: &[KStmt]) -> Vec<KStmt> {
+        super::map_stmts(stmts, &|l| self.local(l), &|e| self.expr(e))
     }
 
-    fn expr(&self, e: &KExpr) -> KExpr {
-        map_expr(e, &|x| match x {
+    pub(super) fn expr(&self, e: &KExpr) -> KExpr {
+        super::map_expr(e, &|x| match x {
             KExpr::Local(l) => Some(KExpr::Local(self.local(*l))),
             _ => None,
         })
@@ -681,15 +684,15 @@ impl Row {
     /// The inner loop's body as this row runs it at `counter` iterations past its first:
     /// the loads of `based` at its offsets plus `counter`, the inner variable `j` as its
     /// first value plus `counter`.
-    fn inner(
+    pub(super) fn inner(
         &self,
         inner: &[KStmt],
         j: LocalId,
         based: &[(BufId, KExpr)],
         counter: &KExpr,
     ) -> Vec<KStmt> {
-        let at_offsets = map_stmts(inner, &|l| l, &|e| {
-            map_expr(e, &|x| match x {
+        let at_offsets = super::map_stmts(inner, &|l| l, &|e| {
+            super::map_expr(e, &|x| match x {
                 KExpr::Load(b, i) => based
                     .iter()
                     .position(|(bb, ii)| bb == b && ii == i.as_ref())
@@ -699,23 +702,132 @@ impl Row {
         });
         let own = self.stmts(&at_offsets);
         let j = self.local(j);
-        map_stmts(&own, &|l| l, &|e| {
+        super::map_stmts(&own, &|l| l, &|e| {
             substitute(e, j, &(KExpr::Local(j) + counter.clone()))
         })
     }
 }
 
+/// Loads by buffer and position.
+type Loads = [(BufId, KExpr)];
+
+/// A row's prefetches in a strip of a joint loop at counter `c`: one per stream, `group`
+/// times [`super::strips::PREFETCH_BYTES`] ahead (the rows move through storage
+/// together), through the row's offset where the stream is one of its `based` loads.
+pub(super) fn row_prefetches(
+    k: &Kernel,
+    row: &Row,
+    (based, streams): (&Loads, &Loads),
+    (j, c): (LocalId, LocalId),
+    group: usize,
+) -> Vec<KStmt> {
+    use super::strips::{elem_bytes, PREFETCH_BYTES};
+    streams
+        .iter()
+        .map(|(b, index)| {
+            let at = based
+                .iter()
+                .position(|(bb, ii)| bb == b && ii == index)
+                .map_or_else(
+                    || {
+                        let jr = row.local(j);
+                        substitute(&row.expr(index), jr, &(KExpr::Local(jr) + KExpr::Local(c)))
+                    },
+                    |x| KExpr::Local(row.offsets[x]) + KExpr::Local(c),
+                );
+            let bytes = k
+                .bufs
+                .get(b.0 as usize)
+                .map_or(8, |p| elem_bytes(p.elem, p.narrow));
+            KStmt::Hint(crate::kernel::Hint::Prefetch {
+                buf: *b,
+                index: at,
+                ahead: group * (PREFETCH_BYTES / bytes),
+            })
+        })
+        .collect()
+}
+
+/// While at least `strip_min` iterations are left before `m` from the counter `c`: a
+/// prefetch per row of `group` and stream, then a strip of [`STRIP`] iterations of the
+/// rows' inner loops in turn (`(inner, j, based)`, see [`Row::inner`]) along `s`, kept a
+/// loop (cc's full unrolling slows it: hand-written, SpMV over a band of 61 per row on
+/// Zen 3, 0.19 ms as a loop, 0.22 unrolled).
+pub(super) fn strips_of_rows(
+    k: &Kernel,
+    group: &[Row],
+    (inner, j, based): (&[KStmt], LocalId, &Loads),
+    streams: &Loads,
+    (m, c, s): (LocalId, LocalId, LocalId),
+    strip_min: usize,
+) -> KStmt {
+    let mut strip = Vec::new();
+    for row in group {
+        strip.extend(row_prefetches(
+            k,
+            row,
+            (based, streams),
+            (j, c),
+            group.len(),
+        ));
+    }
+    strip.push(KStmt::Hint(crate::kernel::Hint::NoUnroll));
+    let at = KExpr::Local(c) + KExpr::Local(s);
+    strip.push(KStmt::For {
+        var: s,
+        lo: KExpr::int(0),
+        hi: KExpr::int(STRIP as i64),
+        body: group
+            .iter()
+            .flat_map(|row| row.inner(inner, j, based, &at))
+            .collect(),
+    });
+    strip.push(KStmt::Assign(c, KExpr::Local(c) + STRIP as i64));
+    KStmt::While {
+        cond: KExpr::bin(
+            Op::Ge,
+            KExpr::Local(m) - KExpr::Local(c),
+            KExpr::int(strip_min as i64),
+        ),
+        body: strip,
+    }
+}
+
+/// A row's count of inner iterations and the offsets of its loads at consecutive
+/// positions (`based`) at its inner loop's first iteration, simplified through the
+/// definitions of `setup` (what runs right before the inner loop), so that the C compiler
+/// sees each row's base as the few loads it is (a band row's values start at its `ofs`,
+/// not at `last - 1 - ofs_end + (last - len + 1)`).
+pub(super) fn count_and_offsets(
+    k: &Kernel,
+    rows: &Rows,
+    based: &Loads,
+    setup: &[KStmt],
+) -> (KExpr, Vec<KExpr>) {
+    let (j, jlo, jhi, _) = rows.inner;
+    let defs = setup_definitions(k, setup);
+    let is_i64 = |e: &KExpr| k.expr_type(e) == ScalarType::I64;
+    let simplified =
+        |e: &KExpr| affine(e, &defs, &is_i64).map_or_else(|| e.clone(), |f| f.to_expr());
+    let count = simplified(&(jhi.clone() - jlo.clone()));
+    let offsets = based
+        .iter()
+        .map(|(_, i)| simplified(&substitute(i, j, jlo)))
+        .collect();
+    (count, offsets)
+}
+
 /// The locals of the joint loops: each row's, the least count `m`, the shared counter `c`
 /// and the strip's counter `s`.
-struct Joint {
-    all: Vec<Row>,
-    m: LocalId,
-    c: LocalId,
-    s: LocalId,
+pub(super) struct Joint {
+    pub(super) all: Vec<Row>,
+    pub(super) m: LocalId,
+    pub(super) c: LocalId,
+    pub(super) s: LocalId,
 }
 
 impl Joint {
-    fn new(fresh: &mut super::Fresh, rows: &Rows, based: usize) -> Joint {
+    pub(super) fn new(fresh: &mut super::Fresh, rows: &Rows, based: usize) -> Joint {
         let k = fresh.kernel();
         let j = rows.inner.0;
         let all = (0..ROWS)
@@ -739,6 +851,9 @@ impl Joint {
                             fresh.local(format!("{}_base{r}_{x}", fresh.name(j)), ScalarType::I64)
                         })
                         .collect(),
+                    active: rows.walk.as_ref().map(|_| {
+                        fresh.local(format!("{}_active{r}", fresh.name(j)), ScalarType::Bool)
+                    }),
                 }
             })
             .collect();
@@ -759,7 +874,7 @@ fn joint_loop(
     strips: bool,
     locals: &Joint,
 ) -> Vec<KStmt> {
-    let (j, jlo, jhi, inner) = rows.inner;
+    let (j, jlo, _, inner) = rows.inner;
     let based = based_loads(k, j, inner);
     let streams = if strips {
         super::strips::streams(k, j, None, inner, false).unwrap_or_default()
@@ -770,15 +885,7 @@ fn joint_loop(
     // at its first iteration, simplified through the definitions of its setup, so that
     // the C compiler sees each row's base as the few loads it is (a band row's values
     // start at its `ofs`, not at `last - 1 - ofs_end + (last - len + 1)`).
-    let defs = setup_definitions(k, rows.prefix);
-    let is_i64 = |e: &KExpr| k.expr_type(e) == ScalarType::I64;
-    let simplified =
-        |e: &KExpr| affine(e, &defs, &is_i64).map_or_else(|| e.clone(), |f| f.to_expr());
-    let count = simplified(&(jhi.clone() - jlo.clone()));
-    let offsets: Vec<KExpr> = based
-        .iter()
-        .map(|(_, i)| simplified(&substitute(i, j, jlo)))
-        .collect();
+    let (count, offsets) = count_and_offsets(k, rows, &based, rows.prefix);
     let var = rows.var;
     let Joint { all, m, c, s } = locals;
     let (m, c, s) = (*m, *c, *s);
@@ -823,50 +930,8 @@ fn joint_loop(
         // per row on Zen 3, 0.19 ms as a loop, 0.22 unrolled). The rows move through
         // storage together, a band's or a dense matrix's one after another, so each
         // prefetches [`ROWS`] times as far ahead as one row would.
-        use super::strips::{elem_bytes, PREFETCH_BYTES, STRIP};
-        let mut strip = Vec::new();
-        for row in all {
-            for (b, index) in &streams {
-                let at = based
-                    .iter()
-                    .position(|(bb, ii)| bb == b && ii == index)
-                    .map_or_else(
-                        || {
-                            substitute(
-                                &row.expr(index),
-                                row.local(j),
-                                &(KExpr::Local(row.local(j)) + KExpr::Local(c)),
-                            )
-                        },
-                        |x| KExpr::Local(row.offsets[x]) + KExpr::Local(c),
-                    );
-                let bytes = k
-                    .bufs
-                    .get(b.0 as usize)
-                    .map_or(8, |p| elem_bytes(p.elem, p.narrow));
-                strip.push(KStmt::Hint(crate::kernel::Hint::Prefetch {
-                    buf: *b,
-                    index: at,
-                    ahead: ROWS * (PREFETCH_BYTES / bytes),
-                }));
-            }
-        }
-        strip.push(KStmt::Hint(crate::kernel::Hint::NoUnroll));
-        strip.push(KStmt::For {
-            var: s,
-            lo: KExpr::int(0),
-            hi: KExpr::int(STRIP as i64),
-            body: in_turn(&(KExpr::Local(c) + KExpr::Local(s))),
-        });
-        strip.push(KStmt::Assign(c, KExpr::Local(c) + STRIP as i64));
-        body.push(KStmt::While {
-            cond: KExpr::bin(
-                Op::Ge,
-                KExpr::Local(m) - KExpr::Local(c),
-                KExpr::int(2 * STRIP as i64),
-            ),
-            body: strip,
-        });
+        let turn = (inner, j, based.as_slice());
+        body.push(strips_of_rows(k, all, turn, &streams, (m, c, s), 2 * STRIP));
     }
     body.push(KStmt::For {
         var: c,
@@ -892,97 +957,34 @@ fn joint_loop(
         })
         .collect();
     body.push(if_then(KExpr::bin(Op::Ne, differ, KExpr::int(0)), rests));
-    for row in all {
+    group_loop(rows, (rlo, rhi), all, body)
+}
+
+/// The loop over the rows `rlo .. rhi` (locals) `group.len()` at a time, whose iteration
+/// is `body` and then each row's stores; it leaves the row variable at the first row it
+/// did not run.
+pub(super) fn group_loop(
+    rows: &Rows,
+    (rlo, rhi): (LocalId, LocalId),
+    group: &[Row],
+    mut body: Vec<KStmt>,
+) -> Vec<KStmt> {
+    let var = rows.var;
+    for row in group {
         body.extend(row.stmts(rows.suffix));
     }
-    body.push(KStmt::Assign(var, KExpr::Local(var) + ROWS as i64));
+    body.push(KStmt::Assign(var, KExpr::Local(var) + group.len() as i64));
     vec![
         KStmt::Assign(var, KExpr::Local(rlo)),
         KStmt::While {
             cond: KExpr::bin(
                 Op::Ge,
                 KExpr::Local(rhi) - KExpr::Local(var),
-                KExpr::int(ROWS as i64),
+                KExpr::int(group.len() as i64),
             ),
             body,
         },
     ]
-}
-
-/// `e` with each node `f` rewrites replaced (outermost first; `None`: kept, its parts
-/// visited).
-fn map_expr(e: &KExpr, f: &dyn Fn(&KExpr) -> Option<KExpr>) -> KExpr {
-    if let Some(x) = f(e) {
-        return x;
-    }
-    match e {
-        KExpr::Lit(_) | KExpr::Local(_) | KExpr::Len(_) => e.clone(),
-        KExpr::Load(b, i) => KExpr::Load(*b, Box::new(map_expr(i, f))),
-        KExpr::Op(op, a) => KExpr::Op(*op, a.iter().map(|x| map_expr(x, f)).collect()),
-        KExpr::Search { buf, value, lo, hi } => KExpr::Search {
-            buf: *buf,
-            value: Box::new(map_expr(value, f)),
-            lo: Box::new(map_expr(lo, f)),
-            hi: Box::new(map_expr(hi, f)),
-        },
-    }
-}
-
-/// `stmts` with each assigned local (and loop variable) renamed by `local` and each
-/// expression they hold rewritten by `expr`.
-fn map_stmts(
-    stmts: &[KStmt],
-    local: &dyn Fn(LocalId) -> LocalId,
-    expr: &dyn Fn(&KExpr) -> KExpr,
-) -> Vec<KStmt> {
-    stmts
-        .iter()
-        .map(|s| match s {
-            KStmt::Assign(l, e) => KStmt::Assign(local(*l), expr(e)),
-            KStmt::Store { buf, index, value } => KStmt::Store {
-                buf: *buf,
-                index: expr(index),
-                value: expr(value),
-            },
-            KStmt::Resize { buf, len, fill } => KStmt::Resize {
-                buf: *buf,
-                len: expr(len),
-                fill: *fill,
-            },
-            KStmt::Sort { buf, lo, hi } => KStmt::Sort {
-                buf: *buf,
-                lo: expr(lo),
-                hi: expr(hi),
-            },
-            KStmt::For { var, lo, hi, body } => KStmt::For {
-                var: local(*var),
-                lo: expr(lo),
-                hi: expr(hi),
-                body: map_stmts(body, local, expr),
-            },
-            KStmt::While { cond, body } => KStmt::While {
-                cond: expr(cond),
-                body: map_stmts(body, local, expr),
-            },
-            KStmt::If {
-                cond,
-                then,
-                otherwise,
-            } => KStmt::If {
-                cond: expr(cond),
-                then: map_stmts(then, local, expr),
-                otherwise: map_stmts(otherwise, local, expr),
-            },
-            KStmt::Hint(crate::kernel::Hint::Prefetch { buf, index, ahead }) => {
-                KStmt::Hint(crate::kernel::Hint::Prefetch {
-                    buf: *buf,
-                    index: expr(index),
-                    ahead: *ahead,
-                })
-            }
-            KStmt::Break | KStmt::Fail(_) | KStmt::Hint(_) => s.clone(),
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -5,18 +5,17 @@
 //! pass has golden files of its own (`tests/filetests/<pass>/`).
 //!
 //! * [`jam`]: a loop over rows that each sum along one inner loop runs four rows at a time
-//!   (`jam.rs`).
+//!   (`jam.rs`; rows that walk over steps, a SparseBlockList row's blocks, in `walks.rs`).
 //! * [`strips`]: loops whose loads move on through memory run in strips with prefetches
 //!   (`strips.rs`), in the rows `jam` left as they were too.
 //!
 //! One walk over the statements runs both, deciding at each loop as the passes are
 //! ordered: a row loop `jam` takes is rewritten whole (with prefetching strips of its own
-//! in its joint loop), and only the copies of its plain rows go on to `strips`. Rows that
-//! walk over steps (a SparseBlockList row's blocks), which `jam` recognises too, are still
-//! run together by the C backend (`backend/c/emit_rows.rs`): both passes leave them whole.
+//! in its joint loops), and only the copies of its plain rows go on to `strips`.
 
 pub(crate) mod jam;
 pub(crate) mod strips;
+pub(crate) mod walks;
 
 use std::collections::HashMap;
 
@@ -153,7 +152,7 @@ impl<'k> Walker<'_, 'k> {
                     self.plain_for(s, out);
                     return;
                 };
-                if !self.passes.jam || rows.walk.is_some() {
+                if !self.passes.jam {
                     out.push(s.clone());
                     return;
                 }
@@ -170,7 +169,10 @@ impl<'k> Walker<'_, 'k> {
                     rest.plain_for(&s, &mut out);
                     out
                 };
-                out.extend(jam::rows_together(self.fresh, s, &rows, &mut plain));
+                out.extend(match &rows.walk {
+                    Some(walk) => walks::walks_together(self.fresh, s, (&rows, walk), &mut plain),
+                    None => jam::rows_together(self.fresh, s, &rows, &mut plain),
+                });
             }
             KStmt::While { cond, body } => {
                 if let (true, KExpr::Op(Op::Lt, a)) = (self.passes.strips, cond) {
@@ -246,4 +248,80 @@ impl<'k> Walker<'_, 'k> {
         }
         jam::rows(k, &self.reads, var, body)
     }
+}
+
+/// `e` with each node `f` rewrites replaced (outermost first; `None`: kept, its parts
+/// visited).
+pub(crate) fn map_expr(e: &KExpr, f: &dyn Fn(&KExpr) -> Option<KExpr>) -> KExpr {
+    if let Some(x) = f(e) {
+        return x;
+    }
+    match e {
+        KExpr::Lit(_) | KExpr::Local(_) | KExpr::Len(_) => e.clone(),
+        KExpr::Load(b, i) => KExpr::Load(*b, Box::new(map_expr(i, f))),
+        KExpr::Op(op, a) => KExpr::Op(*op, a.iter().map(|x| map_expr(x, f)).collect()),
+        KExpr::Search { buf, value, lo, hi } => KExpr::Search {
+            buf: *buf,
+            value: Box::new(map_expr(value, f)),
+            lo: Box::new(map_expr(lo, f)),
+            hi: Box::new(map_expr(hi, f)),
+        },
+    }
+}
+
+/// `stmts` with each assigned local (and loop variable) renamed by `local` and each
+/// expression they hold rewritten by `expr`.
+pub(crate) fn map_stmts(
+    stmts: &[KStmt],
+    local: &dyn Fn(LocalId) -> LocalId,
+    expr: &dyn Fn(&KExpr) -> KExpr,
+) -> Vec<KStmt> {
+    stmts
+        .iter()
+        .map(|s| match s {
+            KStmt::Assign(l, e) => KStmt::Assign(local(*l), expr(e)),
+            KStmt::Store { buf, index, value } => KStmt::Store {
+                buf: *buf,
+                index: expr(index),
+                value: expr(value),
+            },
+            KStmt::Resize { buf, len, fill } => KStmt::Resize {
+                buf: *buf,
+                len: expr(len),
+                fill: *fill,
+            },
+            KStmt::Sort { buf, lo, hi } => KStmt::Sort {
+                buf: *buf,
+                lo: expr(lo),
+                hi: expr(hi),
+            },
+            KStmt::For { var, lo, hi, body } => KStmt::For {
+                var: local(*var),
+                lo: expr(lo),
+                hi: expr(hi),
+                body: map_stmts(body, local, expr),
+            },
+            KStmt::While { cond, body } => KStmt::While {
+                cond: expr(cond),
+                body: map_stmts(body, local, expr),
+            },
+            KStmt::If {
+                cond,
+                then,
+                otherwise,
+            } => KStmt::If {
+                cond: expr(cond),
+                then: map_stmts(then, local, expr),
+                otherwise: map_stmts(otherwise, local, expr),
+            },
+            KStmt::Hint(super::Hint::Prefetch { buf, index, ahead }) => {
+                KStmt::Hint(super::Hint::Prefetch {
+                    buf: *buf,
+                    index: expr(index),
+                    ahead: *ahead,
+                })
+            }
+            KStmt::Break | KStmt::Fail(_) | KStmt::Hint(_) => s.clone(),
+        })
+        .collect()
 }
