@@ -584,3 +584,49 @@ fn and_and_or_short_circuit_in_every_engine() {
         );
     }
 }
+
+#[test]
+fn a_read_at_a_computed_index_in_a_branch_not_taken_is_not_checked() {
+    // `ifelse(c, x[I[i]], 0.0)` with `I[i]` past `x` where `c` is false: the reference runs
+    // only the branch taken, but the compiled engines range-checked the read before the
+    // statement and stopped ("an index ... is outside `x`"). Found by the fuzzer
+    // (program_run). Also under `&&`, `||`, an `if` condition and a `let`; where the branch
+    // is taken, every engine refuses the index.
+    let bools = |v: &[bool]| {
+        let data = v.iter().map(|&b| Value::Bool(b)).collect();
+        DenseArray::from_data(ScalarType::Bool, &[v.len()], data, Value::Bool(false)).unwrap()
+    };
+    let c = bools(&[true, true, false, true, false]);
+    let idx = ints(&[1, 4, 9, 2, 7], 1);
+    let x = DenseArray::from_f64(&[5], &[1.5, -2.0, 4.0, 8.0, 0.25]).unwrap();
+    let head = "input c :: Dense(Element(false))\ninput I :: Dense(Element(1))\ninput x :: Dense(Element(0.0))\noutput y :: Dense(Element(0.0))\noutput b :: SparseList(Element(false))\ny .= 0\nb .= false\nfor i = _\n";
+    for body in [
+        "  y[i] = ifelse(c[i], x[I[i]], 0.0)\n  b[i] = c[i] && x[I[i]] > 1.0\n",
+        "  y[i] += 2.0 * ifelse(!c[i], -1.0, x[I[i]] + 1.0)\n  b[i] = !c[i] || x[I[i]] < 0.0\n",
+        "  if c[i] && x[I[i]] > 0.0\n    y[i] = 1.0\n  end\n  let v = ifelse(c[i], x[I[i]], 3.0)\n    b[i] = v > 2.0\n  end\n",
+    ] {
+        let text = format!("{head}{body}end\n");
+        let p = Program::parse(&text).unwrap();
+        engines_match_reference(&p, &[("c", &c), ("I", &idx), ("x", &x)], &[], &text);
+        // With every branch taken, the read at 9 is out of range in every engine.
+        let all = bools(&[true; 5]);
+        let mut reference = Bindings::new();
+        for (name, a) in [("c", &all), ("I", &idx), ("x", &x)] {
+            reference.insert(name, a.clone());
+        }
+        assert!(p.run_reference(&mut reference, &RunOptions::default()).is_err(), "{text}");
+        for engine in [Engine::Interp, Engine::C] {
+            let mut t = HashMap::new();
+            for (name, format, a) in [
+                ("c", "Dense(Element(false))", &all),
+                ("I", "Dense(Element(1))", &idx),
+                ("x", "Dense(Element(0.0))", &x),
+            ] {
+                let f = Format::parse(format).unwrap();
+                t.insert(name.to_string(), Tensor::from_dense(&f, a).unwrap());
+            }
+            let run = p.compile(engine).unwrap().run(&mut t, &HashMap::new());
+            assert!(run.is_err(), "{engine:?}: {text}");
+        }
+    }
+}

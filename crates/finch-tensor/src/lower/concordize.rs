@@ -132,6 +132,9 @@ impl Lowerer {
     /// take them, so the first out of range still stops the kernel. `None` when nothing
     /// moves.
     pub(super) fn hoist_bound_reads(&mut self, s: &Stmt) -> Result<Option<Vec<KStmt>>> {
+        if let Some(split) = split_lazy_branch(s) {
+            return self.lower(split).map(Some);
+        }
         let (keep, rebuild): (usize, &dyn Fn(Stmt, Expr) -> Stmt) = match s {
             Stmt::Assign { lhs, .. } if bound_access(&lhs.0, &lhs.1).is_some() => return Ok(None),
             Stmt::Assign { lhs, .. } if lhs.1.iter().any(|x| bound_reads(x) > 0) => {
@@ -324,6 +327,92 @@ pub(super) fn has_switch(e: &Expr) -> bool {
 }
 
 /// The accesses in `e` that read a level at an already-bound index.
+/// `s` as an `if` on the condition of the first lazy branch its expression (a right-hand
+/// side, an `if` condition or a `let` value) holds that reads at a bound index, with the
+/// branch taken in place of the choice in each arm: `y[i] = ifelse(c, x[I[i]], 0.0)`
+/// becomes `if c; y[i] = x[I[i]]; else; y[i] = 0.0; end`. A read at a bound index is
+/// range-checked where it is concordized, before the statement runs, so in place its check
+/// would stop the kernel for an index the branch not taken computes (`ifelse` runs only
+/// the branch taken, `&&` and `||` only what decides them, as the reference does).
+/// `None` when there is no such branch, or its condition may be `missing` (which an
+/// `if` cannot take).
+fn split_lazy_branch(s: &Stmt) -> Option<Stmt> {
+    let sieve = |cond: Expr, then: Stmt, otherwise: Stmt| Stmt::Sieve {
+        cond,
+        then: Box::new(then),
+        otherwise: Box::new(otherwise),
+    };
+    match s {
+        Stmt::Assign { lhs, op, rhs } => {
+            let (c, a, b) = lazy_branch(rhs)?;
+            let arm = |rhs: Expr| Stmt::Assign {
+                lhs: lhs.clone(),
+                op: *op,
+                rhs,
+            };
+            Some(sieve(c, arm(a), arm(b)))
+        }
+        Stmt::Sieve {
+            cond,
+            then,
+            otherwise,
+        } => {
+            let (c, a, b) = lazy_branch(cond)?;
+            let arm = |cond: Expr| Stmt::Sieve {
+                cond,
+                then: then.clone(),
+                otherwise: otherwise.clone(),
+            };
+            Some(sieve(c, arm(a), arm(b)))
+        }
+        Stmt::Define { var, value, body } => {
+            let (c, a, b) = lazy_branch(value)?;
+            let arm = |value: Expr| Stmt::Define {
+                var: var.clone(),
+                value,
+                body: body.clone(),
+            };
+            Some(sieve(c, arm(a), arm(b)))
+        }
+        _ => None,
+    }
+}
+
+/// The first lazy choice in `e` (outside tensor indices) whose branch not always taken
+/// reads at a bound index: its condition, and `e` with the choice replaced by what it
+/// gives when the condition holds and when it does not (see [`split_lazy_branch`]).
+fn lazy_branch(e: &Expr) -> Option<(Expr, Expr, Expr)> {
+    let Expr::Call(op, args) = e else {
+        return None;
+    };
+    let chosen = match (op, args.as_slice()) {
+        (Op::IfElse, [c, a, b]) if bound_reads(a) + bound_reads(b) > 0 => {
+            Some((c.clone(), a.clone(), b.clone()))
+        }
+        (Op::And, [c, b]) if bound_reads(b) > 0 => {
+            Some((c.clone(), b.clone(), Expr::Lit(Value::Bool(false))))
+        }
+        (Op::Or, [c, b]) if bound_reads(b) > 0 => {
+            Some((c.clone(), Expr::Lit(Value::Bool(true)), b.clone()))
+        }
+        _ => None,
+    };
+    if let Some((c, a, b)) = chosen {
+        if !crate::simplify::may_be_missing(&c) {
+            return Some((c, a, b));
+        }
+    }
+    args.iter().enumerate().find_map(|(at, x)| {
+        let (c, a, b) = lazy_branch(x)?;
+        let with = |x: Expr| {
+            let mut args = args.clone();
+            args[at] = x;
+            Expr::Call(*op, args)
+        };
+        Some((c, with(a), with(b)))
+    })
+}
+
 pub(super) fn bound_reads(e: &Expr) -> usize {
     match e {
         Expr::Access(t, idx) => {
