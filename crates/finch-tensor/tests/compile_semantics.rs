@@ -630,3 +630,58 @@ fn a_read_at_a_computed_index_in_a_branch_not_taken_is_not_checked() {
         }
     }
 }
+
+#[test]
+fn a_loop_that_skips_its_first_phase_still_walks_its_shifted_reads() {
+    // `for i = 6:6` over `x5`'s mode of size 5: the loop's first phase (inside `x5`) is
+    // empty, and the segments of the permissive reads `x4[~i]` (before, inside and past
+    // `x4`) were entered at index 1 and sought only in that phase, so the second phase
+    // never advanced and both compiled engines ran forever (this test with it: past a
+    // minute, stopped). Found by the differential
+    // tester (seed 114, case 2436); the segments now start at the loop's start.
+    let bools = |n: usize, v: bool| {
+        DenseArray::from_data(
+            ScalarType::Bool,
+            &[n],
+            vec![Value::Bool(v); n],
+            Value::Bool(v),
+        )
+        .unwrap()
+    };
+    let x4 = ints(&[0; 5], 0);
+    let x5 = DenseArray::from_data(
+        ScalarType::Bool,
+        &[5, 5, 5],
+        vec![Value::Bool(true); 125],
+        Value::Bool(true),
+    )
+    .unwrap();
+    let x6 = bools(5, false);
+    let text = "input x4 :: Dense(Element(0))\ninput x5 :: SparseList(SparseList(Dense(Element(true))))\ninput x6 :: SparseList(Pattern())\noutput y1 :: SparseScalar(0)\noutput y2 :: SparseList(Pattern())\n\ny1 .= 0\ny2 .= false\nfor i = 6:6\n  for j = _\n    for k = _\n      if true\n        y1[] = ifelse(coalesce(x5[k, (1:5)(j), ~i], false), x4[~i], coalesce(x4[~i], -2))\n        y2[~i] = x6[~k]\n      end\n    end\n  end\nend\n";
+    let p = Program::parse(text).unwrap();
+    let shapes = HashMap::from([("y2".to_string(), vec![5])]);
+    let mut reference = Bindings::new();
+    for (name, a) in [("x4", &x4), ("x5", &x5), ("x6", &x6)] {
+        reference.insert(name, a.clone());
+    }
+    let options = RunOptions {
+        shapes: shapes.clone(),
+        ..RunOptions::default()
+    };
+    p.run_reference(&mut reference, &options).unwrap();
+    for engine in [Engine::Interp, Engine::C] {
+        let mut t = HashMap::new();
+        for (name, a) in [("x4", &x4), ("x5", &x5), ("x6", &x6)] {
+            let f = Format::parse(&p.decl(name).unwrap().format.to_string()).unwrap();
+            t.insert(name.to_string(), Tensor::from_dense(&f, a).unwrap());
+        }
+        p.compile(engine).unwrap().run(&mut t, &shapes).unwrap();
+        for out in ["y1", "y2"] {
+            assert_eq!(
+                &t[out].to_dense().unwrap(),
+                reference.get(out).unwrap(),
+                "{engine:?}: {out}"
+            );
+        }
+    }
+}

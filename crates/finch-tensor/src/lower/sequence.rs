@@ -350,10 +350,15 @@ impl Lowerer {
                 ]
             };
             let next = enter(KExpr::Local(stop) + 1);
-            let init = enter(KExpr::int(1));
-            let seek = move |start: KExpr| match start {
-                KExpr::Lit(Value::I64(1)) => vec![],
-                start => enter(start),
+            // Entered at the loop's start, as the blocks below: a loop split into phases
+            // may skip its first phase (`for i = 6:6` over a mode of size 5), and a later
+            // phase's segments, shared with the first, never seek (they were left at
+            // index 1, before their first block, and the loop stopped advancing).
+            let init = enter(start.clone());
+            let first_start = start.clone();
+            let seek = move |at: KExpr| match at {
+                at if at == first_start => vec![],
+                at => enter(at),
             };
             return (init, segments(Box::new(seek), next));
         };
