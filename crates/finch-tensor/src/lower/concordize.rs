@@ -378,38 +378,21 @@ fn split_lazy_branch(s: &Stmt) -> Option<Stmt> {
     }
 }
 
-/// The first lazy choice in `e` (outside tensor indices) whose branch not always taken
+/// The first lazy choice in `e` where it is always evaluated whose branch not always taken
 /// reads at a bound index: its condition, and `e` with the choice replaced by what it
-/// gives when the condition holds and when it does not (see [`split_lazy_branch`]).
+/// gives when the condition holds and when it does not (see [`split_lazy_branch`]). A
+/// choice inside another's branch is left to that branch's own split, so that its
+/// condition runs only where that branch is taken.
 fn lazy_branch(e: &Expr) -> Option<(Expr, Expr, Expr)> {
-    let Expr::Call(op, args) = e else {
-        return None;
-    };
-    let chosen = match (op, args.as_slice()) {
-        (Op::IfElse, [c, a, b]) if bound_reads(a) + bound_reads(b) > 0 => {
-            Some((c.clone(), a.clone(), b.clone()))
-        }
-        (Op::And, [c, b]) if bound_reads(b) > 0 => {
-            Some((c.clone(), b.clone(), Expr::Lit(Value::Bool(false))))
-        }
-        (Op::Or, [c, b]) if bound_reads(b) > 0 => {
-            Some((c.clone(), Expr::Lit(Value::Bool(true)), b.clone()))
-        }
-        _ => None,
-    };
-    if let Some((c, a, b)) = chosen {
-        if !crate::simplify::may_be_missing(&c) {
-            return Some((c, a, b));
-        }
-    }
-    args.iter().enumerate().find_map(|(at, x)| {
-        let (c, a, b) = lazy_branch(x)?;
-        let with = |x: Expr| {
-            let mut args = args.clone();
-            args[at] = x;
-            Expr::Call(*op, args)
+    crate::simplify::split_on_first_choice(e, &|op, args| {
+        let (c, a, b) = match (op, args) {
+            (Op::IfElse, [c, a, b]) => (c, a.clone(), b.clone()),
+            (Op::And, [c, b]) => (c, b.clone(), Expr::Lit(Value::Bool(false))),
+            (Op::Or, [c, b]) => (c, Expr::Lit(Value::Bool(true)), b.clone()),
+            _ => return None,
         };
-        Some((c, with(a), with(b)))
+        (bound_reads(&a) + bound_reads(&b) > 0 && !crate::simplify::may_be_missing(c))
+            .then(|| (c.clone(), a, b))
     })
 }
 

@@ -144,15 +144,34 @@ fn split_on_missing_branch(e: &Expr) -> Option<(Expr, Expr, Expr)> {
 
 /// [`split_on_missing_branch`] for an `ifelse` with a `missing` branch.
 fn split_on_missing_ifelse(e: &Expr) -> Option<(Expr, Expr, Expr)> {
+    split_on_first_choice(e, &|op, args| match (op, args) {
+        (Op::IfElse, [c, then, otherwise]) if !may_be_missing(c) => {
+            let reads_missing =
+                |b: &Expr| is_lit(b, Value::is_missing) || split_on_missing_branch(b).is_some();
+            (reads_missing(then) || reads_missing(otherwise))
+                .then(|| (c.clone(), then.clone(), otherwise.clone()))
+        }
+        _ => None,
+    })
+}
+
+/// A choice split apart: its condition, the value where it holds, the value where not.
+pub(crate) type Split = (Expr, Expr, Expr);
+
+/// The first choice `pick` takes (as its condition and the values it gives when that
+/// holds and when it does not) where `e` is always evaluated: not inside a branch of an
+/// `ifelse` or past the first argument of `&&`/`||`, whose conditions may guard it. The
+/// result is the condition and `e` with the choice replaced by each value, so that a
+/// statement of `e` becomes a branch on the condition.
+pub(crate) fn split_on_first_choice(
+    e: &Expr,
+    pick: &dyn Fn(Op, &[Expr]) -> Option<Split>,
+) -> Option<Split> {
     let Expr::Call(op, args) = e else {
         return None;
     };
-    if *op == Op::IfElse && args.len() == 3 && !may_be_missing(&args[0]) {
-        let reads_missing =
-            |b: &Expr| is_lit(b, Value::is_missing) || split_on_missing_branch(b).is_some();
-        if reads_missing(&args[1]) || reads_missing(&args[2]) {
-            return Some((args[0].clone(), args[1].clone(), args[2].clone()));
-        }
+    if let Some(choice) = pick(*op, args) {
+        return Some(choice);
     }
     let always_evaluated = match op {
         Op::IfElse | Op::And | Op::Or => 1,
@@ -162,7 +181,7 @@ fn split_on_missing_ifelse(e: &Expr) -> Option<(Expr, Expr, Expr)> {
         .enumerate()
         .take(always_evaluated)
         .find_map(|(k, a)| {
-            let (cond, then, otherwise) = split_on_missing_ifelse(a)?;
+            let (cond, then, otherwise) = split_on_first_choice(a, pick)?;
             let with = |x: Expr| {
                 let mut v = args.clone();
                 v[k] = x;
