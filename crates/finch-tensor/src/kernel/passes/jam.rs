@@ -665,6 +665,21 @@ pub(super) struct Row {
 }
 
 impl Row {
+    /// The row's offsets at its first iteration, `offsets` as the row reads them, or 0
+    /// where it has no iteration (a row without iterations reads nothing: its offsets may
+    /// lie anywhere).
+    pub(super) fn first_offsets(&self, offsets: &[KExpr]) -> Vec<KStmt> {
+        let mut code = Vec::with_capacity(2 * offsets.len());
+        for (o, off) in self.offsets.iter().zip(offsets) {
+            code.push(KStmt::Assign(*o, KExpr::int(0)));
+            code.push(if_then(
+                lt(KExpr::int(0), KExpr::Local(self.count)),
+                vec![KStmt::Assign(*o, self.expr(off))],
+            ));
+        }
+        code
+    }
+
     pub(super) fn local(&self, l: LocalId) -> LocalId {
         self.own.get(&l).copied().unwrap_or(l)
     }
@@ -897,14 +912,7 @@ fn joint_loop(
         }
         body.extend(row.stmts(rows.prefix));
         body.extend(row.stmts(&bounds(rows, j, (jlo, &count), n)));
-        // A row without iterations reads nothing: its offsets may lie anywhere.
-        for (o, off) in row.offsets.iter().zip(&offsets) {
-            body.push(KStmt::Assign(*o, KExpr::int(0)));
-            body.push(if_then(
-                lt(KExpr::int(0), KExpr::Local(n)),
-                vec![KStmt::Assign(*o, row.expr(off))],
-            ));
-        }
+        body.extend(row.first_offsets(&offsets));
     }
     // `m`, the least of the counts (at least 0), and the shared counter `c`.
     body.push(KStmt::Assign(m, KExpr::Local(all[0].count)));

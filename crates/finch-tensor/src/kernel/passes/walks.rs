@@ -236,13 +236,7 @@ fn joint_walks<'k>(
             lt(KExpr::Local(n), KExpr::int(0)),
             vec![KStmt::Assign(n, KExpr::int(0))],
         ));
-        for (o, off) in row.offsets.iter().zip(&offsets) {
-            code.push(KStmt::Assign(*o, KExpr::int(0)));
-            code.push(if_then(
-                lt(KExpr::int(0), KExpr::Local(n)),
-                vec![KStmt::Assign(*o, row.expr(off))],
-            ));
-        }
+        code.extend(row.first_offsets(&offsets));
         code
     };
     // `a = cond; if a { step }`: whether the row is in a step, and the step's entry.
