@@ -43,8 +43,9 @@ pub enum Engine {
 pub struct CompiledProgram {
     lowered: Lowered,
     /// The kernel the interpreter runs: the lowered one after the kernel passes
-    /// (`kernel::passes::run`), as the C engine's trusted code runs it.
-    passed: Kernel,
+    /// (`kernel::passes::run`), as the C engine's trusted code runs it; made on the first
+    /// interpreted run, so a program the C engine runs never makes it.
+    passed: OnceLock<Kernel>,
     engine: Engine,
     ckernel: Option<c::CKernel>,
     /// Time spent lowering and (for C) compiling or fetching from the caches.
@@ -132,7 +133,6 @@ impl crate::Program {
         let start = Instant::now();
         let mut lowered = lower_program_any_order(self, options.compact, &any_order)?;
         lowered.kernel.reassociate = options.reassociate;
-        let passed = crate::kernel::passes::run(&lowered.kernel);
         let (engine, ckernel) = match engine {
             // Trusted (unchecked) C: every buffer position in a lowered kernel is derived
             // from level invariants that `Tensor` guarantees (validated at construction)
@@ -168,7 +168,7 @@ impl crate::Program {
         };
         Ok(CompiledProgram {
             lowered,
-            passed,
+            passed: OnceLock::new(),
             engine,
             ckernel,
             compile_time: start.elapsed(),
@@ -283,8 +283,13 @@ impl CompiledProgram {
         let (outs, stats) = match &self.ckernel {
             Some(ck) => (ck.run(args, inputs).map_err(named)?, None),
             None => {
+                // The passes run on the first interpreted call (the C engine runs them
+                // while it emits), once.
+                let passed = self
+                    .passed
+                    .get_or_init(|| crate::kernel::passes::run(&self.lowered.kernel));
                 let (o, s) =
-                    on_a_deep_stack(|| interp::run(&self.passed, args, inputs)).map_err(named)?;
+                    on_a_deep_stack(|| interp::run(passed, args, inputs)).map_err(named)?;
                 (o, Some(s))
             }
         };

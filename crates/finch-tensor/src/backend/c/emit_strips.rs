@@ -31,8 +31,9 @@ impl Emitter<'_> {
     }
 
     /// Strips of the loop over `var` while at least a strip of iterations ([`strip_len`])
-    /// remain before `end` (C): the prefetches, then that many iterations of `body` (a `for` loop's variable advanced after each, a walk's by
-    /// its body). The loop that follows runs the rest.
+    /// remain before `end` (C): the prefetches, then that many iterations of `body` (a
+    /// `for` loop's variable advanced after each, a walk's by its body). The loop that
+    /// follows runs the rest.
     pub(super) fn strips(
         &mut self,
         end: &str,
