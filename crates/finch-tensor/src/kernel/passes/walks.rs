@@ -123,16 +123,21 @@ pub(crate) fn walks_together<'k>(
     ));
     let based = based_loads(k, j, inner);
     let locals = Joint::new(fresh, rows, based.len());
-    if locals.all.iter().any(|row| row.active.is_none()) {
+    let Some(flags) = locals
+        .all
+        .iter()
+        .map(|row| row.active)
+        .collect::<Option<Vec<_>>>()
+    else {
         return vec![row_loop.clone()];
-    }
+    };
     let mut joint = |fresh: &mut Fresh<'k>, group: usize, strips: bool| {
         let mut code = joint_walks(
             k,
             (rows, walk),
             (rlo, rhi),
             (group, strips),
-            &locals,
+            (&locals, &flags),
             fresh,
             plain,
         );
@@ -207,7 +212,7 @@ fn joint_walks<'k>(
     (rows, walk): (&Rows, &Walk),
     (rlo, rhi): (LocalId, LocalId),
     (group, strips): (usize, bool),
-    locals: &Joint,
+    (locals, flags): (&Joint, &[LocalId]),
     fresh: &mut Fresh<'k>,
     plain: &mut dyn FnMut(&mut Fresh<'k>, KStmt) -> Vec<KStmt>,
 ) -> Vec<KStmt> {
@@ -221,10 +226,10 @@ fn joint_walks<'k>(
     };
     let Joint { all, m, c, s } = locals;
     let (m, c, s) = (*m, *c, *s);
+    // Each row with its flag: whether it is in a step of its walk.
     let rows_here = &all[..group.min(all.len())];
+    let flagged = || rows_here.iter().zip(flags.iter().copied());
     let var = rows.var;
-    // Every row has its flag (`walks_together` checked).
-    let active = |row: &Row| row.active.unwrap_or(var);
     // A row's next step: its head, then its inner loop's first value, count (at least
     // 0) and offsets (0 where the count is 0: they may lie anywhere then).
     let step_entry = |row: &Row| -> Vec<KStmt> {
@@ -240,25 +245,25 @@ fn joint_walks<'k>(
         code
     };
     // `a = cond; if a { step }`: whether the row is in a step, and the step's entry.
-    let next_step = |row: &Row| -> Vec<KStmt> {
+    let next_step = |(row, active): (&Row, LocalId)| -> Vec<KStmt> {
         vec![
-            KStmt::Assign(active(row), row.expr(walk.cond)),
-            if_then(KExpr::Local(active(row)), step_entry(row)),
+            KStmt::Assign(active, row.expr(walk.cond)),
+            if_then(KExpr::Local(active), step_entry(row)),
         ]
     };
     let mut body = Vec::new();
-    for (r, row) in rows_here.iter().enumerate() {
+    for (r, (row, active)) in flagged().enumerate() {
         if r > 0 {
             body.push(KStmt::Assign(row.local(var), KExpr::Local(var) + r as i64));
         }
         body.extend(row.stmts(rows.prefix));
         body.push(KStmt::Assign(row.count, KExpr::int(0)));
-        body.push(KStmt::Assign(active(row), KExpr::Lit(Value::Bool(false))));
+        body.push(KStmt::Assign(active, KExpr::Lit(Value::Bool(false))));
         for o in &row.offsets {
             body.push(KStmt::Assign(*o, KExpr::int(0)));
         }
         let mut enter = row.stmts(walk.preloop);
-        enter.extend(next_step(row));
+        enter.extend(next_step((row, active)));
         match rows.guard {
             Some(g) => body.push(if_then(row.expr(g), enter)),
             None => body.extend(enter),
@@ -296,7 +301,7 @@ fn joint_walks<'k>(
         hi: KExpr::Local(m),
         body: in_turn(&KExpr::Local(c)),
     });
-    for row in rows_here {
+    for (row, active) in flagged() {
         let (jr, n) = (row.local(j), row.count);
         stretch.push(KStmt::Assign(jr, KExpr::Local(jr) + KExpr::Local(m)));
         stretch.push(KStmt::Assign(n, KExpr::Local(n) - KExpr::Local(m)));
@@ -304,15 +309,14 @@ fn joint_walks<'k>(
             stretch.push(KStmt::Assign(*o, KExpr::Local(*o) + KExpr::Local(m)));
         }
         let mut ended = row.stmts(walk.tail);
-        ended.extend(next_step(row));
+        ended.extend(next_step((row, active)));
         stretch.push(if_then(
             KExpr::bin(Op::Eq, KExpr::Local(n), KExpr::int(0)),
             ended,
         ));
     }
-    let every = rows_here
-        .iter()
-        .map(|row| KExpr::Local(active(row)))
+    let every = flagged()
+        .map(|(_, active)| KExpr::Local(active))
         .reduce(|a, b| KExpr::bin(Op::And, a, b))
         .unwrap_or(KExpr::Lit(Value::Bool(false)));
     body.push(KStmt::While {
@@ -320,7 +324,7 @@ fn joint_walks<'k>(
         body: stretch,
     });
     // Each row alone: the rest of its inner loop, its tail and the rest of its walk.
-    for row in rows_here {
+    for (row, active) in flagged() {
         let mut alone = vec![KStmt::For {
             var: c,
             lo: KExpr::int(0),
@@ -331,7 +335,7 @@ fn joint_walks<'k>(
         for s in row.stmts(std::slice::from_ref(walk.looped)) {
             alone.extend(plain(fresh, s));
         }
-        body.push(if_then(KExpr::Local(active(row)), alone));
+        body.push(if_then(KExpr::Local(active), alone));
     }
     group_loop(rows, (rlo, rhi), rows_here, body)
 }
