@@ -335,6 +335,19 @@ fn rows_run_four_at_a_time_in_order(level: &str, n: usize) {
         assert_eq!(ir.matches("hint no_unroll").count(), 1, "{ir}");
         let c = k.c_source(finch::backend::c::CheckMode::Trusted).unwrap();
         assert!(c.contains("_Pragma(\"GCC unroll 1\")\n"), "{c}");
+        // Each row loads its matrix values and `x` through a pointer of its own (hinted at
+        // both joint loops).
+        assert_eq!(ir.matches("hint row_pointer").count(), 16, "{ir}");
+        let pointers: Vec<&str> = c
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("const double *r"))
+            .filter(|l| !l.starts_with("estrict"))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        assert_eq!(pointers.len(), 8, "{c}");
+        for r in pointers {
+            assert!(c.contains(&format!("r{r}[")), "{c}");
+        }
     }
     let mut value = order_sensitive_values();
     // Widths of the first, middle (`m / 2`) and last rows, over `m` rows.

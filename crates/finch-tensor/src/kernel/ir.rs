@@ -178,6 +178,17 @@ pub enum Hint {
     /// The C compiler should not unroll the `for` loop that comes next in the same block
     /// (a strip of several rows, whose full unrolling is slower).
     NoUnroll,
+    /// `local` holds a position in `buf` (an offset a row's loads add a counter to): the C
+    /// printer may keep the pointer `buf + local` beside it, updated wherever `local` is
+    /// assigned, and load `buf[local + e]` as `pointer[e]`, one address register per row
+    /// in place of an addition per load. It holds for the whole kernel, wherever it
+    /// stands.
+    RowPointer {
+        /// The offset, an `i64` local.
+        local: LocalId,
+        /// The buffer it points into.
+        buf: BufId,
+    },
 }
 
 /// A kernel: parameters, locals and a body.
@@ -260,7 +271,9 @@ pub fn visit_exprs(stmts: &[KStmt], f: &mut dyn FnMut(&KExpr)) {
                 visit_exprs(otherwise, f);
             }
             KStmt::Hint(Hint::Prefetch { index, .. }) => f(index),
-            KStmt::Break | KStmt::Fail(_) | KStmt::Hint(Hint::ScalarRest | Hint::NoUnroll) => {}
+            KStmt::Break
+            | KStmt::Fail(_)
+            | KStmt::Hint(Hint::ScalarRest | Hint::NoUnroll | Hint::RowPointer { .. }) => {}
         }
     }
 }

@@ -103,6 +103,13 @@ fn stmt(out: &mut String, s: &KStmt, level: usize) -> fmt::Result {
         }
         KStmt::Hint(Hint::ScalarRest) => writeln!(out, "{pad}hint scalar_rest"),
         KStmt::Hint(Hint::NoUnroll) => writeln!(out, "{pad}hint no_unroll"),
+        KStmt::Hint(Hint::RowPointer { local, buf }) => {
+            writeln!(
+                out,
+                "{pad}hint row_pointer {} into {buf}",
+                expr(&KExpr::Local(*local))
+            )
+        }
     }
 }
 

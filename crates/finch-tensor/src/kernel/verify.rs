@@ -210,6 +210,15 @@ impl Verifier<'_> {
                 self.expect(index, ScalarType::I64, "a prefetch position", at);
                 self.buf(*buf, at);
             }
+            KStmt::Hint(Hint::RowPointer { local, buf }) => {
+                self.expect(
+                    &KExpr::Local(*local),
+                    ScalarType::I64,
+                    "a row pointer's offset",
+                    at,
+                );
+                self.buf(*buf, at);
+            }
         }
     }
 }

@@ -234,6 +234,9 @@ pub(super) struct Emitter<'k> {
     pub(super) loops: Vec<bool>,
     /// A [`Hint::NoUnroll`] came: the next `for` loop gets the pragma.
     no_unroll: bool,
+    /// The C pointers kept beside offset locals ([`Hint::RowPointer`]): by offset, each
+    /// buffer and the pointer's name.
+    row_pointers: HashMap<LocalId, Vec<(BufId, String)>>,
 }
 
 /// Emits the C source of a kernel (`name` is the exported symbol).
@@ -291,6 +294,41 @@ pub fn emit(k: &Kernel, name: &str, mode: CheckMode) -> Result<String> {
     }
     e.function(name, "")?;
     Ok(e.out)
+}
+
+/// The pointers the [`Hint::RowPointer`]s of `k` ask for, by offset local: buffers that
+/// never move only (a growable one may move at a resize), each named `r{local}_{buf}`. A
+/// `for` loop's variable has none: the pointer follows assignments only.
+fn row_pointers(k: &Kernel) -> HashMap<LocalId, Vec<(BufId, String)>> {
+    type Pointers = HashMap<LocalId, Vec<(BufId, String)>>;
+    fn collect(stmts: &[KStmt], k: &Kernel, out: &mut Pointers, vars: &mut Vec<LocalId>) {
+        for s in stmts {
+            if let KStmt::For { var, .. } = s {
+                vars.push(*var);
+            }
+            match s {
+                KStmt::Hint(Hint::RowPointer { local, buf }) => {
+                    let growable = k.bufs.get(buf.0 as usize).is_none_or(|b| b.growable);
+                    let bufs = out.entry(*local).or_default();
+                    if !growable && !bufs.iter().any(|(b, _)| b == buf) {
+                        bufs.push((*buf, format!("r{}_{}", local.0, buf.0)));
+                    }
+                }
+                KStmt::For { body, .. } | KStmt::While { body, .. } => collect(body, k, out, vars),
+                KStmt::If {
+                    then, otherwise, ..
+                } => {
+                    collect(then, k, out, vars);
+                    collect(otherwise, k, out, vars);
+                }
+                _ => {}
+            }
+        }
+    }
+    let (mut out, mut vars) = (HashMap::new(), Vec::new());
+    collect(&k.body, k, &mut out, &mut vars);
+    out.retain(|l, bufs| !bufs.is_empty() && !vars.contains(l));
+    out
 }
 
 /// A prefetch of the cache line `ahead` elements past `p + i` (C pointer and position).
@@ -353,7 +391,11 @@ impl<'k> Emitter<'k> {
             deferred: HashMap::new(),
             loops: Vec::new(),
             no_unroll: false,
+            row_pointers: HashMap::new(),
         };
+        if mode == CheckMode::Trusted {
+            e.row_pointers = row_pointers(k);
+        }
         // The vectorizer asks whether a local is read outside a loop.
         if isa.is_some() {
             crate::kernel::count_reads(&k.body, &mut e.reads);
@@ -391,6 +433,18 @@ impl<'k> Emitter<'k> {
         for (slot, l) in k.inputs.iter().enumerate() {
             let t = c_type(k.locals[l.0 as usize].ty);
             let _ = writeln!(self.out, "  v{} = *({t} *)scalars[{slot}];", l.0);
+        }
+        let mut pointers: Vec<_> = self.row_pointers.iter().collect();
+        pointers.sort_by_key(|(l, _)| l.0);
+        for (l, bufs) in pointers {
+            for (b, name) in bufs {
+                let t = storage_type(&k.bufs[b.0 as usize]);
+                let _ = writeln!(
+                    self.out,
+                    "  const {t} *{name} = p{} + v{}; (void){name};",
+                    b.0, l.0
+                );
+            }
         }
         self.block(&k.body, 1)?;
         let _ = writeln!(self.out, "finish:");
@@ -459,6 +513,30 @@ impl<'k> Emitter<'k> {
         Ok(())
     }
 
+    /// `buf[index]` through a row pointer, where `index` is an offset with one (plus a
+    /// term).
+    fn row_pointer_load(&self, buf: BufId, index: &KExpr) -> Option<String> {
+        let pointer = |l: &LocalId| {
+            let bufs = self.row_pointers.get(l)?;
+            bufs.iter().find(|(b, _)| *b == buf).map(|(_, name)| name)
+        };
+        let (name, rest) = match index {
+            KExpr::Local(l) => (pointer(l)?, "0".to_string()),
+            KExpr::Op(Op::Add, args) if args.len() == 2 => match (&args[0], &args[1]) {
+                (KExpr::Local(l), e) | (e, KExpr::Local(l)) if pointer(l).is_some() => {
+                    (pointer(l)?, self.expr(e))
+                }
+                _ => return None,
+            },
+            _ => return None,
+        };
+        Some(if self.k.bufs[buf.0 as usize].narrow {
+            format!("((int64_t){name}[{rest}])")
+        } else {
+            format!("{name}[{rest}]")
+        })
+    }
+
     pub(super) fn ty(&self, e: &KExpr) -> ScalarType {
         self.k.expr_type(e)
     }
@@ -474,6 +552,9 @@ impl<'k> Emitter<'k> {
             KExpr::Local(l) => self.local(*l),
             KExpr::Len(b) => self.len(*b),
             KExpr::Load(b, i) => {
+                if let Some(load) = self.row_pointer_load(*b, i) {
+                    return load;
+                }
                 let i = self.expr(i);
                 if self.k.bufs[b.0 as usize].narrow {
                     // Widen at the load, so no `uint32_t` arithmetic follows.
@@ -802,6 +883,9 @@ impl<'k> Emitter<'k> {
                 let code = self.expr(e);
                 let _ = writeln!(self.out, "{pad}{} = {code};", self.local(*l));
                 self.check(level, self.fallible(e));
+                for (b, name) in self.row_pointers.get(l).into_iter().flatten() {
+                    let _ = writeln!(self.out, "{pad}{name} = p{} + v{};", b.0, l.0);
+                }
             }
             KStmt::Store { buf, index, value } => {
                 let (i, v) = (self.expr(index), self.expr(value));
@@ -940,6 +1024,8 @@ impl<'k> Emitter<'k> {
                 let _ = writeln!(self.out, "{pad}{SCALAR_REST}");
             }
             KStmt::Hint(Hint::NoUnroll) => self.no_unroll = true,
+            // Declared with the locals and kept at every assignment of the offset.
+            KStmt::Hint(Hint::RowPointer { .. }) => {}
         }
         Ok(())
     }

@@ -321,6 +321,12 @@ pub(crate) fn map_stmts(
                     ahead: *ahead,
                 })
             }
+            KStmt::Hint(super::Hint::RowPointer { local: l, buf }) => {
+                KStmt::Hint(super::Hint::RowPointer {
+                    local: local(*l),
+                    buf: *buf,
+                })
+            }
             KStmt::Break | KStmt::Fail(_) | KStmt::Hint(_) => s.clone(),
         })
         .collect()

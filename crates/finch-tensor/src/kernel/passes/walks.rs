@@ -251,7 +251,10 @@ fn joint_walks<'k>(
             if_then(KExpr::Local(active), step_entry(row)),
         ]
     };
-    let mut body = Vec::new();
+    let mut body: Vec<KStmt> = rows_here
+        .iter()
+        .flat_map(|row| row.pointer_hints(&based))
+        .collect();
     for (r, (row, active)) in flagged().enumerate() {
         if r > 0 {
             body.push(KStmt::Assign(row.local(var), KExpr::Local(var) + r as i64));
