@@ -346,12 +346,10 @@ fn the_documented_level_table_matches_the_capabilities() {
     use finch::formats::LevelKind;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/capabilities.md");
     let docs = std::fs::read_to_string(&path).unwrap();
-    let mut kinds: Vec<LevelKind> = LevelKind::ONE_MODE.to_vec();
-    kinds.push(LevelKind::SparseCoo(1));
-    for kind in kinds {
-        let name = match kind {
-            LevelKind::SparseCoo(_) => "`SparseCOO{N}`".to_string(),
-            k => format!("`{}`", k.name()),
+    for &kind in LevelKind::ALL {
+        let name = match kind.mode_count_param() {
+            Some(_) => format!("`{}{{N}}`", kind.name()),
+            None => format!("`{}`", kind.name()),
         };
         let row = docs
             .lines()

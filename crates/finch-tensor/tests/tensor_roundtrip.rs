@@ -320,14 +320,12 @@ fn tree_printer_snapshot() {
 
 /// Every level of the registry (a level of several modes with 1 to 3 of them).
 fn level_kinds() -> impl Strategy<Value = LevelKind> {
-    let kinds: Vec<LevelKind> = LevelKind::ONE_MODE
+    let kinds: Vec<LevelKind> = LevelKind::ALL
         .iter()
-        .copied()
-        .chain(
-            LevelKind::MULTI_MODE
-                .iter()
-                .flat_map(|(_, of_modes)| (1..=3).map(*of_modes)),
-        )
+        .flat_map(|&k| match k.mode_count_param() {
+            Some(_) => (1..=3).filter_map(|n| k.with_modes(n)).collect(),
+            None => vec![k],
+        })
         .collect();
     prop::sample::select(kinds)
 }

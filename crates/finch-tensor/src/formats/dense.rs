@@ -10,6 +10,7 @@
 use super::format::Capabilities;
 use super::level::LevelStorage;
 use super::output::{OutBufs, OutputAt};
+use super::registry::kit as registry;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
 
@@ -89,6 +90,53 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
         shape: at.size(),
         child: Box::new(super::output::assemble(at.child, at.above(), bufs)?),
     }))
+}
+
+/// The level in the registry (`formats/registry.rs`).
+pub(crate) struct Dense;
+
+impl registry::Level for Dense {
+    fn name(&self) -> &'static str {
+        "Dense"
+    }
+
+    fn capabilities(&self) -> registry::Capabilities {
+        CAPABILITIES
+    }
+
+    fn build(&self, _: registry::LevelKind, at: &registry::BuildAt) -> Result<LevelStorage> {
+        build(at)
+    }
+
+    fn assemble_output(
+        &self,
+        _: registry::LevelKind,
+        at: &registry::OutputAt,
+        bufs: registry::OutBufs,
+    ) -> Result<LevelStorage> {
+        from_output(at, bufs)
+    }
+
+    fn read_params(
+        &self,
+        _: registry::LevelKind,
+        _: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        _: registry::IndexWidth,
+    ) -> Vec<registry::LevelParams> {
+        vec![lowering::read_params(at)]
+    }
+
+    /// Written in place, through the same parameters as read.
+    fn written_params(
+        &self,
+        _: registry::LevelKind,
+        _: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        _: &registry::LevelFormat,
+    ) -> Option<Vec<registry::LevelParams>> {
+        Some(vec![lowering::read_params(at)])
+    }
 }
 
 /// The level's kernel parameters: how the lowerer reads and writes it.

@@ -2,91 +2,42 @@
 
 use crate::algebra::{ScalarType, Value};
 
-/// The kind of a non-leaf level.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LevelKind {
-    /// Every index stored (`Dense`).
-    Dense,
-    /// Sorted list of stored indices (`SparseList`): CSR/CSC/DCSR.
-    SparseList,
-    /// `N` coordinate lists in one level spanning `N` modes (`SparseCOO{N}`).
-    SparseCoo(usize),
-    /// At most one stored index per fiber (`SparsePoint`).
-    SparsePoint,
-    /// One run of stored indices per fiber (`SparseInterval`).
-    SparseInterval,
-    /// One contiguous block per fiber (`SparseBand`).
-    SparseBand,
-    /// Variable-length blocks (`SparseBlockList`, VBL).
-    SparseBlockList,
-    /// Runs of equal subfibers covering the dimension (`RunList`).
-    RunList,
-    /// Sparse runs of equal subfibers (`SparseRunList`).
-    SparseRunList,
-    /// Hash map from index to child (`SparseHash`).
-    SparseHash,
-    /// Dense bytemap plus a list of set indices (`SparseByteMap`).
-    SparseByteMap,
-}
-
-/// The level of a number of modes (`SparseCOO{N}`).
-pub type ModesToKind = fn(usize) -> LevelKind;
+pub use super::registry::LevelKind;
 
 impl LevelKind {
-    /// Every kind with one mode (COO is parameterized and not listed).
-    pub const ONE_MODE: [LevelKind; 10] = [
-        LevelKind::Dense,
-        LevelKind::SparseList,
-        LevelKind::SparsePoint,
-        LevelKind::SparseInterval,
-        LevelKind::SparseBand,
-        LevelKind::SparseBlockList,
-        LevelKind::RunList,
-        LevelKind::SparseRunList,
-        LevelKind::SparseHash,
-        LevelKind::SparseByteMap,
-    ];
-
-    /// The levels that span a number of modes given in the format string
-    /// (`SparseCOO{2}`), by name: the level of `n` modes.
-    pub const MULTI_MODE: [(&'static str, ModesToKind); 1] = [("SparseCOO", LevelKind::SparseCoo)];
-
     /// The level's mode count as its format string writes it (`SparseCOO{2}`), for the
     /// levels that take one.
     pub fn mode_count_param(self) -> Option<usize> {
-        match self {
-            LevelKind::SparseCoo(n) => Some(n),
-            LevelKind::Dense
-            | LevelKind::SparseList
-            | LevelKind::SparsePoint
-            | LevelKind::SparseInterval
-            | LevelKind::SparseBand
-            | LevelKind::SparseBlockList
-            | LevelKind::RunList
-            | LevelKind::SparseRunList
-            | LevelKind::SparseHash
-            | LevelKind::SparseByteMap => None,
-        }
+        self.level().mode_count_param(self)
+    }
+
+    /// The level of this kind spanning `modes` modes (`SparseCOO{modes}`), for the levels
+    /// whose format string gives a number of modes.
+    pub fn with_modes(self, modes: usize) -> Option<LevelKind> {
+        self.level().with_modes(self, modes)
     }
 
     /// The registry: every level as written in a format string, with each index width a
-    /// level takes (`SparseList{UInt32}`) and COO of one mode (`SparseCOO{1}`). Tests and
-    /// tools iterate it instead of lists of their own, so a new level reaches them all.
+    /// level takes (`SparseList{UInt32}`) and a level of several modes as of one
+    /// (`SparseCOO{1}`). Tests and tools iterate it instead of lists of their own, so a
+    /// new level reaches them all.
     pub fn registry() -> Vec<String> {
         let mut names = Vec::new();
-        for kind in LevelKind::ONE_MODE {
-            names.push(kind.name().to_string());
+        for &kind in LevelKind::ALL {
+            match kind.mode_count_param() {
+                Some(n) => names.push(format!("{}{{{n}}}", kind.name())),
+                None => names.push(kind.name().to_string()),
+            }
             if kind.takes_narrow_indices() {
                 names.push(format!("{}{{UInt32}}", kind.name()));
             }
         }
-        names.push("SparseCOO{1}".to_string());
         names
     }
 
     /// Whether the level stores 32-bit indices when asked (`{UInt32}`).
     pub fn takes_narrow_indices(self) -> bool {
-        self == LevelKind::SparseList
+        self.level().takes_narrow_indices()
     }
 
     /// Builds a level of this kind from sorted entries (`tensor::build`): its storage and,
@@ -95,20 +46,7 @@ impl LevelKind {
         self,
         at: &crate::tensor::build::BuildAt,
     ) -> crate::error::Result<super::LevelStorage> {
-        use super::*;
-        match self {
-            LevelKind::Dense => dense::build(at),
-            LevelKind::SparseList => sparse_list::build(at),
-            LevelKind::SparseCoo(n) => sparse_coo::build(n, at),
-            LevelKind::SparsePoint => sparse_point::build(at),
-            LevelKind::SparseInterval => sparse_interval::build(at),
-            LevelKind::SparseBand => sparse_band::build(at),
-            LevelKind::SparseBlockList => sparse_block_list::build(at),
-            LevelKind::RunList => run_list::build(at),
-            LevelKind::SparseRunList => sparse_run_list::build(at),
-            LevelKind::SparseByteMap => sparse_byte_map::build(at),
-            LevelKind::SparseHash => sparse_hash::build(at),
-        }
+        self.level().build(self, at)
     }
 
     /// A level of this kind from the buffers a kernel wrote it into (`formats::output`).
@@ -117,24 +55,7 @@ impl LevelKind {
         at: &super::output::OutputAt,
         bufs: super::output::OutBufs,
     ) -> crate::error::Result<super::LevelStorage> {
-        use super::*;
-        match self {
-            LevelKind::Dense => dense::from_output(at, bufs),
-            LevelKind::SparseList => sparse_list::from_output(at, bufs),
-            LevelKind::SparseCoo(n) => sparse_coo::from_output(n, at, bufs),
-            LevelKind::SparsePoint => sparse_point::from_output(at, bufs),
-            LevelKind::SparseInterval => sparse_interval::from_output(at, bufs),
-            LevelKind::SparseBand => sparse_band::from_output(at, bufs),
-            LevelKind::SparseBlockList => sparse_block_list::from_output(at, bufs),
-            LevelKind::RunList => run_list::from_output(at, bufs),
-            LevelKind::SparseRunList => sparse_run_list::from_output(at, bufs),
-            LevelKind::SparseByteMap => sparse_byte_map::from_output(at, bufs),
-            // Written SparseHash levels are recorded as entries and built when frozen
-            // (`engine::freeze`), never assembled from buffers.
-            LevelKind::SparseHash => Err(crate::error::Error::Program(
-                "internal: a SparseHash output assembled from buffers".into(),
-            )),
-        }
+        self.level().assemble_output(self, at, bufs)
     }
 
     /// The looplets of a structured level's fiber (`lower/unfurl/structured.rs`): each
@@ -144,23 +65,7 @@ impl LevelKind {
         lw: &mut crate::lower::kit::Lowerer,
         cx: &crate::lower::kit::StructuredFiber,
     ) -> crate::error::Result<crate::looplets::Looplet> {
-        use super::*;
-        match self {
-            LevelKind::SparsePoint => sparse_point::lowering::unfurl_read(lw, cx),
-            LevelKind::SparseInterval => sparse_interval::lowering::unfurl_read(lw, cx),
-            LevelKind::SparseBand => sparse_band::lowering::unfurl_read(lw, cx),
-            LevelKind::RunList => run_list::lowering::unfurl_read(lw, cx),
-            LevelKind::SparseRunList => sparse_run_list::lowering::unfurl_read(lw, cx),
-            LevelKind::SparseBlockList => sparse_block_list::lowering::unfurl_read(lw, cx),
-            LevelKind::SparseByteMap => sparse_byte_map::lowering::unfurl_read(lw, cx),
-            LevelKind::SparseHash => sparse_hash::lowering::unfurl_read(lw, cx),
-            LevelKind::Dense | LevelKind::SparseList | LevelKind::SparseCoo(_) => {
-                Err(crate::error::Error::Program(format!(
-                    "internal: {} is not a structured level",
-                    self.name()
-                )))
-            }
-        }
+        self.level().unfurl_structured(lw, cx)
     }
 
     /// The kernel parameters of a level of this kind read by a kernel, one per mode.
@@ -170,27 +75,7 @@ impl LevelKind {
         at: &crate::lower::kit::LevelAt,
         index: IndexWidth,
     ) -> Vec<crate::lower::kit::LevelParams> {
-        use super::*;
-        use crate::lower::kit::structured_read_params as structured;
-        vec![match self {
-            LevelKind::Dense => dense::lowering::read_params(at),
-            LevelKind::SparseList => sparse_list::lowering::read_params(kernel, at, index),
-            LevelKind::SparseCoo(modes) => {
-                return sparse_coo::lowering::read_params(kernel, at, modes)
-            }
-            LevelKind::SparsePoint => structured(kernel, at, self, SparsePointStorage::BUFFERS),
-            LevelKind::SparseInterval => {
-                structured(kernel, at, self, SparseIntervalStorage::BUFFERS)
-            }
-            LevelKind::SparseBand => structured(kernel, at, self, SparseBandStorage::BUFFERS),
-            LevelKind::SparseBlockList => {
-                structured(kernel, at, self, SparseBlockListStorage::BUFFERS)
-            }
-            LevelKind::RunList => structured(kernel, at, self, RunListStorage::BUFFERS),
-            LevelKind::SparseRunList => structured(kernel, at, self, SparseRunListStorage::BUFFERS),
-            LevelKind::SparseByteMap => structured(kernel, at, self, SparseByteMapStorage::BUFFERS),
-            LevelKind::SparseHash => structured(kernel, at, self, SparseHashStorage::BUFFERS),
-        }]
+        self.level().read_params(self, kernel, at, index)
     }
 
     /// The kernel parameters of a level of this kind that a kernel writes itself above
@@ -203,31 +88,7 @@ impl LevelKind {
         at: &crate::lower::kit::LevelAt,
         child: &LevelFormat,
     ) -> Option<Vec<crate::lower::kit::LevelParams>> {
-        use super::*;
-        let one = match self {
-            LevelKind::Dense => Some(dense::lowering::read_params(at)),
-            LevelKind::SparseList => sparse_list::lowering::written_in_order(kernel, at, child),
-            LevelKind::SparseCoo(modes) => {
-                return sparse_coo::lowering::written_in_order(kernel, at, child, modes)
-            }
-            LevelKind::SparsePoint => sparse_point::lowering::written_in_order(kernel, at, child),
-            LevelKind::SparseInterval => {
-                sparse_interval::lowering::written_in_order(kernel, at, child)
-            }
-            LevelKind::SparseBand => sparse_band::lowering::written_in_order(kernel, at, child),
-            LevelKind::SparseBlockList => {
-                sparse_block_list::lowering::written_in_order(kernel, at, child)
-            }
-            LevelKind::RunList => run_list::lowering::written_in_order(kernel, at, child),
-            LevelKind::SparseRunList => {
-                sparse_run_list::lowering::written_in_order(kernel, at, child)
-            }
-            LevelKind::SparseByteMap => {
-                sparse_byte_map::lowering::written_in_order(kernel, at, child)
-            }
-            LevelKind::SparseHash => None,
-        };
-        one.map(|p| vec![p])
+        self.level().written_params(self, kernel, at, child)
     }
 
     /// The levels the compiler writes instead where a program writes an output in an
@@ -247,44 +108,14 @@ impl LevelKind {
         at: &crate::lower::kit::LevelAt,
         modes: usize,
     ) -> Option<Vec<crate::lower::kit::LevelParams>> {
-        use super::*;
-        match self {
-            LevelKind::SparseByteMap if modes == 1 => {
-                Some(vec![sparse_byte_map::lowering::out_params(
-                    kernel, at.name, at.depth, at.shape,
-                )])
-            }
-            LevelKind::SparseHash => Some(sparse_hash::lowering::group_params(kernel, at, modes)),
-            LevelKind::Dense
-            | LevelKind::SparseList
-            | LevelKind::SparseCoo(_)
-            | LevelKind::SparsePoint
-            | LevelKind::SparseInterval
-            | LevelKind::SparseBand
-            | LevelKind::SparseBlockList
-            | LevelKind::RunList
-            | LevelKind::SparseRunList
-            | LevelKind::SparseByteMap => None,
-        }
+        self.level().any_order_params(kernel, at, modes)
     }
 
     /// How many levels of this kind `level` starts that run down to an Element or
     /// Pattern leaf, for a level a kernel writes as one group in any order; `None` for the
     /// other levels, or when they do not reach the leaf.
     pub(crate) fn any_order_modes(self, level: &LevelFormat) -> Option<usize> {
-        match self {
-            LevelKind::SparseHash => super::sparse_hash::lowering::group_modes(level),
-            LevelKind::Dense
-            | LevelKind::SparseList
-            | LevelKind::SparseCoo(_)
-            | LevelKind::SparsePoint
-            | LevelKind::SparseInterval
-            | LevelKind::SparseBand
-            | LevelKind::SparseBlockList
-            | LevelKind::RunList
-            | LevelKind::SparseRunList
-            | LevelKind::SparseByteMap => None,
-        }
+        self.level().any_order_modes(level)
     }
 
     /// The kernel parameters of `modes` modes of levels a kernel writes by recording
@@ -312,116 +143,38 @@ impl LevelKind {
         bufs: &mut super::output::OutBufs,
         at: &super::output::AllocateAt,
     ) -> crate::error::Result<()> {
-        use super::*;
-        match self {
-            LevelKind::SparsePoint => sparse_point::allocate_output(bufs, at),
-            LevelKind::SparseInterval => sparse_interval::allocate_output(bufs, at),
-            LevelKind::SparseBand => sparse_band::allocate_output(bufs, at),
-            LevelKind::SparseBlockList => sparse_block_list::allocate_output(bufs, at),
-            LevelKind::SparseByteMap => sparse_byte_map::allocate_output(bufs, at),
-            // Per-fiber counts in `ptr` are all a SparseList, SparseCOO or run-length
-            // level starts with.
-            LevelKind::Dense
-            | LevelKind::SparseList
-            | LevelKind::SparseCoo(_)
-            | LevelKind::RunList
-            | LevelKind::SparseRunList
-            | LevelKind::SparseHash => Ok(()),
-        }
+        self.level().allocate_output(bufs, at)
     }
 
     /// Freezes a written level of this kind in place after its kernel ran
-    /// (`engine::freeze`): its module's `freeze_output`. Dense and SparseHash levels have
-    /// nothing to freeze (a written SparseHash is recorded as entries).
+    /// (`engine::freeze`): its module's `freeze_output`.
     pub(crate) fn freeze_output(
         self,
         bufs: &mut super::output::OutBufs,
         at: &super::output::FreezeAt,
     ) -> crate::error::Result<()> {
-        use super::*;
-        match self {
-            LevelKind::SparseList => sparse_list::freeze_output(bufs, at),
-            LevelKind::SparseCoo(_) => sparse_coo::freeze_output(bufs, at),
-            LevelKind::SparsePoint => sparse_point::freeze_output(bufs, at),
-            LevelKind::SparseInterval => sparse_interval::freeze_output(bufs, at),
-            LevelKind::SparseBand => sparse_band::freeze_output(bufs, at),
-            LevelKind::SparseBlockList => sparse_block_list::freeze_output(bufs, at),
-            LevelKind::RunList => run_list::freeze_output(bufs, at),
-            LevelKind::SparseRunList => sparse_run_list::freeze_output(bufs, at),
-            LevelKind::SparseByteMap => sparse_byte_map::freeze_output(bufs, at),
-            LevelKind::Dense | LevelKind::SparseHash => Ok(()),
-        }
+        self.level().freeze_output(bufs, at)
     }
 
     /// What a kernel wrote that a level of this kind written in order cannot hold, for the
     /// levels whose kernels flag it (`None`: the level takes anything written to it).
     pub(crate) fn write_conflict(self) -> Option<&'static str> {
-        use super::*;
-        match self {
-            LevelKind::SparsePoint => Some(sparse_point::WRITE_CONFLICT),
-            LevelKind::SparseInterval => Some(sparse_interval::WRITE_CONFLICT),
-            LevelKind::SparseBand => Some(sparse_band::WRITE_CONFLICT),
-            LevelKind::SparseBlockList => Some(sparse_block_list::WRITE_CONFLICT),
-            LevelKind::RunList => Some(run_list::WRITE_CONFLICT),
-            LevelKind::SparseRunList => Some(sparse_run_list::WRITE_CONFLICT),
-            LevelKind::Dense
-            | LevelKind::SparseList
-            | LevelKind::SparseCoo(_)
-            | LevelKind::SparseByteMap
-            | LevelKind::SparseHash => None,
-        }
+        self.level().write_conflict()
     }
 
     /// What the level can do.
     pub fn capabilities(self) -> Capabilities {
-        use super::*;
-        match self {
-            LevelKind::Dense => dense::CAPABILITIES,
-            LevelKind::SparseList => sparse_list::CAPABILITIES,
-            LevelKind::SparseCoo(_) => sparse_coo::CAPABILITIES,
-            LevelKind::SparsePoint => sparse_point::CAPABILITIES,
-            LevelKind::SparseInterval => sparse_interval::CAPABILITIES,
-            LevelKind::SparseBand => sparse_band::CAPABILITIES,
-            LevelKind::SparseBlockList => sparse_block_list::CAPABILITIES,
-            LevelKind::RunList => run_list::CAPABILITIES,
-            LevelKind::SparseRunList => sparse_run_list::CAPABILITIES,
-            LevelKind::SparseByteMap => sparse_byte_map::CAPABILITIES,
-            LevelKind::SparseHash => sparse_hash::CAPABILITIES,
-        }
+        self.level().capabilities()
     }
 
     /// The level's name as written in format strings (without COO's `{N}`).
     pub fn name(self) -> &'static str {
-        match self {
-            LevelKind::Dense => "Dense",
-            LevelKind::SparseList => "SparseList",
-            LevelKind::SparseCoo(_) => "SparseCOO",
-            LevelKind::SparsePoint => "SparsePoint",
-            LevelKind::SparseInterval => "SparseInterval",
-            LevelKind::SparseBand => "SparseBand",
-            LevelKind::SparseBlockList => "SparseBlockList",
-            LevelKind::RunList => "RunList",
-            LevelKind::SparseRunList => "SparseRunList",
-            LevelKind::SparseHash => "SparseHash",
-            LevelKind::SparseByteMap => "SparseByteMap",
-        }
+        self.level().name()
     }
 
     /// How many tensor modes the level spans.
     pub fn modes(self) -> usize {
-        match self {
-            LevelKind::SparseCoo(n) => n,
-            LevelKind::Dense
-            | LevelKind::SparseList
-            | LevelKind::SparsePoint
-            | LevelKind::SparseInterval
-            | LevelKind::SparseBand
-            | LevelKind::SparseBlockList
-            | LevelKind::RunList
-            | LevelKind::SparseRunList
-            | LevelKind::SparseHash
-            | LevelKind::SparseByteMap => 1,
-        }
+        self.mode_count_param().unwrap_or(1)
     }
 }
 

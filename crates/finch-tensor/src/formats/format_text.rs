@@ -169,8 +169,8 @@ impl FormatParser<'_> {
             }
             _ => {}
         }
-        let multi_mode = LevelKind::MULTI_MODE.iter().find(|(n, _)| *n == name);
-        let kind = if let Some((_, of_modes)) = multi_mode {
+        let registered = LevelKind::ALL.iter().copied().find(|k| k.name() == name);
+        let kind = if let Some(k) = registered.filter(|k| k.mode_count_param().is_some()) {
             self.skip_ws();
             if self.peek() != Some('{') {
                 return Err(self.error(format!("`{name}` needs a mode count: `{name}{{2}}(...)`")));
@@ -184,15 +184,15 @@ impl FormatParser<'_> {
                 return Err(self.error(format!("`{name}{{0}}` spans no modes; use N >= 1")));
             }
             self.expect('}', "after the mode count")?;
-            of_modes(n)
-        } else if let Some(k) = LevelKind::ONE_MODE.iter().find(|k| k.name() == name) {
-            *k
+            k.with_modes(n)
+                .ok_or_else(|| self.error(format!("`{name}` takes no mode count")))?
+        } else if let Some(k) = registered {
+            k
         } else {
             self.at = start;
-            let all: Vec<&str> = LevelKind::ONE_MODE
+            let all: Vec<&str> = LevelKind::ALL
                 .iter()
                 .map(|k| k.name())
-                .chain(LevelKind::MULTI_MODE.iter().map(|(n, _)| *n))
                 .chain(["Element", "Pattern"])
                 .chain(SCALARS.iter().map(|k| k.name()))
                 .collect();
@@ -406,10 +406,10 @@ mod tests {
 
     fn level() -> impl Strategy<Value = LevelFormat> {
         leaf().prop_recursive(4, 8, 1, |inner| {
-            let kinds: Vec<LevelKind> = LevelKind::ONE_MODE
+            let kinds: Vec<LevelKind> = LevelKind::ALL
                 .iter()
                 .copied()
-                .chain([LevelKind::SparseCoo(1), LevelKind::SparseCoo(3)])
+                .chain([LevelKind::SparseCoo(3)])
                 .collect();
             (prop::sample::select(kinds), any::<bool>(), inner).prop_map(|(kind, narrow, child)| {
                 let index = if narrow && kind == LevelKind::SparseList {

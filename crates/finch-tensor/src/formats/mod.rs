@@ -14,6 +14,7 @@ mod level;
 pub(crate) mod named;
 pub(crate) mod output;
 pub(crate) mod pattern;
+mod registry;
 pub(crate) mod run_list;
 mod scalar;
 pub(crate) mod sparse_band;
@@ -28,9 +29,7 @@ mod sparse_run_list;
 
 pub use dense::DenseStorage;
 pub use element::ElementStorage;
-pub use format::{
-    Capabilities, Format, IndexWidth, LevelFormat, LevelKind, ModesToKind, ScalarKind, MAX_MODES,
-};
+pub use format::{Capabilities, Format, IndexWidth, LevelFormat, LevelKind, ScalarKind, MAX_MODES};
 pub(crate) use level::KernelBuf;
 pub use level::LevelStorage;
 pub use pattern::PatternStorage;

@@ -15,6 +15,7 @@
 use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
 use super::output::{OutBufs, OutputAt};
+use super::registry::kit as registry;
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
@@ -200,6 +201,81 @@ fn drop_band_fills(bufs: &mut OutBufs, fill: &crate::algebra::Value) -> Result<(
     }
     (bufs.ptr, bufs.idx, bufs.val) = (ptr, idx, val);
     Ok(())
+}
+
+/// The level in the registry (`formats/registry.rs`).
+pub(crate) struct SparseBand;
+
+impl registry::Level for SparseBand {
+    fn name(&self) -> &'static str {
+        "SparseBand"
+    }
+
+    fn capabilities(&self) -> registry::Capabilities {
+        CAPABILITIES
+    }
+
+    fn build(&self, _: registry::LevelKind, at: &registry::BuildAt) -> Result<LevelStorage> {
+        build(at)
+    }
+
+    fn assemble_output(
+        &self,
+        _: registry::LevelKind,
+        at: &registry::OutputAt,
+        bufs: registry::OutBufs,
+    ) -> Result<LevelStorage> {
+        from_output(at, bufs)
+    }
+
+    fn read_params(
+        &self,
+        kind: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        _: registry::IndexWidth,
+    ) -> Vec<registry::LevelParams> {
+        vec![crate::lower::kit::structured_read_params(
+            kernel,
+            at,
+            kind,
+            SparseBandStorage::BUFFERS,
+        )]
+    }
+
+    fn unfurl_structured(
+        &self,
+        lw: &mut registry::Lowerer,
+        cx: &registry::StructuredFiber,
+    ) -> Result<registry::Looplet> {
+        lowering::unfurl_read(lw, cx)
+    }
+
+    fn written_params(
+        &self,
+        _: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        child: &registry::LevelFormat,
+    ) -> Option<Vec<registry::LevelParams>> {
+        lowering::written_in_order(kernel, at, child).map(|p| vec![p])
+    }
+
+    fn allocate_output(
+        &self,
+        bufs: &mut registry::OutBufs,
+        at: &registry::AllocateAt,
+    ) -> Result<()> {
+        allocate_output(bufs, at)
+    }
+
+    fn freeze_output(&self, bufs: &mut registry::OutBufs, at: &registry::FreezeAt) -> Result<()> {
+        freeze_output(bufs, at)
+    }
+
+    fn write_conflict(&self) -> Option<&'static str> {
+        Some(WRITE_CONFLICT)
+    }
 }
 
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.

@@ -17,6 +17,7 @@
 use super::format::{Capabilities, LevelFormat};
 use super::level::{KernelBuf, LevelStorage};
 use super::output::{OutBufs, OutputAt};
+use super::registry::kit as registry;
 use super::sparse_list::validate_ptr;
 use super::PatternStorage;
 use crate::error::{Error, Result};
@@ -289,6 +290,87 @@ pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) ->
     }
     super::output::prefix_sum(&mut bufs.ptr);
     Ok(())
+}
+
+/// The level in the registry (`formats/registry.rs`).
+pub(crate) struct SparseByteMap;
+
+impl registry::Level for SparseByteMap {
+    fn name(&self) -> &'static str {
+        "SparseByteMap"
+    }
+
+    fn capabilities(&self) -> registry::Capabilities {
+        CAPABILITIES
+    }
+
+    fn build(&self, _: registry::LevelKind, at: &registry::BuildAt) -> Result<LevelStorage> {
+        build(at)
+    }
+
+    fn assemble_output(
+        &self,
+        _: registry::LevelKind,
+        at: &registry::OutputAt,
+        bufs: registry::OutBufs,
+    ) -> Result<LevelStorage> {
+        from_output(at, bufs)
+    }
+
+    fn read_params(
+        &self,
+        kind: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        _: registry::IndexWidth,
+    ) -> Vec<registry::LevelParams> {
+        vec![crate::lower::kit::structured_read_params(
+            kernel,
+            at,
+            kind,
+            SparseByteMapStorage::BUFFERS,
+        )]
+    }
+
+    fn unfurl_structured(
+        &self,
+        lw: &mut registry::Lowerer,
+        cx: &registry::StructuredFiber,
+    ) -> Result<registry::Looplet> {
+        lowering::unfurl_read(lw, cx)
+    }
+
+    fn written_params(
+        &self,
+        _: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        child: &registry::LevelFormat,
+    ) -> Option<Vec<registry::LevelParams>> {
+        lowering::written_in_order(kernel, at, child).map(|p| vec![p])
+    }
+
+    fn allocate_output(
+        &self,
+        bufs: &mut registry::OutBufs,
+        at: &registry::AllocateAt,
+    ) -> Result<()> {
+        allocate_output(bufs, at)
+    }
+
+    fn freeze_output(&self, bufs: &mut registry::OutBufs, at: &registry::FreezeAt) -> Result<()> {
+        freeze_output(bufs, at)
+    }
+
+    /// A vector written in any order ([`registry::LevelKind::ANY_ORDER_VECTOR`]).
+    fn any_order_params(
+        &self,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        modes: usize,
+    ) -> Option<Vec<registry::LevelParams>> {
+        (modes == 1).then(|| vec![lowering::out_params(kernel, at.name, at.depth, at.shape)])
+    }
 }
 
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.

@@ -15,6 +15,7 @@
 use super::format::Capabilities;
 use super::level::LevelStorage;
 use super::output::{OutBufs, OutputAt};
+use super::registry::kit as registry;
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
@@ -211,6 +212,68 @@ pub(crate) fn from_output(modes: usize, at: &OutputAt, bufs: OutBufs) -> Result<
 pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) -> Result<()> {
     super::output::freeze_list(bufs, at);
     Ok(())
+}
+
+/// The level in the registry (`formats/registry.rs`).
+pub(crate) struct SparseCoo;
+
+impl registry::Level for SparseCoo {
+    fn name(&self) -> &'static str {
+        "SparseCOO"
+    }
+
+    fn capabilities(&self) -> registry::Capabilities {
+        CAPABILITIES
+    }
+
+    fn mode_count_param(&self, kind: registry::LevelKind) -> Option<usize> {
+        if let registry::LevelKind::SparseCoo(modes) = kind {
+            Some(modes)
+        } else {
+            None
+        }
+    }
+
+    fn with_modes(&self, _: registry::LevelKind, modes: usize) -> Option<registry::LevelKind> {
+        Some(registry::LevelKind::SparseCoo(modes))
+    }
+
+    fn build(&self, kind: registry::LevelKind, at: &registry::BuildAt) -> Result<LevelStorage> {
+        build(kind.modes(), at)
+    }
+
+    fn assemble_output(
+        &self,
+        kind: registry::LevelKind,
+        at: &registry::OutputAt,
+        bufs: registry::OutBufs,
+    ) -> Result<LevelStorage> {
+        from_output(kind.modes(), at, bufs)
+    }
+
+    fn read_params(
+        &self,
+        kind: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        _: registry::IndexWidth,
+    ) -> Vec<registry::LevelParams> {
+        lowering::read_params(kernel, at, kind.modes())
+    }
+
+    fn written_params(
+        &self,
+        kind: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        child: &registry::LevelFormat,
+    ) -> Option<Vec<registry::LevelParams>> {
+        lowering::written_in_order(kernel, at, child, kind.modes())
+    }
+
+    fn freeze_output(&self, bufs: &mut registry::OutBufs, at: &registry::FreezeAt) -> Result<()> {
+        freeze_output(bufs, at)
+    }
 }
 
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.

@@ -13,6 +13,7 @@
 
 use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
+use super::registry::kit as registry;
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
@@ -110,6 +111,85 @@ impl SparseHashStorage {
             KernelBuf::Indices(&self.idx),
             KernelBuf::Indices(&self.pos),
         ]
+    }
+}
+
+/// The level in the registry (`formats/registry.rs`).
+pub(crate) struct SparseHash;
+
+impl registry::Level for SparseHash {
+    fn name(&self) -> &'static str {
+        "SparseHash"
+    }
+
+    fn capabilities(&self) -> registry::Capabilities {
+        CAPABILITIES
+    }
+
+    fn build(&self, _: registry::LevelKind, at: &registry::BuildAt) -> Result<LevelStorage> {
+        build(at)
+    }
+
+    /// Written SparseHash levels are recorded as entries and built when frozen
+    /// (`engine::freeze`), never assembled from buffers.
+    fn assemble_output(
+        &self,
+        _: registry::LevelKind,
+        _: &registry::OutputAt,
+        _: registry::OutBufs,
+    ) -> Result<LevelStorage> {
+        Err(Error::Program(
+            "internal: a SparseHash output assembled from buffers".into(),
+        ))
+    }
+
+    fn read_params(
+        &self,
+        kind: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        _: registry::IndexWidth,
+    ) -> Vec<registry::LevelParams> {
+        vec![crate::lower::kit::structured_read_params(
+            kernel,
+            at,
+            kind,
+            SparseHashStorage::BUFFERS,
+        )]
+    }
+
+    fn unfurl_structured(
+        &self,
+        lw: &mut registry::Lowerer,
+        cx: &registry::StructuredFiber,
+    ) -> Result<registry::Looplet> {
+        lowering::unfurl_read(lw, cx)
+    }
+
+    /// Written in any order only ([`registry::LevelKind::ANY_ORDER_GROUP`]): an output
+    /// written in order records its entries instead.
+    fn written_params(
+        &self,
+        _: registry::LevelKind,
+        _: &mut registry::Kernel,
+        _: &registry::LevelAt,
+        _: &registry::LevelFormat,
+    ) -> Option<Vec<registry::LevelParams>> {
+        None
+    }
+
+    /// A group of levels written in any order ([`registry::LevelKind::ANY_ORDER_GROUP`]).
+    fn any_order_params(
+        &self,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        modes: usize,
+    ) -> Option<Vec<registry::LevelParams>> {
+        Some(lowering::group_params(kernel, at, modes))
+    }
+
+    fn any_order_modes(&self, level: &registry::LevelFormat) -> Option<usize> {
+        lowering::group_modes(level)
     }
 }
 

@@ -14,6 +14,7 @@
 use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
 use super::output::{OutBufs, OutputAt};
+use super::registry::kit as registry;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
 
@@ -190,6 +191,81 @@ pub(crate) fn freeze_output(bufs: &mut OutBufs, _at: &super::output::FreezeAt) -
     let n = bufs.idx.len();
     bufs.val.truncate(n);
     Ok(())
+}
+
+/// The level in the registry (`formats/registry.rs`).
+pub(crate) struct SparseInterval;
+
+impl registry::Level for SparseInterval {
+    fn name(&self) -> &'static str {
+        "SparseInterval"
+    }
+
+    fn capabilities(&self) -> registry::Capabilities {
+        CAPABILITIES
+    }
+
+    fn build(&self, _: registry::LevelKind, at: &registry::BuildAt) -> Result<LevelStorage> {
+        build(at)
+    }
+
+    fn assemble_output(
+        &self,
+        _: registry::LevelKind,
+        at: &registry::OutputAt,
+        bufs: registry::OutBufs,
+    ) -> Result<LevelStorage> {
+        from_output(at, bufs)
+    }
+
+    fn read_params(
+        &self,
+        kind: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        _: registry::IndexWidth,
+    ) -> Vec<registry::LevelParams> {
+        vec![crate::lower::kit::structured_read_params(
+            kernel,
+            at,
+            kind,
+            SparseIntervalStorage::BUFFERS,
+        )]
+    }
+
+    fn unfurl_structured(
+        &self,
+        lw: &mut registry::Lowerer,
+        cx: &registry::StructuredFiber,
+    ) -> Result<registry::Looplet> {
+        lowering::unfurl_read(lw, cx)
+    }
+
+    fn written_params(
+        &self,
+        _: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        child: &registry::LevelFormat,
+    ) -> Option<Vec<registry::LevelParams>> {
+        lowering::written_in_order(kernel, at, child).map(|p| vec![p])
+    }
+
+    fn allocate_output(
+        &self,
+        bufs: &mut registry::OutBufs,
+        at: &registry::AllocateAt,
+    ) -> Result<()> {
+        allocate_output(bufs, at)
+    }
+
+    fn freeze_output(&self, bufs: &mut registry::OutBufs, at: &registry::FreezeAt) -> Result<()> {
+        freeze_output(bufs, at)
+    }
+
+    fn write_conflict(&self) -> Option<&'static str> {
+        Some(WRITE_CONFLICT)
+    }
 }
 
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.

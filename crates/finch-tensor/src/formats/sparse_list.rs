@@ -15,6 +15,7 @@
 use super::format::{Capabilities, IndexWidth};
 use super::level::LevelStorage;
 use super::output::{OutBufs, OutputAt};
+use super::registry::kit as registry;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
 use crate::tensor::{IndexInt, IndexVec};
@@ -214,6 +215,60 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
 pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) -> Result<()> {
     super::output::freeze_list(bufs, at);
     Ok(())
+}
+
+/// The level in the registry (`formats/registry.rs`).
+pub(crate) struct SparseList;
+
+impl registry::Level for SparseList {
+    fn name(&self) -> &'static str {
+        "SparseList"
+    }
+
+    fn capabilities(&self) -> registry::Capabilities {
+        CAPABILITIES
+    }
+
+    fn build(&self, _: registry::LevelKind, at: &registry::BuildAt) -> Result<LevelStorage> {
+        build(at)
+    }
+
+    fn assemble_output(
+        &self,
+        _: registry::LevelKind,
+        at: &registry::OutputAt,
+        bufs: registry::OutBufs,
+    ) -> Result<LevelStorage> {
+        from_output(at, bufs)
+    }
+
+    fn takes_narrow_indices(&self) -> bool {
+        true
+    }
+
+    fn read_params(
+        &self,
+        _: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        index: registry::IndexWidth,
+    ) -> Vec<registry::LevelParams> {
+        vec![lowering::read_params(kernel, at, index)]
+    }
+
+    fn written_params(
+        &self,
+        _: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        child: &registry::LevelFormat,
+    ) -> Option<Vec<registry::LevelParams>> {
+        lowering::written_in_order(kernel, at, child).map(|p| vec![p])
+    }
+
+    fn freeze_output(&self, bufs: &mut registry::OutBufs, at: &registry::FreezeAt) -> Result<()> {
+        freeze_output(bufs, at)
+    }
 }
 
 /// The level's kernel parameters: how the lowerer reads and writes it.

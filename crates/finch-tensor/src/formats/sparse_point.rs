@@ -13,6 +13,7 @@
 use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
 use super::output::{OutBufs, OutputAt};
+use super::registry::kit as registry;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
 
@@ -163,6 +164,81 @@ fn drop_point_fills(bufs: &mut OutBufs, size: usize, fill: &crate::algebra::Valu
         if *i != size && bufs.val.get(p).is_some_and(|v| v.same(fill)) {
             *i = size;
         }
+    }
+}
+
+/// The level in the registry (`formats/registry.rs`).
+pub(crate) struct SparsePoint;
+
+impl registry::Level for SparsePoint {
+    fn name(&self) -> &'static str {
+        "SparsePoint"
+    }
+
+    fn capabilities(&self) -> registry::Capabilities {
+        CAPABILITIES
+    }
+
+    fn build(&self, _: registry::LevelKind, at: &registry::BuildAt) -> Result<LevelStorage> {
+        build(at)
+    }
+
+    fn assemble_output(
+        &self,
+        _: registry::LevelKind,
+        at: &registry::OutputAt,
+        bufs: registry::OutBufs,
+    ) -> Result<LevelStorage> {
+        from_output(at, bufs)
+    }
+
+    fn read_params(
+        &self,
+        kind: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        _: registry::IndexWidth,
+    ) -> Vec<registry::LevelParams> {
+        vec![crate::lower::kit::structured_read_params(
+            kernel,
+            at,
+            kind,
+            SparsePointStorage::BUFFERS,
+        )]
+    }
+
+    fn unfurl_structured(
+        &self,
+        lw: &mut registry::Lowerer,
+        cx: &registry::StructuredFiber,
+    ) -> Result<registry::Looplet> {
+        lowering::unfurl_read(lw, cx)
+    }
+
+    fn written_params(
+        &self,
+        _: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        child: &registry::LevelFormat,
+    ) -> Option<Vec<registry::LevelParams>> {
+        lowering::written_in_order(kernel, at, child).map(|p| vec![p])
+    }
+
+    fn allocate_output(
+        &self,
+        bufs: &mut registry::OutBufs,
+        at: &registry::AllocateAt,
+    ) -> Result<()> {
+        allocate_output(bufs, at)
+    }
+
+    fn freeze_output(&self, bufs: &mut registry::OutBufs, at: &registry::FreezeAt) -> Result<()> {
+        freeze_output(bufs, at)
+    }
+
+    fn write_conflict(&self) -> Option<&'static str> {
+        Some(WRITE_CONFLICT)
     }
 }
 

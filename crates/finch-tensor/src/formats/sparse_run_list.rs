@@ -13,6 +13,7 @@
 use super::format::Capabilities;
 use super::level::{KernelBuf, LevelStorage};
 use super::output::{OutBufs, OutputAt};
+use super::registry::kit as registry;
 use super::sparse_list::validate_ptr;
 use crate::error::{Error, Result};
 use crate::tensor::build::*;
@@ -142,6 +143,73 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
 /// [`super::run_list::freeze_runs`].
 pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) -> Result<()> {
     super::run_list::freeze_runs(bufs, false, at.size, &at.fill)
+}
+
+/// The level in the registry (`formats/registry.rs`).
+pub(crate) struct SparseRunList;
+
+impl registry::Level for SparseRunList {
+    fn name(&self) -> &'static str {
+        "SparseRunList"
+    }
+
+    fn capabilities(&self) -> registry::Capabilities {
+        CAPABILITIES
+    }
+
+    fn build(&self, _: registry::LevelKind, at: &registry::BuildAt) -> Result<LevelStorage> {
+        build(at)
+    }
+
+    fn assemble_output(
+        &self,
+        _: registry::LevelKind,
+        at: &registry::OutputAt,
+        bufs: registry::OutBufs,
+    ) -> Result<LevelStorage> {
+        from_output(at, bufs)
+    }
+
+    fn read_params(
+        &self,
+        kind: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        _: registry::IndexWidth,
+    ) -> Vec<registry::LevelParams> {
+        vec![crate::lower::kit::structured_read_params(
+            kernel,
+            at,
+            kind,
+            SparseRunListStorage::BUFFERS,
+        )]
+    }
+
+    fn unfurl_structured(
+        &self,
+        lw: &mut registry::Lowerer,
+        cx: &registry::StructuredFiber,
+    ) -> Result<registry::Looplet> {
+        lowering::unfurl_read(lw, cx)
+    }
+
+    fn written_params(
+        &self,
+        _: registry::LevelKind,
+        kernel: &mut registry::Kernel,
+        at: &registry::LevelAt,
+        child: &registry::LevelFormat,
+    ) -> Option<Vec<registry::LevelParams>> {
+        lowering::written_in_order(kernel, at, child).map(|p| vec![p])
+    }
+
+    fn freeze_output(&self, bufs: &mut registry::OutBufs, at: &registry::FreezeAt) -> Result<()> {
+        freeze_output(bufs, at)
+    }
+
+    fn write_conflict(&self) -> Option<&'static str> {
+        Some(WRITE_CONFLICT)
+    }
 }
 
 /// The level's looplets and kernel parameters: how the lowerer reads and writes it.
