@@ -92,6 +92,41 @@ pub(crate) fn from_output(at: &OutputAt, bufs: OutBufs) -> Result<LevelStorage> 
     }))
 }
 
+impl registry::StoredLevel for DenseStorage {
+    fn kind(&self) -> registry::LevelKind {
+        registry::LevelKind::Dense
+    }
+
+    fn child(&self) -> &LevelStorage {
+        &self.child
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        vec![self.shape]
+    }
+
+    fn children(&self, p: usize) -> Option<Vec<(usize, usize, usize)>> {
+        Some(DenseStorage::children(self, p))
+    }
+
+    fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        DenseStorage::validate(self, depth, parents)
+    }
+
+    fn kernel_buffers(&self) -> Vec<registry::KernelBuf<'_>> {
+        vec![]
+    }
+
+    fn positions(&self, parents: usize) -> usize {
+        parents.saturating_mul(self.shape)
+    }
+
+    fn get(&self, p: usize, coords: &[usize]) -> Option<registry::Value> {
+        let q = DenseStorage::locate(self, p, *coords.first()?)?;
+        self.child.get(q, &coords[1..])
+    }
+}
+
 /// The level in the registry (`formats/registry.rs`).
 pub(crate) struct Dense;
 

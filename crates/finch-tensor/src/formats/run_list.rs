@@ -233,6 +233,36 @@ pub(crate) fn freeze_runs(
     Ok(())
 }
 
+impl registry::StoredLevel for RunListStorage {
+    fn kind(&self) -> registry::LevelKind {
+        registry::LevelKind::RunList
+    }
+
+    fn child(&self) -> &LevelStorage {
+        &self.child
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        vec![self.shape]
+    }
+
+    fn children(&self, p: usize) -> Option<Vec<(usize, usize, usize)>> {
+        Some(RunListStorage::children(self, p))
+    }
+
+    fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        RunListStorage::validate(self, depth, parents)
+    }
+
+    fn kernel_buffers(&self) -> Vec<registry::KernelBuf<'_>> {
+        RunListStorage::kernel_buffers(self)
+    }
+
+    fn positions(&self, parents: usize) -> usize {
+        self.ptr.get(parents).copied().unwrap_or(0)
+    }
+}
+
 /// The level in the registry (`formats/registry.rs`).
 pub(crate) struct RunList;
 

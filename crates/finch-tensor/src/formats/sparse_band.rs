@@ -203,6 +203,36 @@ fn drop_band_fills(bufs: &mut OutBufs, fill: &crate::algebra::Value) -> Result<(
     Ok(())
 }
 
+impl registry::StoredLevel for SparseBandStorage {
+    fn kind(&self) -> registry::LevelKind {
+        registry::LevelKind::SparseBand
+    }
+
+    fn child(&self) -> &LevelStorage {
+        &self.child
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        vec![self.shape]
+    }
+
+    fn children(&self, p: usize) -> Option<Vec<(usize, usize, usize)>> {
+        Some(SparseBandStorage::children(self, p))
+    }
+
+    fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        SparseBandStorage::validate(self, depth, parents)
+    }
+
+    fn kernel_buffers(&self) -> Vec<registry::KernelBuf<'_>> {
+        SparseBandStorage::kernel_buffers(self)
+    }
+
+    fn positions(&self, parents: usize) -> usize {
+        self.ofs.get(parents).copied().unwrap_or(0)
+    }
+}
+
 /// The level in the registry (`formats/registry.rs`).
 pub(crate) struct SparseBand;
 

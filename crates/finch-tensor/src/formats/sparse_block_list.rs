@@ -249,6 +249,37 @@ fn drop_block_fills(bufs: &mut OutBufs, fill: &crate::algebra::Value) -> Result<
     Ok(())
 }
 
+impl registry::StoredLevel for SparseBlockListStorage {
+    fn kind(&self) -> registry::LevelKind {
+        registry::LevelKind::SparseBlockList
+    }
+
+    fn child(&self) -> &LevelStorage {
+        &self.child
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        vec![self.shape]
+    }
+
+    fn children(&self, p: usize) -> Option<Vec<(usize, usize, usize)>> {
+        Some(SparseBlockListStorage::children(self, p))
+    }
+
+    fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        SparseBlockListStorage::validate(self, depth, parents)
+    }
+
+    fn kernel_buffers(&self) -> Vec<registry::KernelBuf<'_>> {
+        SparseBlockListStorage::kernel_buffers(self)
+    }
+
+    /// Blocks are numbered across fibers: the last block's end counts them all.
+    fn positions(&self, _: usize) -> usize {
+        self.ofs.last().copied().unwrap_or(0)
+    }
+}
+
 /// The level in the registry (`formats/registry.rs`).
 pub(crate) struct SparseBlockList;
 

@@ -292,6 +292,46 @@ pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) ->
     Ok(())
 }
 
+impl registry::StoredLevel for SparseByteMapStorage {
+    fn kind(&self) -> registry::LevelKind {
+        registry::LevelKind::SparseByteMap
+    }
+
+    fn child(&self) -> &LevelStorage {
+        &self.child
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        vec![self.shape]
+    }
+
+    fn children(&self, p: usize) -> Option<Vec<(usize, usize, usize)>> {
+        Some(SparseByteMapStorage::children(self, p))
+    }
+
+    fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        SparseByteMapStorage::validate(self, depth, parents)
+    }
+
+    fn kernel_buffers(&self) -> Vec<registry::KernelBuf<'_>> {
+        SparseByteMapStorage::kernel_buffers(self)
+    }
+
+    /// Every set position, across fibers.
+    fn positions(&self, _: usize) -> usize {
+        self.srt.len()
+    }
+
+    fn validate_unstored(&self, depth: usize) -> Result<()> {
+        SparseByteMapStorage::validate_unstored(self, depth)
+    }
+
+    fn get(&self, p: usize, coords: &[usize]) -> Option<registry::Value> {
+        let q = SparseByteMapStorage::locate(self, p, *coords.first()?)?;
+        self.child.get(q, &coords[1..])
+    }
+}
+
 /// The level in the registry (`formats/registry.rs`).
 pub(crate) struct SparseByteMap;
 

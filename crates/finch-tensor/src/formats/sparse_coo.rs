@@ -214,6 +214,68 @@ pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) ->
     Ok(())
 }
 
+impl registry::StoredLevel for SparseCooStorage {
+    fn kind(&self) -> registry::LevelKind {
+        registry::LevelKind::SparseCoo(self.shape.len())
+    }
+
+    fn child(&self) -> &LevelStorage {
+        &self.child
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        self.shape.clone()
+    }
+
+    /// Tuples span several modes: see [`registry::StoredLevel::fiber`].
+    fn children(&self, _: usize) -> Option<Vec<(usize, usize, usize)>> {
+        None
+    }
+
+    fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        SparseCooStorage::validate(self, depth, parents)
+    }
+
+    fn kernel_buffers(&self) -> Vec<registry::KernelBuf<'_>> {
+        let mut v = vec![registry::KernelBuf::Indices(&self.ptr)];
+        v.extend(self.tbl.iter().map(|t| registry::KernelBuf::Indices(t)));
+        v
+    }
+
+    fn positions(&self, parents: usize) -> usize {
+        self.ptr.get(parents).copied().unwrap_or(0)
+    }
+
+    fn fiber(&self, p: usize) -> Vec<registry::FiberChild> {
+        self.tuples(p)
+            .into_iter()
+            .map(|(key, q)| (key.into_iter().map(|i| (i, i)).collect(), q))
+            .collect()
+    }
+
+    fn get(&self, p: usize, coords: &[usize]) -> Option<registry::Value> {
+        let n = self.shape.len();
+        if coords.len() < n {
+            return None;
+        }
+        self.child.get(self.locate(p, &coords[..n])?, &coords[n..])
+    }
+
+    fn walk(
+        &self,
+        p: usize,
+        prefix: &mut Vec<usize>,
+        f: &mut dyn FnMut(&[usize], registry::Value),
+    ) {
+        for q in self.ptr[p]..self.ptr[p + 1] {
+            let key = self.key(q);
+            prefix.extend_from_slice(&key);
+            self.child.walk(q, prefix, f);
+            prefix.truncate(prefix.len() - key.len());
+        }
+    }
+}
+
 /// The level in the registry (`formats/registry.rs`).
 pub(crate) struct SparseCoo;
 

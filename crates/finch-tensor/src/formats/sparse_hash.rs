@@ -114,6 +114,42 @@ impl SparseHashStorage {
     }
 }
 
+impl registry::StoredLevel for SparseHashStorage {
+    fn kind(&self) -> registry::LevelKind {
+        registry::LevelKind::SparseHash
+    }
+
+    fn child(&self) -> &LevelStorage {
+        &self.child
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        vec![self.shape]
+    }
+
+    fn children(&self, p: usize) -> Option<Vec<(usize, usize, usize)>> {
+        Some(SparseHashStorage::children(self, p))
+    }
+
+    fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        SparseHashStorage::validate(self, depth, parents)
+    }
+
+    fn kernel_buffers(&self) -> Vec<registry::KernelBuf<'_>> {
+        SparseHashStorage::kernel_buffers(self)
+    }
+
+    /// Every stored entry, across fibers.
+    fn positions(&self, _: usize) -> usize {
+        self.idx.len()
+    }
+
+    fn get(&self, p: usize, coords: &[usize]) -> Option<registry::Value> {
+        let q = SparseHashStorage::locate(self, p, *coords.first()?)?;
+        self.child.get(q, &coords[1..])
+    }
+}
+
 /// The level in the registry (`formats/registry.rs`).
 pub(crate) struct SparseHash;
 

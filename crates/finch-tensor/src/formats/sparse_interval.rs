@@ -193,6 +193,40 @@ pub(crate) fn freeze_output(bufs: &mut OutBufs, _at: &super::output::FreezeAt) -
     Ok(())
 }
 
+impl registry::StoredLevel for SparseIntervalStorage {
+    fn kind(&self) -> registry::LevelKind {
+        registry::LevelKind::SparseInterval
+    }
+
+    fn child(&self) -> &LevelStorage {
+        &self.child
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        vec![self.shape]
+    }
+
+    fn children(&self, p: usize) -> Option<Vec<(usize, usize, usize)>> {
+        Some(SparseIntervalStorage::children(self, p))
+    }
+
+    fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        SparseIntervalStorage::validate(self, depth, parents)
+    }
+
+    fn kernel_buffers(&self) -> Vec<registry::KernelBuf<'_>> {
+        SparseIntervalStorage::kernel_buffers(self)
+    }
+
+    fn positions(&self, parents: usize) -> usize {
+        parents
+    }
+
+    fn validate_unstored(&self, depth: usize) -> Result<()> {
+        SparseIntervalStorage::validate_unstored(self, depth)
+    }
+}
+
 /// The level in the registry (`formats/registry.rs`).
 pub(crate) struct SparseInterval;
 

@@ -217,6 +217,48 @@ pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) ->
     Ok(())
 }
 
+impl registry::StoredLevel for SparseListStorage {
+    fn kind(&self) -> registry::LevelKind {
+        registry::LevelKind::SparseList
+    }
+
+    fn child(&self) -> &LevelStorage {
+        &self.child
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        vec![self.shape]
+    }
+
+    fn children(&self, p: usize) -> Option<Vec<(usize, usize, usize)>> {
+        Some(SparseListStorage::children(self, p))
+    }
+
+    fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        SparseListStorage::validate(self, depth, parents)
+    }
+
+    fn kernel_buffers(&self) -> Vec<registry::KernelBuf<'_>> {
+        vec![
+            registry::KernelBuf::of(&self.ptr),
+            registry::KernelBuf::of(&self.idx),
+        ]
+    }
+
+    fn positions(&self, parents: usize) -> usize {
+        self.ptr.get(parents).unwrap_or(0)
+    }
+
+    fn index_width_mismatch(&self, index: registry::IndexWidth) -> Option<String> {
+        SparseListStorage::index_width_mismatch(self, index)
+    }
+
+    fn get(&self, p: usize, coords: &[usize]) -> Option<registry::Value> {
+        let q = SparseListStorage::locate(self, p, *coords.first()?)?;
+        self.child.get(q, &coords[1..])
+    }
+}
+
 /// The level in the registry (`formats/registry.rs`).
 pub(crate) struct SparseList;
 

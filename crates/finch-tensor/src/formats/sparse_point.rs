@@ -167,6 +167,40 @@ fn drop_point_fills(bufs: &mut OutBufs, size: usize, fill: &crate::algebra::Valu
     }
 }
 
+impl registry::StoredLevel for SparsePointStorage {
+    fn kind(&self) -> registry::LevelKind {
+        registry::LevelKind::SparsePoint
+    }
+
+    fn child(&self) -> &LevelStorage {
+        &self.child
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        vec![self.shape]
+    }
+
+    fn children(&self, p: usize) -> Option<Vec<(usize, usize, usize)>> {
+        Some(SparsePointStorage::children(self, p))
+    }
+
+    fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        SparsePointStorage::validate(self, depth, parents)
+    }
+
+    fn kernel_buffers(&self) -> Vec<registry::KernelBuf<'_>> {
+        SparsePointStorage::kernel_buffers(self)
+    }
+
+    fn positions(&self, parents: usize) -> usize {
+        parents
+    }
+
+    fn validate_unstored(&self, depth: usize) -> Result<()> {
+        SparsePointStorage::validate_unstored(self, depth)
+    }
+}
+
 /// The level in the registry (`formats/registry.rs`).
 pub(crate) struct SparsePoint;
 

@@ -145,6 +145,36 @@ pub(crate) fn freeze_output(bufs: &mut OutBufs, at: &super::output::FreezeAt) ->
     super::run_list::freeze_runs(bufs, false, at.size, &at.fill)
 }
 
+impl registry::StoredLevel for SparseRunListStorage {
+    fn kind(&self) -> registry::LevelKind {
+        registry::LevelKind::SparseRunList
+    }
+
+    fn child(&self) -> &LevelStorage {
+        &self.child
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        vec![self.shape]
+    }
+
+    fn children(&self, p: usize) -> Option<Vec<(usize, usize, usize)>> {
+        Some(SparseRunListStorage::children(self, p))
+    }
+
+    fn validate(&self, depth: usize, parents: usize) -> Result<usize> {
+        SparseRunListStorage::validate(self, depth, parents)
+    }
+
+    fn kernel_buffers(&self) -> Vec<registry::KernelBuf<'_>> {
+        SparseRunListStorage::kernel_buffers(self)
+    }
+
+    fn positions(&self, parents: usize) -> usize {
+        self.ptr.get(parents).copied().unwrap_or(0)
+    }
+}
+
 /// The level in the registry (`formats/registry.rs`).
 pub(crate) struct SparseRunList;
 
