@@ -128,7 +128,7 @@ impl LevelKind {
     ) -> Vec<crate::lower::kit::LevelParams> {
         use crate::lower::kit::mode_shapes;
         let shapes = mode_shapes(kernel, at.name, at.depth, at.shape, modes);
-        super::sparse_coo::lowering::recorded_params(kernel, at.name, at.depth, &shapes, true)
+        super::sparse_coo::lowering::recorded_params(kernel, at, &shapes, true)
     }
 
     /// A Dense level.

@@ -409,7 +409,7 @@ impl registry::Level for SparseByteMap {
         at: &registry::LevelAt,
         modes: usize,
     ) -> Option<Vec<registry::LevelParams>> {
-        (modes == 1).then(|| vec![lowering::out_params(kernel, at.name, at.depth, at.shape)])
+        (modes == 1).then(|| vec![lowering::out_params(kernel, at)])
     }
 }
 
@@ -520,7 +520,7 @@ pub mod lowering {
         child: &LevelFormat,
     ) -> Option<LevelParams> {
         matches!(child, LevelFormat::Element(_) | LevelFormat::Pattern)
-            .then(|| out_params(kernel, at.name, at.depth, at.shape))
+            .then(|| out_params(kernel, at))
     }
 
     /// A written SparseByteMap (an output or a workspace). Written: random access to the
@@ -670,12 +670,8 @@ pub mod lowering {
     }
 
     /// A written SparseByteMap level `depth` of `name`: its buffers and cursors.
-    pub(crate) fn out_params(
-        kernel: &mut Kernel,
-        name: &str,
-        depth: usize,
-        shape: LocalId,
-    ) -> LevelParams {
+    pub(crate) fn out_params(kernel: &mut Kernel, at: &LevelAt) -> LevelParams {
+        let (name, depth, shape) = (at.name, at.depth, at.shape);
         let mut buf = |what: &str, ty, growable| {
             kernel.buf(format!("{name}_lvl{depth}_{what}"), ty, true, growable)
         };

@@ -394,11 +394,11 @@ pub mod lowering {
     /// time builds), one per mode, sharing their buffers and cursor.
     pub(crate) fn recorded_params(
         kernel: &mut Kernel,
-        name: &str,
-        depth: usize,
+        at: &LevelAt,
         shapes: &[LocalId],
         rebuilt: bool,
     ) -> Vec<LevelParams> {
+        let (name, depth) = (at.name, at.depth);
         let ptr = kernel.buf(
             format!("{name}_lvl{depth}_ptr"),
             ScalarType::I64,
@@ -471,6 +471,6 @@ pub mod lowering {
             return None;
         }
         let shapes = mode_shapes(kernel, at.name, at.depth, at.shape, modes);
-        Some(recorded_params(kernel, at.name, at.depth, &shapes, false))
+        Some(recorded_params(kernel, at, &shapes, false))
     }
 }
