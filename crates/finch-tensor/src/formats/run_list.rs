@@ -348,7 +348,7 @@ pub mod lowering {
         ..WriteTraits::READ_ONLY
     };
 
-    /// The kernel parameters of the level written by a kernel (`LevelParams::RunsOut`).
+    /// The kernel parameters of the level written by a kernel (`LevelParams::Written`).
     /// A RunList or SparseRunList level of an output, written in order through AcceptRun:
     /// each written run (a whole extent where the value is constant, else one index) gets
     /// a child position; a RunList also fills the gaps with fill runs so its runs tile the
@@ -376,6 +376,55 @@ pub mod lowering {
         pub dirty: LocalId,
         /// Set when a run is written out of order (a kernel output).
         pub conflict: LocalId,
+    }
+
+    impl WrittenLevel for OutParams {
+        fn clone_box(&self) -> Box<dyn WrittenLevel> {
+            Box::new(self.clone())
+        }
+
+        fn write_traits(&self) -> WriteTraits {
+            WRITE_TRAITS
+        }
+
+        fn shape(&self) -> LocalId {
+            self.shape
+        }
+
+        fn claim_state_mut(&mut self) -> (&mut LocalId, Option<&mut LocalId>) {
+            (&mut self.dirty, None)
+        }
+
+        fn output_arrays(&self) -> Vec<(BufId, OutArray)> {
+            let mut v = vec![(self.ptr, OutArray::Ptr), (self.right, OutArray::Idx)];
+            v.extend(self.left.map(|l| (l, OutArray::Aux)));
+            v
+        }
+
+        fn unfurl(&self, lw: &mut Lowerer, f: &Fiber, _: Option<&KExpr>) -> Result<Looplet> {
+            if !f.protocols.is_written() && f.depth == 0 {
+                return unfurl_read_back(lw, f, self);
+            }
+            let name = lw.tensors[f.tensor].name.clone();
+            lw.written_only(f, &name)?;
+            unfurl_write(lw, f, self)
+        }
+
+        fn written_kind(&self) -> Option<LevelKind> {
+            Some(if self.dense {
+                LevelKind::RunList
+            } else {
+                LevelKind::SparseRunList
+            })
+        }
+
+        fn conflict_flag(&self) -> Option<LocalId> {
+            Some(self.conflict)
+        }
+
+        fn reset_workspace(&self, _: Option<(BufId, Value)>, _: LocalId) -> Option<Vec<KStmt>> {
+            Some(reset(self))
+        }
     }
 
     /// Runs tiling the fiber: a stepper over runs, each a Run of its child.
@@ -715,7 +764,7 @@ pub mod lowering {
             at.local(kernel, "last", ScalarType::I64),
         );
         let (dirty, conflict) = at.write_flags(kernel);
-        LevelParams::RunsOut(OutParams {
+        LevelParams::written(OutParams {
             dense,
             shape: at.shape,
             ptr,

@@ -319,7 +319,7 @@ pub mod lowering {
         ..WriteTraits::READ_ONLY
     };
 
-    /// The kernel parameters of the level written by a kernel (`LevelParams::SparseBandOut`).
+    /// The kernel parameters of the level written by a kernel (`LevelParams::Written`).
     /// A SparseBand level of an output, written in order (extrude): the first written
     /// index of a fiber fixes its origin, later ones land at `start + (i - origin)` (gaps
     /// hold the fill); `ofs` holds per-fiber widths until the run time prefix-sums it.
@@ -343,6 +343,42 @@ pub mod lowering {
         pub dirty: LocalId,
         /// Set when an index is written out of order (a kernel output).
         pub conflict: LocalId,
+    }
+
+    impl WrittenLevel for OutParams {
+        fn clone_box(&self) -> Box<dyn WrittenLevel> {
+            Box::new(self.clone())
+        }
+
+        fn write_traits(&self) -> WriteTraits {
+            WRITE_TRAITS
+        }
+
+        fn shape(&self) -> LocalId {
+            self.shape
+        }
+
+        fn claim_state_mut(&mut self) -> (&mut LocalId, Option<&mut LocalId>) {
+            (&mut self.dirty, None)
+        }
+
+        fn output_arrays(&self) -> Vec<(BufId, OutArray)> {
+            vec![(self.idx, OutArray::Idx), (self.ofs, OutArray::Ptr)]
+        }
+
+        fn unfurl(&self, lw: &mut Lowerer, f: &Fiber, _: Option<&KExpr>) -> Result<Looplet> {
+            let name = lw.tensors[f.tensor].name.clone();
+            lw.written_only(f, &name)?;
+            unfurl_write(lw, f, self)
+        }
+
+        fn written_kind(&self) -> Option<LevelKind> {
+            Some(LevelKind::SparseBand)
+        }
+
+        fn conflict_flag(&self) -> Option<LocalId> {
+            Some(self.conflict)
+        }
     }
 
     /// One block `first..=last` with consecutive child positions: fill, random
@@ -432,7 +468,7 @@ pub mod lowering {
             at.local(kernel, "last", ScalarType::I64),
         );
         let (dirty, conflict) = at.write_flags(kernel);
-        Some(LevelParams::SparseBandOut(OutParams {
+        Some(LevelParams::written(OutParams {
             shape: at.shape,
             idx,
             ofs,

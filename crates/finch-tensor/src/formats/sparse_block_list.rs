@@ -366,7 +366,7 @@ pub mod lowering {
         ..WriteTraits::READ_ONLY
     };
 
-    /// The kernel parameters of the level written by a kernel (`LevelParams::SparseBlockListOut`).
+    /// The kernel parameters of the level written by a kernel (`LevelParams::Written`).
     /// A SparseBlockList level of an output, written in order (extrude): values are
     /// appended at `qos` like SparseList's; an index that does not follow the last one
     /// written starts a new block. `ptr` holds per-fiber block counts until the run time
@@ -393,6 +393,46 @@ pub mod lowering {
         pub dirty: LocalId,
         /// Set when an index is written out of order (a kernel output).
         pub conflict: LocalId,
+    }
+
+    impl WrittenLevel for OutParams {
+        fn clone_box(&self) -> Box<dyn WrittenLevel> {
+            Box::new(self.clone())
+        }
+
+        fn write_traits(&self) -> WriteTraits {
+            WRITE_TRAITS
+        }
+
+        fn shape(&self) -> LocalId {
+            self.shape
+        }
+
+        fn claim_state_mut(&mut self) -> (&mut LocalId, Option<&mut LocalId>) {
+            (&mut self.dirty, None)
+        }
+
+        fn output_arrays(&self) -> Vec<(BufId, OutArray)> {
+            vec![
+                (self.ptr, OutArray::Ptr),
+                (self.idx, OutArray::Idx),
+                (self.ofs, OutArray::Aux),
+            ]
+        }
+
+        fn unfurl(&self, lw: &mut Lowerer, f: &Fiber, _: Option<&KExpr>) -> Result<Looplet> {
+            let name = lw.tensors[f.tensor].name.clone();
+            lw.written_only(f, &name)?;
+            unfurl_write(lw, f, self)
+        }
+
+        fn written_kind(&self) -> Option<LevelKind> {
+            Some(LevelKind::SparseBlockList)
+        }
+
+        fn conflict_flag(&self) -> Option<LocalId> {
+            Some(self.conflict)
+        }
     }
 
     /// Blocks: a stepper (or jumper) over blocks, each fill before its first index
@@ -491,7 +531,7 @@ pub mod lowering {
             at.local(kernel, "last", ScalarType::I64),
         );
         let (dirty, conflict) = at.write_flags(kernel);
-        Some(LevelParams::SparseBlockListOut(OutParams {
+        Some(LevelParams::written(OutParams {
             shape: at.shape,
             ptr,
             idx,

@@ -454,7 +454,7 @@ pub mod lowering {
         ..WriteTraits::READ_ONLY
     };
 
-    /// The kernel parameters of the level written by a kernel (`LevelParams::SparseByteMapOut`).
+    /// The kernel parameters of the level written by a kernel (`LevelParams::Written`).
     /// A SparseByteMap level of an output or workspace, written in any order (laminate):
     /// a flag per position, dense child positions `p·shape + i`, and the list `srt` of the
     /// set positions (linear, unsorted while written, grown by doubling) with its length
@@ -473,6 +473,48 @@ pub mod lowering {
         pub nsrt: LocalId,
         /// Whether the current index was written.
         pub dirty: LocalId,
+    }
+
+    impl WrittenLevel for OutParams {
+        fn clone_box(&self) -> Box<dyn WrittenLevel> {
+            Box::new(self.clone())
+        }
+
+        fn write_traits(&self) -> WriteTraits {
+            WRITE_TRAITS
+        }
+
+        fn shape(&self) -> LocalId {
+            self.shape
+        }
+
+        fn claim_state_mut(&mut self) -> (&mut LocalId, Option<&mut LocalId>) {
+            (&mut self.dirty, None)
+        }
+
+        fn output_arrays(&self) -> Vec<(BufId, OutArray)> {
+            vec![
+                (self.ptr, OutArray::Ptr),
+                (self.tbl, OutArray::Flags),
+                (self.srt, OutArray::Idx),
+            ]
+        }
+
+        fn unfurl(&self, lw: &mut Lowerer, f: &Fiber, _: Option<&KExpr>) -> Result<Looplet> {
+            unfurl_write(lw, f, self)
+        }
+
+        fn written_kind(&self) -> Option<LevelKind> {
+            Some(LevelKind::SparseByteMap)
+        }
+
+        fn reset_workspace(&self, leaf: Option<(BufId, Value)>, q: LocalId) -> Option<Vec<KStmt>> {
+            Some(reset(self, leaf, q))
+        }
+
+        fn entry_count(&self) -> Option<LocalId> {
+            Some(self.nsrt)
+        }
     }
 
     /// A sorted list of set indices over dense child positions `pos·shape + i`.
@@ -681,7 +723,7 @@ pub mod lowering {
         let nsrt = kernel.local(format!("{name}_lvl{depth}_nsrt"), ScalarType::I64);
         kernel.outputs.push(nsrt);
         let dirty = kernel.local(format!("{name}_lvl{depth}_dirty"), ScalarType::Bool);
-        LevelParams::SparseByteMapOut(OutParams {
+        LevelParams::written(OutParams {
             shape,
             ptr,
             tbl,

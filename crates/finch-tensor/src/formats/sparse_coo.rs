@@ -390,6 +390,84 @@ pub mod lowering {
         Ok(lw.sorted_read(f, list))
     }
 
+    /// One mode of a SparseCOO{N} level of an output, written in order (extrude): the
+    /// modes above the last pass a linear position down (as Dense levels do), and the last
+    /// records each written entry's linear position in `idx`, which the run time splits
+    /// into coordinates at freeze. Mode 0 counts the fiber's entries into `ptr`.
+    #[derive(Clone, Debug)]
+    pub struct OutParams {
+        /// Size of this mode.
+        pub shape: LocalId,
+        /// Per-fiber counts (`P + 1` entries, prefix-summed after the kernel).
+        pub ptr: BufId,
+        /// Linear positions of the written entries (over every mode down to this level),
+        /// growable.
+        pub idx: BufId,
+        /// The next free position.
+        pub qos: LocalId,
+        /// Whether the current index was written.
+        pub dirty: LocalId,
+        /// Which mode of the level, 0 = outermost.
+        pub mode: usize,
+        /// How many modes the level spans.
+        pub modes: usize,
+        /// The modes are not one SparseCOO level but every level from a sparse one down to
+        /// the leaf, of a format the kernel does not assemble itself (a SparseList above
+        /// another level, ...): the run time builds those levels from the recorded entries.
+        pub rebuilt: bool,
+    }
+
+    impl WrittenLevel for OutParams {
+        fn clone_box(&self) -> Box<dyn WrittenLevel> {
+            Box::new(self.clone())
+        }
+
+        fn write_traits(&self) -> WriteTraits {
+            WRITE_TRAITS
+        }
+
+        fn shape(&self) -> LocalId {
+            self.shape
+        }
+
+        fn claim_state_mut(&mut self) -> (&mut LocalId, Option<&mut LocalId>) {
+            (&mut self.dirty, None)
+        }
+
+        fn output_arrays(&self) -> Vec<(BufId, OutArray)> {
+            if self.mode == 0 {
+                vec![(self.ptr, OutArray::Ptr), (self.idx, OutArray::Idx)]
+            } else {
+                vec![]
+            }
+        }
+
+        fn unfurl(&self, lw: &mut Lowerer, f: &Fiber, _: Option<&KExpr>) -> Result<Looplet> {
+            let name = lw.tensors[f.tensor].name.clone();
+            lw.written_only(f, &name)?;
+            crate::formats::sparse_list::lowering::unfurl_list_out(
+                lw,
+                f,
+                self.shape,
+                [self.ptr, self.idx],
+                [self.qos, self.dirty],
+                Some((self.mode, self.modes)),
+            )
+        }
+
+        fn written_kind(&self) -> Option<LevelKind> {
+            Some(LevelKind::SparseCoo(self.modes))
+        }
+
+        fn recorded_modes(&self) -> Option<(usize, bool)> {
+            Some((self.modes, false))
+        }
+
+        fn rebuilt_from_entries(&self) -> bool {
+            self.rebuilt
+        }
+    }
+
     /// The levels of a written group recorded as entries (a SparseCOO level, or levels the run
     /// time builds), one per mode, sharing their buffers and cursor.
     pub(crate) fn recorded_params(
@@ -417,15 +495,17 @@ pub mod lowering {
         shapes
             .iter()
             .enumerate()
-            .map(|(mode, &shape)| LevelParams::CooOut {
-                shape,
-                ptr,
-                idx,
-                qos,
-                dirty,
-                mode,
-                modes,
-                rebuilt,
+            .map(|(mode, &shape)| {
+                LevelParams::written(OutParams {
+                    shape,
+                    ptr,
+                    idx,
+                    qos,
+                    dirty,
+                    mode,
+                    modes,
+                    rebuilt,
+                })
             })
             .collect()
     }

@@ -299,7 +299,7 @@ pub mod lowering {
     }
 
     /// The kernel parameters of one mode of a group of SparseHash levels a kernel writes
-    /// (`LevelParams::HashOut`; laminate: any order, repeated), from the group's first
+    /// (`LevelParams::Written`; laminate: any order, repeated), from the group's first
     /// level down to the Element leaf. The group is one open-addressing hash table keyed
     /// by an entry's linear position over every mode of the tensor (column-major), so
     /// modes above the last pass the linear position down as Dense levels do. Slot `h` is
@@ -329,6 +329,72 @@ pub mod lowering {
         pub dirty: LocalId,
         /// Buffers for reading the group back in the kernel.
         pub view: HashView,
+    }
+
+    impl WrittenLevel for OutParams {
+        fn clone_box(&self) -> Box<dyn WrittenLevel> {
+            Box::new(self.clone())
+        }
+
+        fn write_traits(&self) -> WriteTraits {
+            WRITE_TRAITS
+        }
+
+        fn shape(&self) -> LocalId {
+            self.shape
+        }
+
+        fn claim_state_mut(&mut self) -> (&mut LocalId, Option<&mut LocalId>) {
+            (&mut self.dirty, Some(&mut self.at))
+        }
+
+        fn output_arrays(&self) -> Vec<(BufId, OutArray)> {
+            if self.mode == 0 {
+                vec![
+                    (self.slot_of, OutArray::Ptr),
+                    (self.keys, OutArray::Idx),
+                    (self.table, OutArray::Aux),
+                ]
+            } else {
+                vec![]
+            }
+        }
+
+        fn unfurl(&self, lw: &mut Lowerer, f: &Fiber, _: Option<&KExpr>) -> Result<Looplet> {
+            unfurl(lw, f, self)
+        }
+
+        fn written_kind(&self) -> Option<LevelKind> {
+            None
+        }
+
+        fn reset_workspace(&self, _: Option<(BufId, Value)>, q: LocalId) -> Option<Vec<KStmt>> {
+            Some(reset(self, q))
+        }
+
+        fn scratch_buffers(&self) -> Vec<BufId> {
+            if self.mode == 0 {
+                self.view.scratch_buffers()
+            } else {
+                vec![]
+            }
+        }
+
+        fn searchable(&self) -> bool {
+            true
+        }
+
+        fn read_group_mode(&self) -> Option<(usize, usize)> {
+            Some((self.mode, self.modes))
+        }
+
+        fn recorded_modes(&self) -> Option<(usize, bool)> {
+            Some((self.modes, true))
+        }
+
+        fn hash_entry_count(&self) -> Option<LocalId> {
+            Some(self.count)
+        }
     }
 
     /// A written SparseHash group read back in the kernel: its entries sorted by key into
@@ -860,7 +926,7 @@ pub mod lowering {
             .iter()
             .enumerate()
             .map(|(mode, &shape)| {
-                LevelParams::HashOut(OutParams {
+                LevelParams::written(OutParams {
                     shape,
                     mode,
                     modes,

@@ -312,7 +312,7 @@ pub mod lowering {
         ..WriteTraits::READ_ONLY
     };
 
-    /// The kernel parameters of the level written by a kernel (`LevelParams::SparseIntervalOut`).
+    /// The kernel parameters of the level written by a kernel (`LevelParams::Written`).
     /// A SparseInterval level of an output, written in order through AcceptRun: a written
     /// run lands in a scratch position (the last value slot); after it, the first run of
     /// a fiber becomes its interval, a touching run of the same value extends it, and
@@ -329,6 +329,42 @@ pub mod lowering {
         pub dirty: LocalId,
         /// Set when the data is not one run per fiber (a kernel output).
         pub conflict: LocalId,
+    }
+
+    impl WrittenLevel for OutParams {
+        fn clone_box(&self) -> Box<dyn WrittenLevel> {
+            Box::new(self.clone())
+        }
+
+        fn write_traits(&self) -> WriteTraits {
+            WRITE_TRAITS
+        }
+
+        fn shape(&self) -> LocalId {
+            self.shape
+        }
+
+        fn claim_state_mut(&mut self) -> (&mut LocalId, Option<&mut LocalId>) {
+            (&mut self.dirty, None)
+        }
+
+        fn output_arrays(&self) -> Vec<(BufId, OutArray)> {
+            vec![(self.left, OutArray::Idx), (self.right, OutArray::Ptr)]
+        }
+
+        fn unfurl(&self, lw: &mut Lowerer, f: &Fiber, _: Option<&KExpr>) -> Result<Looplet> {
+            let name = lw.tensors[f.tensor].name.clone();
+            lw.written_only(f, &name)?;
+            unfurl_write(lw, f, self)
+        }
+
+        fn written_kind(&self) -> Option<LevelKind> {
+            Some(LevelKind::SparseInterval)
+        }
+
+        fn conflict_flag(&self) -> Option<LocalId> {
+            Some(self.conflict)
+        }
     }
 
     /// One run `left..=right` of one child: fill, the child repeated, fill.
@@ -394,7 +430,7 @@ pub mod lowering {
         let left = at.buf(kernel, "left", false);
         let right = at.buf(kernel, "right", false);
         let (dirty, conflict) = at.write_flags(kernel);
-        Some(LevelParams::SparseIntervalOut(OutParams {
+        Some(LevelParams::written(OutParams {
             shape: at.shape,
             left,
             right,

@@ -379,7 +379,7 @@ pub mod lowering {
         ..WriteTraits::READ_ONLY
     };
 
-    /// The kernel parameters of the level written by a kernel (`LevelParams::SparseListOut`).
+    /// The kernel parameters of the level written by a kernel (`LevelParams::Written`).
     /// A SparseList level of an output, written in order (extrude): `ptr` holds per-fiber
     /// counts until the run time prefix-sums it; `idx` grows by doubling.
     #[derive(Clone, Debug)]
@@ -396,6 +396,62 @@ pub mod lowering {
         pub dirty: LocalId,
     }
 
+    impl WrittenLevel for OutParams {
+        fn clone_box(&self) -> Box<dyn WrittenLevel> {
+            Box::new(self.clone())
+        }
+
+        fn write_traits(&self) -> WriteTraits {
+            WRITE_TRAITS
+        }
+
+        fn shape(&self) -> LocalId {
+            self.shape
+        }
+
+        fn claim_state_mut(&mut self) -> (&mut LocalId, Option<&mut LocalId>) {
+            (&mut self.dirty, None)
+        }
+
+        fn output_arrays(&self) -> Vec<(BufId, OutArray)> {
+            vec![(self.ptr, OutArray::Ptr), (self.idx, OutArray::Idx)]
+        }
+
+        fn unfurl(&self, lw: &mut Lowerer, f: &Fiber, present: Option<&KExpr>) -> Result<Looplet> {
+            if f.protocols.is_written() {
+                return unfurl_write(lw, f, self);
+            }
+            // Read by a later statement, after the kernel froze it: a sorted list.
+            Ok(unfurl_read(
+                lw,
+                f,
+                [self.ptr, self.idx],
+                self.shape,
+                present,
+            ))
+        }
+
+        fn written_kind(&self) -> Option<LevelKind> {
+            Some(LevelKind::SparseList)
+        }
+
+        fn reads_itself_where(&self, read: bool) -> bool {
+            read
+        }
+
+        fn reset_workspace(&self, _: Option<(BufId, Value)>, _: LocalId) -> Option<Vec<KStmt>> {
+            Some(reset(self))
+        }
+
+        fn freeze_in_kernel(&self, p: LocalId) -> Option<Vec<KStmt>> {
+            Some(freeze_in_kernel(self, p))
+        }
+
+        fn searchable(&self) -> bool {
+            true
+        }
+    }
+
     /// A SparseList level written in order.
     /// `None` unless the level is right above an Element or a Pattern leaf.
     pub(crate) fn written_in_order(
@@ -410,7 +466,7 @@ pub mod lowering {
         let idx = at.buf(kernel, "idx", true);
         let qos = at.local(kernel, "qos", ScalarType::I64);
         let dirty = at.local(kernel, "dirty", ScalarType::Bool);
-        Some(LevelParams::SparseListOut(OutParams {
+        Some(LevelParams::written(OutParams {
             shape: at.shape,
             ptr,
             idx,

@@ -287,7 +287,7 @@ pub mod lowering {
         ..WriteTraits::READ_ONLY
     };
 
-    /// The kernel parameters of the level written by a kernel (`LevelParams::SparsePointOut`).
+    /// The kernel parameters of the level written by a kernel (`LevelParams::Written`).
     /// A SparsePoint level of an output, written in order (extrude): `idx` (one per fiber,
     /// `shape` when empty) and dense child positions (one per fiber). A fiber written at
     /// two indices sets `conflict` (the run time reports it).
@@ -301,6 +301,40 @@ pub mod lowering {
         pub dirty: LocalId,
         /// Set when the data does not fit the level (a kernel output).
         pub conflict: LocalId,
+    }
+
+    impl WrittenLevel for OutParams {
+        fn clone_box(&self) -> Box<dyn WrittenLevel> {
+            Box::new(self.clone())
+        }
+
+        fn write_traits(&self) -> WriteTraits {
+            WRITE_TRAITS
+        }
+
+        fn shape(&self) -> LocalId {
+            self.shape
+        }
+
+        fn claim_state_mut(&mut self) -> (&mut LocalId, Option<&mut LocalId>) {
+            (&mut self.dirty, None)
+        }
+
+        fn output_arrays(&self) -> Vec<(BufId, OutArray)> {
+            vec![(self.idx, OutArray::Idx)]
+        }
+
+        fn unfurl(&self, lw: &mut Lowerer, f: &Fiber, _: Option<&KExpr>) -> Result<Looplet> {
+            unfurl_write(lw, f, self)
+        }
+
+        fn written_kind(&self) -> Option<LevelKind> {
+            Some(LevelKind::SparsePoint)
+        }
+
+        fn conflict_flag(&self) -> Option<LocalId> {
+            Some(self.conflict)
+        }
     }
 
     /// One index `i` per fiber (`shape` when empty): fill, the child at `i`, fill.
@@ -357,7 +391,7 @@ pub mod lowering {
         }
         let idx = at.buf(kernel, "idx", false);
         let (dirty, conflict) = at.write_flags(kernel);
-        Some(LevelParams::SparsePointOut(OutParams {
+        Some(LevelParams::written(OutParams {
             shape: at.shape,
             idx,
             dirty,

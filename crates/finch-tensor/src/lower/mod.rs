@@ -37,9 +37,8 @@ mod writes;
 
 pub(crate) use convert::LeafParams;
 pub use convert::{
-    convert, Bound, Converted, HashOut, LevelParams, OutArray, RangeCheck, RunsOut, Size,
-    SparseBandOut, SparseBlockListOut, SparseByteMapOut, SparseIntervalOut, SparseListOut,
-    SparsePointOut, TensorInfo, WindowCheck,
+    convert, Bound, Converted, LevelParams, OutArray, RangeCheck, Size, TensorInfo, WindowCheck,
+    Written,
 };
 pub use print::print_converted;
 

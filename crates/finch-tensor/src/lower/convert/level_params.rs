@@ -3,16 +3,11 @@
 
 use super::*;
 
-// The parameters of the levels whose modules own their write side (each module's
-// `lowering::OutParams`), named after their `LevelParams` variants.
-pub use crate::formats::run_list::lowering::OutParams as RunsOut;
-pub use crate::formats::sparse_band::lowering::OutParams as SparseBandOut;
-pub use crate::formats::sparse_block_list::lowering::OutParams as SparseBlockListOut;
-pub use crate::formats::sparse_byte_map::lowering::OutParams as SparseByteMapOut;
-pub use crate::formats::sparse_hash::lowering::OutParams as HashOut;
-pub use crate::formats::sparse_interval::lowering::OutParams as SparseIntervalOut;
-pub use crate::formats::sparse_list::lowering::OutParams as SparseListOut;
-pub use crate::formats::sparse_point::lowering::OutParams as SparsePointOut;
+use std::fmt;
+
+use crate::kernel::KStmt;
+use crate::looplets::Looplet;
+use crate::lower::Lowerer;
 
 /// The kernel parameters of one level of a tensor.
 #[derive(Clone, Debug)]
@@ -31,9 +26,6 @@ pub enum LevelParams {
         /// Stored indices (0-based).
         idx: BufId,
     },
-    /// A SparseList level of an output, written in order (extrude): `ptr` holds per-fiber
-    /// counts until the run time prefix-sums it; `idx` grows by doubling.
-    SparseListOut(SparseListOut),
     /// One mode of a SparseCOO{N} level read by a kernel: the level has `modes` entries in
     /// the tensor's levels, outermost mode (`mode == 0`) first, sharing `ptr` and `tbl`.
     /// Mode 0 walks fiber `p`'s tuples `ptr[p] .. ptr[p+1]`; each further mode walks the
@@ -50,63 +42,6 @@ pub enum LevelParams {
         /// How many modes the level spans.
         modes: usize,
     },
-    /// One mode of a SparseCOO{N} level of an output, written in order (extrude): the
-    /// modes above the last pass a linear position down (as Dense levels do), and the last
-    /// records each written entry's linear position in `idx`, which the run time splits
-    /// into coordinates at freeze. Mode 0 counts the fiber's entries into `ptr`.
-    CooOut {
-        /// Size of this mode.
-        shape: LocalId,
-        /// Per-fiber counts (`P + 1` entries, prefix-summed after the kernel).
-        ptr: BufId,
-        /// Linear positions of the written entries (over every mode down to this level),
-        /// growable.
-        idx: BufId,
-        /// The next free position.
-        qos: LocalId,
-        /// Whether the current index was written.
-        dirty: LocalId,
-        /// Which mode of the level, 0 = outermost.
-        mode: usize,
-        /// How many modes the level spans.
-        modes: usize,
-        /// The modes are not one SparseCOO level but every level from a sparse one down to
-        /// the leaf, of a format the kernel does not assemble itself (a SparseList above
-        /// another level, ...): the run time builds those levels from the recorded entries.
-        rebuilt: bool,
-    },
-    /// One mode of a group of SparseHash levels a kernel writes (laminate: any order,
-    /// repeated), one hash table over every mode of the group.
-    HashOut(HashOut),
-    /// A SparseByteMap level of an output or workspace, written in any order (laminate):
-    /// a flag per position, dense child positions `p·shape + i`, and the list `srt` of the
-    /// set positions (linear, unsorted while written, grown by doubling) with its length
-    /// in `nsrt`. Read back (root level only) after sorting `srt`.
-    SparseByteMapOut(SparseByteMapOut),
-    /// A SparsePoint level of an output, written in order (extrude): `idx` (one per fiber,
-    /// `shape` when empty) and dense child positions (one per fiber). A fiber written at
-    /// two indices sets `conflict` (the run time reports it).
-    SparsePointOut(SparsePointOut),
-    /// A SparseBand level of an output, written in order (extrude): the first written
-    /// index of a fiber fixes its origin, later ones land at `start + (i - origin)` (gaps
-    /// hold the fill); `ofs` holds per-fiber widths until the run time prefix-sums it.
-    SparseBandOut(SparseBandOut),
-    /// A SparseBlockList level of an output, written in order (extrude): values are
-    /// appended at `qos` like SparseList's; an index that does not follow the last one
-    /// written starts a new block. `ptr` holds per-fiber block counts until the run time
-    /// prefix-sums it; `idx` (block last index) and `ofs` (block ends) grow by doubling.
-    SparseBlockListOut(SparseBlockListOut),
-    /// A RunList or SparseRunList level of an output, written in order through AcceptRun:
-    /// each written run (a whole extent where the value is constant, else one index) gets
-    /// a child position; a RunList also fills the gaps with fill runs so its runs tile the
-    /// fiber. `ptr` holds per-fiber run counts until the run time prefix-sums it (and
-    /// merges touching runs of equal values); `left`/`right` grow by doubling.
-    RunsOut(RunsOut),
-    /// A SparseInterval level of an output, written in order through AcceptRun: a written
-    /// run lands in a scratch position (the last value slot); after it, the first run of
-    /// a fiber becomes its interval, a touching run of the same value extends it, and
-    /// anything else sets `conflict`.
-    SparseIntervalOut(SparseIntervalOut),
     /// A read-only structured level (SparsePoint, SparseInterval, SparseBand,
     /// SparseBlockList, RunList, SparseRunList, SparseByteMap, SparseHash): its kind and
     /// its buffers in the order of the storage's `BUFFERS`.
@@ -118,6 +53,9 @@ pub enum LevelParams {
         /// The level's buffers.
         bufs: Vec<BufId>,
     },
+    /// A level the kernel writes itself (in order, or in any order): its module's
+    /// parameters (`lowering::OutParams`), behind [`WrittenLevel`].
+    Written(Written),
     /// The value buffer.
     Element {
         /// Values.
@@ -127,6 +65,125 @@ pub enum LevelParams {
     },
     /// Nothing stored.
     Pattern,
+}
+
+/// What the lowering and the run time ask of a level a kernel writes itself. Each written
+/// level's parameters (its module's `lowering::OutParams`) implement it; the provided
+/// methods are those of a level written in order that holds no more state than its
+/// claim flag.
+pub(crate) trait WrittenLevel: fmt::Debug + Send + Sync {
+    /// A boxed copy.
+    fn clone_box(&self) -> Box<dyn WrittenLevel>;
+
+    /// How a kernel writes the level (its module's `WRITE_TRAITS`).
+    fn write_traits(&self) -> WriteTraits;
+
+    /// The local holding the size of the mode.
+    fn shape(&self) -> LocalId;
+
+    /// The flag the level claims an index with, and for a hash table the local of the
+    /// entry being written.
+    fn claim_state_mut(&mut self) -> (&mut LocalId, Option<&mut LocalId>);
+
+    /// The level's kernel buffers, each with the output array it is bound to.
+    fn output_arrays(&self) -> Vec<(BufId, OutArray)>;
+
+    /// The looplet nest of fiber `f` of the level (written, or read back where the level
+    /// allows; read only where `present` holds when given, for a level that reads itself
+    /// where a condition holds).
+    fn unfurl(&self, lw: &mut Lowerer, f: &Fiber, present: Option<&KExpr>) -> Result<Looplet>;
+
+    /// The kind of the level the run time freezes in place; `None` for a SparseHash group
+    /// (recorded as entries).
+    fn written_kind(&self) -> Option<LevelKind>;
+
+    /// Whether the level, read back (`read`), takes a condition in its own read.
+    fn reads_itself_where(&self, _read: bool) -> bool {
+        false
+    }
+
+    /// `w .= v` of a workspace inside a loop, emptied by the level the way it knows.
+    fn reset_workspace(&self, _leaf: Option<(BufId, Value)>, _q: LocalId) -> Option<Vec<KStmt>> {
+        None
+    }
+
+    /// The code that freezes the level in the kernel for a later statement to read it.
+    fn freeze_in_kernel(&self, _p: LocalId) -> Option<Vec<KStmt>> {
+        None
+    }
+
+    /// Buffers the kernel uses as scratch space of its own.
+    fn scratch_buffers(&self) -> Vec<BufId> {
+        vec![]
+    }
+
+    /// Whether the level, read back, can be searched where it would be walked.
+    fn searchable(&self) -> bool {
+        false
+    }
+
+    /// For one mode of a group of modes read back: which mode, and how many.
+    fn read_group_mode(&self) -> Option<(usize, usize)> {
+        None
+    }
+
+    /// The flag the level sets for data it cannot hold.
+    fn conflict_flag(&self) -> Option<LocalId> {
+        None
+    }
+
+    /// For a level recording entries by their linear position: how many modes it spans,
+    /// and whether it is a SparseHash group.
+    fn recorded_modes(&self) -> Option<(usize, bool)> {
+        None
+    }
+
+    /// The local the level counts its set positions in (a SparseByteMap's).
+    fn entry_count(&self) -> Option<LocalId> {
+        None
+    }
+
+    /// The local counting the entries of a written SparseHash group.
+    fn hash_entry_count(&self) -> Option<LocalId> {
+        None
+    }
+
+    /// Whether the run time builds the levels from the recorded entries in a format of
+    /// their own.
+    fn rebuilt_from_entries(&self) -> bool {
+        false
+    }
+}
+
+/// A written level's parameters ([`LevelParams::Written`]).
+pub struct Written(Box<dyn WrittenLevel>);
+
+impl Written {
+    /// The parameters `p` of a written level.
+    pub(crate) fn new(p: impl WrittenLevel + 'static) -> Written {
+        Written(Box::new(p))
+    }
+
+    /// The level's parameters.
+    pub(crate) fn get(&self) -> &dyn WrittenLevel {
+        self.0.as_ref()
+    }
+
+    fn get_mut(&mut self) -> &mut dyn WrittenLevel {
+        self.0.as_mut()
+    }
+}
+
+impl Clone for Written {
+    fn clone(&self) -> Written {
+        Written(self.0.clone_box())
+    }
+}
+
+impl fmt::Debug for Written {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 /// How a kernel writes a level, as the lowering's checks ask it (each written level's
@@ -188,30 +245,29 @@ pub enum OutArray {
 }
 
 impl LevelParams {
-    /// How a kernel writes this level ([`WriteTraits::READ_ONLY`] for read levels, Dense
-    /// levels and leaves).
-    pub(crate) fn write_traits(&self) -> WriteTraits {
-        use crate::formats::{
-            run_list, sparse_band, sparse_block_list, sparse_byte_map, sparse_coo, sparse_hash,
-            sparse_interval, sparse_list, sparse_point,
-        };
+    /// The parameters `p` of a level the kernel writes itself.
+    pub(crate) fn written(p: impl WrittenLevel + 'static) -> LevelParams {
+        LevelParams::Written(Written::new(p))
+    }
+
+    /// The written level's parameters, for a level the kernel writes itself.
+    pub(crate) fn as_written(&self) -> Option<&dyn WrittenLevel> {
         match self {
-            LevelParams::SparseListOut(_) => sparse_list::lowering::WRITE_TRAITS,
-            LevelParams::CooOut { .. } => sparse_coo::lowering::WRITE_TRAITS,
-            LevelParams::HashOut(_) => sparse_hash::lowering::WRITE_TRAITS,
-            LevelParams::SparseByteMapOut(_) => sparse_byte_map::lowering::WRITE_TRAITS,
-            LevelParams::SparsePointOut(_) => sparse_point::lowering::WRITE_TRAITS,
-            LevelParams::SparseBandOut(_) => sparse_band::lowering::WRITE_TRAITS,
-            LevelParams::SparseBlockListOut(_) => sparse_block_list::lowering::WRITE_TRAITS,
-            LevelParams::RunsOut(_) => run_list::lowering::WRITE_TRAITS,
-            LevelParams::SparseIntervalOut(_) => sparse_interval::lowering::WRITE_TRAITS,
+            LevelParams::Written(w) => Some(w.get()),
             LevelParams::Dense { .. }
             | LevelParams::SparseList { .. }
             | LevelParams::Coo { .. }
             | LevelParams::Structured { .. }
             | LevelParams::Element { .. }
-            | LevelParams::Pattern => WriteTraits::READ_ONLY,
+            | LevelParams::Pattern => None,
         }
+    }
+
+    /// How a kernel writes this level ([`WriteTraits::READ_ONLY`] for read levels, Dense
+    /// levels and leaves).
+    pub(crate) fn write_traits(&self) -> WriteTraits {
+        self.as_written()
+            .map_or(WriteTraits::READ_ONLY, WrittenLevel::write_traits)
     }
 
     /// `w .= v` of a workspace inside a loop, emptied by the level the way it knows
@@ -222,48 +278,13 @@ impl LevelParams {
         leaf: Option<(BufId, Value)>,
         q: LocalId,
     ) -> Option<Vec<crate::kernel::KStmt>> {
-        use crate::formats::{run_list, sparse_byte_map, sparse_hash, sparse_list};
-        Some(match self {
-            LevelParams::RunsOut(p) => run_list::lowering::reset(p),
-            LevelParams::SparseListOut(p) => sparse_list::lowering::reset(p),
-            LevelParams::HashOut(p) => sparse_hash::lowering::reset(p, q),
-            LevelParams::SparseByteMapOut(p) => sparse_byte_map::lowering::reset(p, leaf, q),
-            LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
-            | LevelParams::Coo { .. }
-            | LevelParams::CooOut { .. }
-            | LevelParams::SparsePointOut(_)
-            | LevelParams::SparseBandOut(_)
-            | LevelParams::SparseBlockListOut(_)
-            | LevelParams::SparseIntervalOut(_)
-            | LevelParams::Structured { .. }
-            | LevelParams::Element { .. }
-            | LevelParams::Pattern => return None,
-        })
+        self.as_written()?.reset_workspace(leaf, q)
     }
 
     /// The code that freezes a written level in the kernel for a later statement to read
     /// it (`p` a fresh local), for the levels whose `freezes_in_kernel` trait says so.
     pub(crate) fn freeze_in_kernel(&self, p: LocalId) -> Option<Vec<crate::kernel::KStmt>> {
-        match self {
-            LevelParams::SparseListOut(out) => Some(
-                crate::formats::sparse_list::lowering::freeze_in_kernel(out, p),
-            ),
-            LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
-            | LevelParams::Coo { .. }
-            | LevelParams::CooOut { .. }
-            | LevelParams::HashOut(_)
-            | LevelParams::SparseByteMapOut(_)
-            | LevelParams::SparsePointOut(_)
-            | LevelParams::SparseBandOut(_)
-            | LevelParams::SparseBlockListOut(_)
-            | LevelParams::RunsOut(_)
-            | LevelParams::SparseIntervalOut(_)
-            | LevelParams::Structured { .. }
-            | LevelParams::Element { .. }
-            | LevelParams::Pattern => None,
-        }
+        self.as_written()?.freeze_in_kernel(p)
     }
 
     /// The kernel buffers of a level read from a tensor passed in, in the order its
@@ -292,39 +313,15 @@ impl LevelParams {
             LevelParams::Structured { bufs, .. } => (bufs.clone(), true),
             LevelParams::Element { val, .. } => (vec![*val], false),
             LevelParams::Pattern => (vec![], false),
-            LevelParams::SparseListOut(_)
-            | LevelParams::CooOut { .. }
-            | LevelParams::HashOut(_)
-            | LevelParams::SparseByteMapOut(_)
-            | LevelParams::SparsePointOut(_)
-            | LevelParams::SparseBandOut(_)
-            | LevelParams::SparseBlockListOut(_)
-            | LevelParams::RunsOut(_)
-            | LevelParams::SparseIntervalOut(_) => return None,
+            LevelParams::Written(_) => return None,
         })
     }
 
     /// Buffers the kernel uses as scratch space of its own (a SparseHash group's view
     /// for reading it back, on its first mode).
     pub(crate) fn scratch_buffers(&self) -> Vec<BufId> {
-        match self {
-            LevelParams::HashOut(p) if p.mode == 0 => p.view.scratch_buffers(),
-            LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
-            | LevelParams::SparseListOut(_)
-            | LevelParams::Coo { .. }
-            | LevelParams::CooOut { .. }
-            | LevelParams::HashOut(_)
-            | LevelParams::SparseByteMapOut(_)
-            | LevelParams::SparsePointOut(_)
-            | LevelParams::SparseBandOut(_)
-            | LevelParams::SparseBlockListOut(_)
-            | LevelParams::RunsOut(_)
-            | LevelParams::SparseIntervalOut(_)
-            | LevelParams::Structured { .. }
-            | LevelParams::Element { .. }
-            | LevelParams::Pattern => vec![],
-        }
+        self.as_written()
+            .map_or_else(Vec::new, WrittenLevel::scratch_buffers)
     }
 
     /// The parameters of a leaf; `None` for inner levels.
@@ -337,17 +334,9 @@ impl LevelParams {
             LevelParams::Pattern => Some(LeafParams::Pattern),
             LevelParams::Dense { .. }
             | LevelParams::SparseList { .. }
-            | LevelParams::SparseListOut(_)
             | LevelParams::Coo { .. }
-            | LevelParams::CooOut { .. }
-            | LevelParams::HashOut(_)
-            | LevelParams::SparseByteMapOut(_)
-            | LevelParams::SparsePointOut(_)
-            | LevelParams::SparseBandOut(_)
-            | LevelParams::SparseBlockListOut(_)
-            | LevelParams::RunsOut(_)
-            | LevelParams::SparseIntervalOut(_)
-            | LevelParams::Structured { .. } => None,
+            | LevelParams::Structured { .. }
+            | LevelParams::Written(_) => None,
         }
     }
 
@@ -368,19 +357,9 @@ impl LevelParams {
         match self {
             LevelParams::SparseList { .. }
             | LevelParams::Structured { .. }
-            | LevelParams::Coo { .. }
-            | LevelParams::SparseListOut(_)
-            | LevelParams::HashOut(_) => true,
-            LevelParams::Dense { .. }
-            | LevelParams::CooOut { .. }
-            | LevelParams::SparseByteMapOut(_)
-            | LevelParams::SparsePointOut(_)
-            | LevelParams::SparseBandOut(_)
-            | LevelParams::SparseBlockListOut(_)
-            | LevelParams::RunsOut(_)
-            | LevelParams::SparseIntervalOut(_)
-            | LevelParams::Element { .. }
-            | LevelParams::Pattern => false,
+            | LevelParams::Coo { .. } => true,
+            LevelParams::Written(w) => w.get().searchable(),
+            LevelParams::Dense { .. } | LevelParams::Element { .. } | LevelParams::Pattern => false,
         }
     }
 
@@ -389,17 +368,9 @@ impl LevelParams {
     pub(crate) fn read_group_mode(&self) -> Option<(usize, usize)> {
         match self {
             LevelParams::Coo { mode, modes, .. } => Some((*mode, *modes)),
-            LevelParams::HashOut(p) => Some((p.mode, p.modes)),
+            LevelParams::Written(w) => w.get().read_group_mode(),
             LevelParams::Dense { .. }
             | LevelParams::SparseList { .. }
-            | LevelParams::CooOut { .. }
-            | LevelParams::SparseListOut(_)
-            | LevelParams::SparseByteMapOut(_)
-            | LevelParams::SparsePointOut(_)
-            | LevelParams::SparseBandOut(_)
-            | LevelParams::SparseBlockListOut(_)
-            | LevelParams::RunsOut(_)
-            | LevelParams::SparseIntervalOut(_)
             | LevelParams::Structured { .. }
             | LevelParams::Element { .. }
             | LevelParams::Pattern => None,
@@ -410,146 +381,56 @@ impl LevelParams {
     /// the entry being written; `None` for levels that claim nothing (read levels,
     /// Dense levels, leaves).
     pub(crate) fn claim_state_mut(&mut self) -> Option<(&mut LocalId, Option<&mut LocalId>)> {
-        Some(match self {
-            LevelParams::HashOut(p) => (&mut p.dirty, Some(&mut p.at)),
-            LevelParams::SparseListOut(SparseListOut { dirty, .. })
-            | LevelParams::CooOut { dirty, .. }
-            | LevelParams::SparseByteMapOut(SparseByteMapOut { dirty, .. })
-            | LevelParams::SparsePointOut(SparsePointOut { dirty, .. })
-            | LevelParams::SparseBlockListOut(SparseBlockListOut { dirty, .. })
-            | LevelParams::RunsOut(RunsOut { dirty, .. })
-            | LevelParams::SparseIntervalOut(SparseIntervalOut { dirty, .. })
-            | LevelParams::SparseBandOut(SparseBandOut { dirty, .. }) => (dirty, None),
+        match self {
+            LevelParams::Written(w) => Some(w.get_mut().claim_state_mut()),
             LevelParams::Dense { .. }
             | LevelParams::SparseList { .. }
             | LevelParams::Coo { .. }
             | LevelParams::Structured { .. }
             | LevelParams::Element { .. }
-            | LevelParams::Pattern => return None,
-        })
+            | LevelParams::Pattern => None,
+        }
     }
 
     /// The kind of a level the kernel writes and the run time freezes in place; `None` for
     /// read levels, Dense levels, leaves and SparseHash groups (recorded as entries).
     pub(crate) fn written_kind(&self) -> Option<LevelKind> {
-        Some(match self {
-            LevelParams::SparseListOut(SparseListOut { .. }) => LevelKind::SparseList,
-            LevelParams::CooOut { modes, .. } => LevelKind::SparseCoo(*modes),
-            LevelParams::SparseByteMapOut(SparseByteMapOut { .. }) => LevelKind::SparseByteMap,
-            LevelParams::SparsePointOut(SparsePointOut { .. }) => LevelKind::SparsePoint,
-            LevelParams::SparseIntervalOut(SparseIntervalOut { .. }) => LevelKind::SparseInterval,
-            LevelParams::SparseBandOut(SparseBandOut { .. }) => LevelKind::SparseBand,
-            LevelParams::SparseBlockListOut(SparseBlockListOut { .. }) => {
-                LevelKind::SparseBlockList
-            }
-            LevelParams::RunsOut(RunsOut { dense: true, .. }) => LevelKind::RunList,
-            LevelParams::RunsOut(RunsOut { dense: false, .. }) => LevelKind::SparseRunList,
-            LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
-            | LevelParams::Coo { .. }
-            | LevelParams::HashOut(_)
-            | LevelParams::Structured { .. }
-            | LevelParams::Element { .. }
-            | LevelParams::Pattern => return None,
-        })
+        self.as_written()?.written_kind()
     }
 
     /// The flag a written level sets for data it cannot hold (a second index of a
     /// SparsePoint fiber, an index out of order), if it has one.
     pub(crate) fn conflict_flag(&self) -> Option<LocalId> {
-        match self {
-            LevelParams::SparsePointOut(SparsePointOut { conflict, .. })
-            | LevelParams::SparseIntervalOut(SparseIntervalOut { conflict, .. })
-            | LevelParams::RunsOut(RunsOut { conflict, .. })
-            | LevelParams::SparseBlockListOut(SparseBlockListOut { conflict, .. })
-            | LevelParams::SparseBandOut(SparseBandOut { conflict, .. }) => Some(*conflict),
-            LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
-            | LevelParams::SparseListOut(_)
-            | LevelParams::Coo { .. }
-            | LevelParams::CooOut { .. }
-            | LevelParams::HashOut(_)
-            | LevelParams::SparseByteMapOut(_)
-            | LevelParams::Structured { .. }
-            | LevelParams::Element { .. }
-            | LevelParams::Pattern => None,
-        }
+        self.as_written()?.conflict_flag()
     }
 
     /// For a level whose kernel records entries by their linear position (a SparseHash
     /// group, or levels built from recorded entries): how many modes it spans, and
     /// whether it is a SparseHash group.
     pub(crate) fn recorded_modes(&self) -> Option<(usize, bool)> {
-        match self {
-            LevelParams::HashOut(HashOut { modes, .. }) => Some((*modes, true)),
-            LevelParams::CooOut { modes, .. } => Some((*modes, false)),
-            LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
-            | LevelParams::SparseListOut(_)
-            | LevelParams::Coo { .. }
-            | LevelParams::SparseByteMapOut(_)
-            | LevelParams::SparsePointOut(_)
-            | LevelParams::SparseBandOut(_)
-            | LevelParams::SparseBlockListOut(_)
-            | LevelParams::RunsOut(_)
-            | LevelParams::SparseIntervalOut(_)
-            | LevelParams::Structured { .. }
-            | LevelParams::Element { .. }
-            | LevelParams::Pattern => None,
-        }
+        self.as_written()?.recorded_modes()
     }
 
     /// The local a level counts its entries in, returned by the kernel (a SparseByteMap's
     /// set positions).
     pub(crate) fn entry_count(&self) -> Option<LocalId> {
-        match self {
-            LevelParams::SparseByteMapOut(SparseByteMapOut { nsrt, .. }) => Some(*nsrt),
-            LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
-            | LevelParams::SparseListOut(_)
-            | LevelParams::Coo { .. }
-            | LevelParams::CooOut { .. }
-            | LevelParams::HashOut(_)
-            | LevelParams::SparsePointOut(_)
-            | LevelParams::SparseBandOut(_)
-            | LevelParams::SparseBlockListOut(_)
-            | LevelParams::RunsOut(_)
-            | LevelParams::SparseIntervalOut(_)
-            | LevelParams::Structured { .. }
-            | LevelParams::Element { .. }
-            | LevelParams::Pattern => None,
-        }
+        self.as_written()?.entry_count()
     }
 
     /// The local counting the entries of a written SparseHash group (on each of its
     /// modes).
     pub(crate) fn hash_entry_count(&self) -> Option<LocalId> {
-        match self {
-            LevelParams::HashOut(p) => Some(p.count),
-            LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
-            | LevelParams::SparseListOut(_)
-            | LevelParams::Coo { .. }
-            | LevelParams::CooOut { .. }
-            | LevelParams::SparseByteMapOut(_)
-            | LevelParams::SparsePointOut(_)
-            | LevelParams::SparseBandOut(_)
-            | LevelParams::SparseBlockListOut(_)
-            | LevelParams::RunsOut(_)
-            | LevelParams::SparseIntervalOut(_)
-            | LevelParams::Structured { .. }
-            | LevelParams::Element { .. }
-            | LevelParams::Pattern => None,
-        }
+        self.as_written()?.hash_entry_count()
     }
 
     /// Levels the kernel records as entries for the run time to build in their own
     /// format (one it does not assemble itself).
     pub(crate) fn rebuilt_from_entries(&self) -> bool {
-        matches!(self, LevelParams::CooOut { rebuilt: true, .. })
+        self.as_written()
+            .is_some_and(WrittenLevel::rebuilt_from_entries)
     }
 
-    /// Is this a sparse level being written (any `*Out` variant)?
+    /// Is this a sparse level being written?
     pub fn is_sparse_out(&self) -> bool {
         let w = self.write_traits();
         w.extruded || w.repeated
@@ -561,16 +442,8 @@ impl LevelParams {
             LevelParams::Dense { shape }
             | LevelParams::SparseList { shape, .. }
             | LevelParams::Structured { shape, .. }
-            | LevelParams::SparseListOut(SparseListOut { shape, .. })
-            | LevelParams::Coo { shape, .. }
-            | LevelParams::CooOut { shape, .. }
-            | LevelParams::HashOut(HashOut { shape, .. })
-            | LevelParams::SparseByteMapOut(SparseByteMapOut { shape, .. })
-            | LevelParams::SparsePointOut(SparsePointOut { shape, .. })
-            | LevelParams::SparseBandOut(SparseBandOut { shape, .. })
-            | LevelParams::SparseBlockListOut(SparseBlockListOut { shape, .. })
-            | LevelParams::RunsOut(RunsOut { shape, .. })
-            | LevelParams::SparseIntervalOut(SparseIntervalOut { shape, .. }) => Some(*shape),
+            | LevelParams::Coo { shape, .. } => Some(*shape),
+            LevelParams::Written(w) => Some(w.get().shape()),
             LevelParams::Element { .. } | LevelParams::Pattern => None,
         }
     }
@@ -578,50 +451,8 @@ impl LevelParams {
     /// The kernel buffers of a written sparse level, each with the output array it is
     /// bound to (empty for other levels).
     pub fn output_arrays(&self) -> Vec<(BufId, OutArray)> {
-        use OutArray::{Aux, Flags, Idx, Ptr};
-        match self {
-            LevelParams::SparseListOut(SparseListOut { ptr, idx, .. }) => {
-                vec![(*ptr, Ptr), (*idx, Idx)]
-            }
-            LevelParams::CooOut {
-                ptr, idx, mode: 0, ..
-            } => vec![(*ptr, Ptr), (*idx, Idx)],
-            LevelParams::HashOut(HashOut {
-                table,
-                keys,
-                slot_of,
-                mode: 0,
-                ..
-            }) => vec![(*slot_of, Ptr), (*keys, Idx), (*table, Aux)],
-            LevelParams::SparseByteMapOut(SparseByteMapOut { ptr, tbl, srt, .. }) => {
-                vec![(*ptr, Ptr), (*tbl, Flags), (*srt, Idx)]
-            }
-            LevelParams::SparsePointOut(SparsePointOut { idx, .. }) => vec![(*idx, Idx)],
-            LevelParams::SparseBandOut(SparseBandOut { idx, ofs, .. }) => {
-                vec![(*idx, Idx), (*ofs, Ptr)]
-            }
-            LevelParams::SparseBlockListOut(SparseBlockListOut { ptr, idx, ofs, .. }) => {
-                vec![(*ptr, Ptr), (*idx, Idx), (*ofs, Aux)]
-            }
-            LevelParams::RunsOut(RunsOut {
-                ptr, left, right, ..
-            }) => {
-                let mut v = vec![(*ptr, Ptr), (*right, Idx)];
-                v.extend(left.map(|l| (l, Aux)));
-                v
-            }
-            LevelParams::SparseIntervalOut(SparseIntervalOut { left, right, .. }) => {
-                vec![(*left, Idx), (*right, Ptr)]
-            }
-            LevelParams::CooOut { .. }
-            | LevelParams::HashOut(_)
-            | LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
-            | LevelParams::Coo { .. }
-            | LevelParams::Structured { .. }
-            | LevelParams::Element { .. }
-            | LevelParams::Pattern => vec![],
-        }
+        self.as_written()
+            .map_or_else(Vec::new, WrittenLevel::output_arrays)
     }
 }
 
@@ -685,15 +516,12 @@ impl TensorInfo {
     /// and SparseHash levels over an Element or Pattern leaf (a Pattern leaf is written
     /// only under a sparse level).
     pub fn takes_writes_in_any_order(&self) -> bool {
-        self.levels.iter().all(|l| {
-            matches!(
-                l,
-                LevelParams::Dense { .. }
-                    | LevelParams::Element { .. }
-                    | LevelParams::Pattern
-                    | LevelParams::SparseByteMapOut(SparseByteMapOut { .. })
-                    | LevelParams::HashOut(_)
-            )
+        self.levels.iter().all(|l| match l {
+            LevelParams::Dense { .. } | LevelParams::Element { .. } | LevelParams::Pattern => true,
+            LevelParams::Written(w) => w.get().write_traits().repeated,
+            LevelParams::SparseList { .. }
+            | LevelParams::Coo { .. }
+            | LevelParams::Structured { .. } => false,
         })
     }
 }

@@ -34,11 +34,8 @@ mod shared_reads;
 mod stmts;
 mod tensor_table;
 
-pub use level_params::{
-    HashOut, LevelParams, OutArray, RunsOut, SparseBandOut, SparseBlockListOut, SparseByteMapOut,
-    SparseIntervalOut, SparseListOut, SparsePointOut, TensorInfo,
-};
-pub(crate) use level_params::{LeafParams, WriteTraits};
+pub(crate) use level_params::{LeafParams, WriteTraits, WrittenLevel};
+pub use level_params::{LevelParams, OutArray, TensorInfo, Written};
 use shared_reads::*;
 pub(crate) use tensor_table::readable_runs;
 use tensor_table::*;
