@@ -528,14 +528,76 @@ pub mod lowering {
         shapes
             .iter()
             .enumerate()
-            .map(|(mode, &shape)| LevelParams::Coo {
-                shape,
-                ptr,
-                tbl: tbl.clone(),
-                mode,
-                modes,
+            .map(|(mode, &shape)| {
+                LevelParams::read(ReadParams {
+                    shape,
+                    ptr,
+                    tbl: tbl.clone(),
+                    mode,
+                    modes,
+                })
             })
             .collect()
+    }
+
+    /// One mode of a SparseCOO{N} level read by a kernel: the level has `modes` entries in
+    /// the tensor's levels, outermost mode (`mode == 0`) first, sharing `ptr` and `tbl`.
+    /// Mode 0 walks fiber `p`'s tuples `ptr[p] .. ptr[p+1]`; each further mode walks the
+    /// run of tuples its parent mode hands down (the fiber's `end`).
+    #[derive(Clone, Debug)]
+    pub(crate) struct ReadParams {
+        /// Size of this mode.
+        shape: LocalId,
+        /// Fiber boundaries into the tuples.
+        ptr: BufId,
+        /// Coordinates per mode (0-based), innermost mode first, as stored.
+        tbl: Vec<BufId>,
+        /// Which mode of the level, 0 = outermost.
+        mode: usize,
+        /// How many modes the level spans.
+        modes: usize,
+    }
+
+    impl ReadLevel for ReadParams {
+        fn clone_box(&self) -> Box<dyn ReadLevel> {
+            Box::new(self.clone())
+        }
+
+        fn shape(&self) -> LocalId {
+            self.shape
+        }
+
+        /// The first mode binds the level's buffers; the next level's storage is the
+        /// child's after the last mode only (the modes share the level's storage).
+        fn read_buffers(&self) -> (Vec<BufId>, bool) {
+            let bufs = if self.mode == 0 {
+                std::iter::once(self.ptr)
+                    .chain(self.tbl.iter().copied())
+                    .collect()
+            } else {
+                vec![]
+            };
+            (bufs, self.mode + 1 == self.modes)
+        }
+
+        fn unfurl(&self, lw: &mut Lowerer, f: &Fiber, present: Option<&KExpr>) -> Result<Looplet> {
+            unfurl_read(
+                lw,
+                f,
+                (self.shape, self.ptr, &self.tbl),
+                [self.mode, self.modes],
+                present,
+            )
+        }
+
+        /// The first mode walks the fiber's tuples where a condition holds.
+        fn reads_itself_where(&self, _: bool) -> bool {
+            self.mode == 0
+        }
+
+        fn read_group_mode(&self) -> Option<(usize, usize)> {
+            Some((self.mode, self.modes))
+        }
     }
 
     /// A SparseCOO level of `modes` modes written in order right above an Element or

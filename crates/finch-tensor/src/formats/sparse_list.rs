@@ -479,10 +479,49 @@ pub mod lowering {
     pub(crate) fn read_params(kernel: &mut Kernel, at: &LevelAt, index: IndexWidth) -> LevelParams {
         let ptr = kernel.index_buf(at.named("ptr"), index);
         let idx = kernel.index_buf(at.named("idx"), index);
-        LevelParams::SparseList {
+        LevelParams::read(ReadParams {
             shape: at.shape,
             ptr,
             idx,
+        })
+    }
+
+    /// A SparseList level read by a kernel: `ptr` and `idx` buffers and the shape.
+    #[derive(Clone, Debug)]
+    pub(crate) struct ReadParams {
+        /// Size of the mode.
+        shape: LocalId,
+        /// Fiber boundaries.
+        ptr: BufId,
+        /// Stored indices (0-based).
+        idx: BufId,
+    }
+
+    impl ReadLevel for ReadParams {
+        fn clone_box(&self) -> Box<dyn ReadLevel> {
+            Box::new(self.clone())
+        }
+
+        fn shape(&self) -> LocalId {
+            self.shape
+        }
+
+        fn read_buffers(&self) -> (Vec<BufId>, bool) {
+            (vec![self.ptr, self.idx], true)
+        }
+
+        fn unfurl(&self, lw: &mut Lowerer, f: &Fiber, present: Option<&KExpr>) -> Result<Looplet> {
+            Ok(unfurl_read(
+                lw,
+                f,
+                [self.ptr, self.idx],
+                self.shape,
+                present,
+            ))
+        }
+
+        fn reads_itself_where(&self, read: bool) -> bool {
+            read
         }
     }
 

@@ -7,7 +7,8 @@ pub(crate) use std::rc::Rc;
 
 pub(crate) use super::bounds::ZERO;
 pub(crate) use super::convert::{
-    mode_shapes, structured_read_params, LevelAt, LevelParams, OutArray, WriteTraits, WrittenLevel,
+    mode_shapes, structured_read_params, LevelAt, LevelParams, OutArray, ReadLevel, WriteTraits,
+    WrittenLevel,
 };
 pub(crate) use super::unfurl::{
     dense_lookup, fiber_bounds, grow_to, linear_position, minus1, not_fill, plus1, seek_on, walker,

@@ -37,8 +37,8 @@ mod writes;
 
 pub(crate) use convert::LeafParams;
 pub use convert::{
-    convert, Bound, Converted, LevelParams, OutArray, RangeCheck, Size, TensorInfo, WindowCheck,
-    Written,
+    convert, Bound, Converted, LevelParams, OutArray, RangeCheck, Read, Size, TensorInfo,
+    WindowCheck, Written,
 };
 pub use print::print_converted;
 

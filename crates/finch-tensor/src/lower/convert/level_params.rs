@@ -17,31 +17,9 @@ pub enum LevelParams {
         /// Size of the mode.
         shape: LocalId,
     },
-    /// `ptr` and `idx` buffers and the shape.
-    SparseList {
-        /// Size of the mode.
-        shape: LocalId,
-        /// Fiber boundaries.
-        ptr: BufId,
-        /// Stored indices (0-based).
-        idx: BufId,
-    },
-    /// One mode of a SparseCOO{N} level read by a kernel: the level has `modes` entries in
-    /// the tensor's levels, outermost mode (`mode == 0`) first, sharing `ptr` and `tbl`.
-    /// Mode 0 walks fiber `p`'s tuples `ptr[p] .. ptr[p+1]`; each further mode walks the
-    /// run of tuples its parent mode hands down (the fiber's `end`).
-    Coo {
-        /// Size of this mode.
-        shape: LocalId,
-        /// Fiber boundaries into the tuples.
-        ptr: BufId,
-        /// Coordinates per mode (0-based), innermost mode first, as stored.
-        tbl: Vec<BufId>,
-        /// Which mode of the level, 0 = outermost.
-        mode: usize,
-        /// How many modes the level spans.
-        modes: usize,
-    },
+    /// A level read by a kernel whose module reads it with parameters of its own (a
+    /// sorted list, the modes of a SparseCOO level), behind [`ReadLevel`].
+    Read(Read),
     /// A read-only structured level (SparsePoint, SparseInterval, SparseBand,
     /// SparseBlockList, RunList, SparseRunList, SparseByteMap, SparseHash): its kind and
     /// its buffers in the order of the storage's `BUFFERS`.
@@ -65,6 +43,60 @@ pub enum LevelParams {
     },
     /// Nothing stored.
     Pattern,
+}
+
+/// What the lowering and the run time ask of a level a kernel reads with parameters of its
+/// own module (`lowering::ReadParams`; the structured levels share
+/// [`LevelParams::Structured`]).
+pub(crate) trait ReadLevel: fmt::Debug + Send + Sync {
+    /// A boxed copy.
+    fn clone_box(&self) -> Box<dyn ReadLevel>;
+
+    /// The local holding the size of the mode.
+    fn shape(&self) -> LocalId;
+
+    /// The kernel buffers bound to the tensor's storage, in the order the storage lists
+    /// them, and whether the next level's storage is the child's.
+    fn read_buffers(&self) -> (Vec<BufId>, bool);
+
+    /// The looplet nest of fiber `f` of the level (only where `present` holds when given,
+    /// for a level that reads itself where a condition holds).
+    fn unfurl(&self, lw: &mut Lowerer, f: &Fiber, present: Option<&KExpr>) -> Result<Looplet>;
+
+    /// Whether the level's own read takes a condition (in a fiber read, `read`).
+    fn reads_itself_where(&self, read: bool) -> bool;
+
+    /// For one mode of a group of modes: which mode, and how many.
+    fn read_group_mode(&self) -> Option<(usize, usize)> {
+        None
+    }
+}
+
+/// A read level's parameters ([`LevelParams::Read`]).
+pub struct Read(Box<dyn ReadLevel>);
+
+impl Read {
+    /// The parameters `p` of a read level.
+    pub(crate) fn new(p: impl ReadLevel + 'static) -> Read {
+        Read(Box::new(p))
+    }
+
+    /// The level's parameters.
+    pub(crate) fn get(&self) -> &dyn ReadLevel {
+        self.0.as_ref()
+    }
+}
+
+impl Clone for Read {
+    fn clone(&self) -> Read {
+        Read(self.0.clone_box())
+    }
+}
+
+impl fmt::Debug for Read {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 /// What the lowering and the run time ask of a level a kernel writes itself. Each written
@@ -245,6 +277,11 @@ pub enum OutArray {
 }
 
 impl LevelParams {
+    /// The parameters `p` of a level a kernel reads with its module's own parameters.
+    pub(crate) fn read(p: impl ReadLevel + 'static) -> LevelParams {
+        LevelParams::Read(Read::new(p))
+    }
+
     /// The parameters `p` of a level the kernel writes itself.
     pub(crate) fn written(p: impl WrittenLevel + 'static) -> LevelParams {
         LevelParams::Written(Written::new(p))
@@ -255,8 +292,7 @@ impl LevelParams {
         match self {
             LevelParams::Written(w) => Some(w.get()),
             LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
-            | LevelParams::Coo { .. }
+            | LevelParams::Read(_)
             | LevelParams::Structured { .. }
             | LevelParams::Element { .. }
             | LevelParams::Pattern => None,
@@ -295,21 +331,7 @@ impl LevelParams {
     pub(crate) fn read_buffers(&self) -> Option<(Vec<BufId>, bool)> {
         Some(match self {
             LevelParams::Dense { .. } => (vec![], true),
-            LevelParams::SparseList { ptr, idx, .. } => (vec![*ptr, *idx], true),
-            LevelParams::Coo {
-                ptr,
-                tbl,
-                mode,
-                modes,
-                ..
-            } => {
-                let bufs = if *mode == 0 {
-                    std::iter::once(*ptr).chain(tbl.iter().copied()).collect()
-                } else {
-                    vec![]
-                };
-                (bufs, *mode + 1 == *modes)
-            }
+            LevelParams::Read(r) => r.get().read_buffers(),
             LevelParams::Structured { bufs, .. } => (bufs.clone(), true),
             LevelParams::Element { val, .. } => (vec![*val], false),
             LevelParams::Pattern => (vec![], false),
@@ -333,8 +355,7 @@ impl LevelParams {
             }),
             LevelParams::Pattern => Some(LeafParams::Pattern),
             LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
-            | LevelParams::Coo { .. }
+            | LevelParams::Read(_)
             | LevelParams::Structured { .. }
             | LevelParams::Written(_) => None,
         }
@@ -355,9 +376,7 @@ impl LevelParams {
     /// and structured levels are; Dense levels are looked up anyway.
     pub(crate) fn searchable(&self) -> bool {
         match self {
-            LevelParams::SparseList { .. }
-            | LevelParams::Structured { .. }
-            | LevelParams::Coo { .. } => true,
+            LevelParams::Read(_) | LevelParams::Structured { .. } => true,
             LevelParams::Written(w) => w.get().searchable(),
             LevelParams::Dense { .. } | LevelParams::Element { .. } | LevelParams::Pattern => false,
         }
@@ -367,10 +386,9 @@ impl LevelParams {
     /// group read back): which mode, and how many.
     pub(crate) fn read_group_mode(&self) -> Option<(usize, usize)> {
         match self {
-            LevelParams::Coo { mode, modes, .. } => Some((*mode, *modes)),
+            LevelParams::Read(r) => r.get().read_group_mode(),
             LevelParams::Written(w) => w.get().read_group_mode(),
             LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
             | LevelParams::Structured { .. }
             | LevelParams::Element { .. }
             | LevelParams::Pattern => None,
@@ -384,8 +402,7 @@ impl LevelParams {
         match self {
             LevelParams::Written(w) => Some(w.get_mut().claim_state_mut()),
             LevelParams::Dense { .. }
-            | LevelParams::SparseList { .. }
-            | LevelParams::Coo { .. }
+            | LevelParams::Read(_)
             | LevelParams::Structured { .. }
             | LevelParams::Element { .. }
             | LevelParams::Pattern => None,
@@ -439,10 +456,8 @@ impl LevelParams {
     /// The local holding the size of the mode the level indexes (`None` for a leaf).
     pub fn shape(&self) -> Option<LocalId> {
         match self {
-            LevelParams::Dense { shape }
-            | LevelParams::SparseList { shape, .. }
-            | LevelParams::Structured { shape, .. }
-            | LevelParams::Coo { shape, .. } => Some(*shape),
+            LevelParams::Dense { shape } | LevelParams::Structured { shape, .. } => Some(*shape),
+            LevelParams::Read(r) => Some(r.get().shape()),
             LevelParams::Written(w) => Some(w.get().shape()),
             LevelParams::Element { .. } | LevelParams::Pattern => None,
         }
@@ -519,9 +534,7 @@ impl TensorInfo {
         self.levels.iter().all(|l| match l {
             LevelParams::Dense { .. } | LevelParams::Element { .. } | LevelParams::Pattern => true,
             LevelParams::Written(w) => w.get().write_traits().repeated,
-            LevelParams::SparseList { .. }
-            | LevelParams::Coo { .. }
-            | LevelParams::Structured { .. } => false,
+            LevelParams::Read(_) | LevelParams::Structured { .. } => false,
         })
     }
 }

@@ -34,8 +34,8 @@ mod shared_reads;
 mod stmts;
 mod tensor_table;
 
-pub(crate) use level_params::{LeafParams, WriteTraits, WrittenLevel};
-pub use level_params::{LevelParams, OutArray, TensorInfo, Written};
+pub(crate) use level_params::{LeafParams, ReadLevel, WriteTraits, WrittenLevel};
+pub use level_params::{LevelParams, OutArray, Read, TensorInfo, Written};
 use shared_reads::*;
 pub(crate) use tensor_table::readable_runs;
 use tensor_table::*;

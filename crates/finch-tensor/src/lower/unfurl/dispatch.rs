@@ -1,10 +1,9 @@
-//! The registry of unfurling: for each kind of level parameters, the level module whose
-//! looplets fiber `f` gets (`formats/<level>.rs`, its `lowering`), and how the level reads
-//! where a condition holds. Every match here lists every variant, so a new level cannot
-//! fall through to another's looplets.
+//! Unfurling by the kind of a level's parameters: a Dense lookup, a structured level's
+//! looplets by its kind (`Lowerer::unfurl_structured`), and a level read or written with
+//! its module's own parameters through their trait (`ReadLevel`, `WrittenLevel`); and
+//! how a level reads where a condition holds. Every match here lists every variant.
 
 use super::*;
-use crate::formats::{sparse_coo, sparse_list};
 
 /// How fiber `f` of a level reads where a condition holds ([`Lowerer::unfurl_present`]).
 pub(super) enum WhereRead {
@@ -23,15 +22,13 @@ pub(super) fn where_read(level: &LevelParams, f: &Fiber) -> WhereRead {
     let read = !f.protocols.is_written();
     match level {
         LevelParams::Dense { shape } => WhereRead::Dense(*shape),
-        LevelParams::SparseList { .. } if read => WhereRead::Itself,
+        LevelParams::Read(r) if r.get().reads_itself_where(read) => WhereRead::Itself,
         LevelParams::Written(w) if w.get().reads_itself_where(read) => WhereRead::Itself,
-        LevelParams::Coo { mode: 0, .. } => WhereRead::Itself,
         LevelParams::Structured { .. } if read && !f.protocols.follows(f.depth) => {
             WhereRead::Itself
         }
         LevelParams::Structured { .. } if read => WhereRead::Searched,
-        LevelParams::SparseList { .. }
-        | LevelParams::Coo { .. }
+        LevelParams::Read(_)
         | LevelParams::Structured { .. }
         | LevelParams::Written(_)
         | LevelParams::Element { .. }
@@ -49,24 +46,11 @@ pub(super) fn unfurl_level(
 ) -> Result<Looplet> {
     match level {
         LevelParams::Dense { shape } => Ok(dense_lookup(f, shape)),
-        LevelParams::SparseList { ptr, idx, shape } => Ok(sparse_list::lowering::unfurl_read(
-            lw,
-            f,
-            [ptr, idx],
-            shape,
-            present,
-        )),
+        LevelParams::Read(r) => r.get().unfurl(lw, f, present),
         LevelParams::Structured { kind, shape, bufs } => {
             lw.check_protocols(f, kind)?;
             lw.unfurl_structured(f, kind, shape, &bufs, present)
         }
-        LevelParams::Coo {
-            shape,
-            ptr,
-            tbl,
-            mode,
-            modes,
-        } => sparse_coo::lowering::unfurl_read(lw, f, (shape, ptr, &tbl), [mode, modes], present),
         LevelParams::Written(w) => w.get().unfurl(lw, f, present),
         LevelParams::Element { .. } | LevelParams::Pattern => Err(Error::Program(format!(
             "internal: the leaf of `{}` indexed by a loop",
