@@ -366,3 +366,89 @@ fn the_documented_level_table_matches_the_capabilities() {
         );
     }
 }
+
+/// Issue #28: a level's knowledge lives in its module. Outside the level modules
+/// (`formats/<level>.rs`), the registry (`formats/registry.rs`, and `format.rs`,
+/// `level.rs` and `output.rs`, which ask it) and the named formats (`formats/named.rs`),
+/// no library code names a registered level: no `LevelKind::`, `LevelStorage::` or (but
+/// the lowering's own Dense lookup) `LevelParams::` variant of one. A file's tests, after
+/// its `#[cfg(test)]`, and comments are not code. The levels come from the registry.
+#[test]
+fn no_library_code_outside_the_level_modules_names_a_level() {
+    use finch::formats::LevelKind;
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let levels: Vec<String> = LevelKind::ALL
+        .iter()
+        .map(|k| {
+            let debug = format!("{k:?}");
+            debug.split('(').next().unwrap_or_default().to_string()
+        })
+        .collect();
+    let mut names: Vec<String> = Vec::new();
+    for level in &levels {
+        names.push(format!("LevelKind::{level}"));
+        names.push(format!("LevelStorage::{level}"));
+        if level != "Dense" {
+            names.push(format!("LevelParams::{level}"));
+        }
+    }
+    let exempt = |path: &std::path::Path| {
+        let rel = path
+            .strip_prefix(&src)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .to_string();
+        let file = rel.strip_prefix("formats/").unwrap_or("");
+        let level_module = levels.iter().any(|l| {
+            let snake: String = l.chars().fold(String::new(), |mut s, c| {
+                if c.is_uppercase() && !s.is_empty() {
+                    s.push('_');
+                }
+                s.push(c.to_ascii_lowercase());
+                s
+            });
+            file == format!("{snake}.rs")
+        });
+        level_module
+            || [
+                "registry.rs",
+                "format.rs",
+                "level.rs",
+                "output.rs",
+                "named.rs",
+            ]
+            .contains(&file)
+    };
+    let mut found = Vec::new();
+    let mut dirs = vec![src.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") && !exempt(&path) {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (n, line) in text.lines().enumerate() {
+                    if line.trim() == "#[cfg(test)]" {
+                        break;
+                    }
+                    let code = line.split("//").next().unwrap_or_default();
+                    for name in &names {
+                        let hit = code.match_indices(name.as_str()).any(|(at, _)| {
+                            !code[at + name.len()..]
+                                .starts_with(|c: char| c.is_alphanumeric() || c == '_')
+                        });
+                        if hit {
+                            found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "levels named outside their modules:\n{}",
+        found.join("\n")
+    );
+}
