@@ -1,7 +1,8 @@
 //! The registry of levels: every inner level once, by the [`LevelKind`] variant that names
-//! it and the [`Level`] its module implements. `LevelKind` asks the level for everything
-//! it knows (building, writing, lowering, capabilities), so a new level is its module
-//! plus its line below.
+//! it, the [`Level`] its module implements and its storage type, which implements
+//! [`StoredLevel`]. `LevelKind` and `LevelStorage` ask the level for everything it knows
+//! (building, writing, lowering, capabilities; shape, children, validation), so a new
+//! level is its module plus its line below.
 
 use super::element::ElementStorage;
 use super::format::{Capabilities, IndexWidth, LevelFormat};
