@@ -668,8 +668,9 @@ impl Row {
     /// One [`crate::kernel::Hint::RowPointer`] per offset (into the buffer of its load in
     /// `based`): C then loads a row's values as `pointer[counter]`, as a hand-written
     /// kernel would, where `buffer[offset + counter]` cost an addition per load and a
-    /// register per buffer (structured SpMV over a band of 5 per row: speed-up over
-    /// SciPy 1.66 with pointers, 1.45 without).
+    /// register per buffer (strict SpMV over a band of half-bandwidth 5, `finch-bench
+    /// structure`: speed-up over SparseList 1.71-1.72 with pointers, 1.37-1.45 without;
+    /// bench/results/kernel_passes.md).
     pub(super) fn pointer_hints(&self, based: &Loads) -> Vec<KStmt> {
         self.offsets
             .iter()
