@@ -33,6 +33,7 @@ pub mod looplets;
 pub mod lower;
 pub mod notation;
 mod program;
+mod recent;
 pub mod reference;
 #[doc(hidden)]
 pub mod simplify;

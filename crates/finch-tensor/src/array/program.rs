@@ -175,44 +175,14 @@ static HITS: AtomicUsize = AtomicUsize::new(0);
 /// bounded.
 const CACHED_PROGRAMS: usize = 512;
 
-/// The compiled programs by engine (interpreter or not) and text, each with when it was
-/// last used.
-#[derive(Default)]
-struct Programs {
-    by_text: HashMap<(bool, String), (Arc<CompiledProgram>, u64)>,
-    uses: u64,
-}
-
-impl Programs {
-    fn get(&mut self, key: &(bool, String)) -> Option<Arc<CompiledProgram>> {
-        self.uses += 1;
-        let now = self.uses;
-        let (program, used) = self.by_text.get_mut(key)?;
-        *used = now;
-        Some(Arc::clone(program))
-    }
-
-    fn insert(&mut self, key: (bool, String), program: Arc<CompiledProgram>) {
-        self.uses += 1;
-        self.by_text.insert(key, (program, self.uses));
-        if self.by_text.len() > CACHED_PROGRAMS {
-            let oldest = self
-                .by_text
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                self.by_text.remove(&k);
-            }
-        }
-    }
-}
+/// The compiled programs by engine (interpreter or not) and text.
+type Programs = crate::recent::Recent<(bool, String), Arc<CompiledProgram>>;
 
 type Cache = Mutex<Programs>;
 
 fn cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(Programs::default()))
+    CACHE.get_or_init(|| Mutex::new(Programs::new(CACHED_PROGRAMS)))
 }
 
 /// Chooses the engine the array layer compiles its programs for (process-wide; the
@@ -246,21 +216,21 @@ pub fn cache_stats() -> CacheStats {
     CacheStats {
         compiles: COMPILES.load(Ordering::Relaxed),
         hits: HITS.load(Ordering::Relaxed),
-        entries: cache().lock().map_or(0, |c| c.by_text.len()),
+        entries: cache().lock().map_or(0, |c| c.len()),
     }
 }
 
 /// Empties the in-memory program cache (the counts keep counting).
 pub fn clear_cache() {
     if let Ok(mut c) = cache().lock() {
-        c.by_text.clear();
+        c.clear();
     }
 }
 
 /// The compiled program of `text`, from the cache or compiled now.
 fn compiled(text: &str) -> Result<Arc<CompiledProgram>> {
     let key = (USE_INTERPRETER.load(Ordering::Relaxed), text.to_string());
-    if let Some(p) = cache().lock().ok().and_then(|mut c| c.get(&key)) {
+    if let Some(p) = cache().lock().ok().and_then(|mut c| c.get(&key).cloned()) {
         HITS.fetch_add(1, Ordering::Relaxed);
         return Ok(p);
     }
@@ -311,14 +281,14 @@ mod tests {
                 .expect("a program of one copy compiles"),
         );
         let key = |n: usize| (true, format!("program {n}"));
-        let mut cache = Programs::default();
+        let mut cache = Programs::new(CACHED_PROGRAMS);
         for n in 0..CACHED_PROGRAMS {
             cache.insert(key(n), Arc::clone(&program));
         }
         // Using the first keeps it: the second is now the least recently used.
         assert!(cache.get(&key(0)).is_some());
         cache.insert(key(CACHED_PROGRAMS), Arc::clone(&program));
-        assert_eq!(cache.by_text.len(), CACHED_PROGRAMS);
+        assert_eq!(cache.len(), CACHED_PROGRAMS);
         assert!(cache.get(&key(1)).is_none());
         assert!(cache.get(&key(0)).is_some());
         assert!(cache.get(&key(CACHED_PROGRAMS)).is_some());

@@ -27,7 +27,6 @@ pub use emit::{
 #[doc(hidden)]
 pub use emit::PRELUDE;
 
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -105,49 +104,12 @@ impl std::fmt::Debug for CKernel {
 const MEMORY_KERNELS: usize = 256;
 
 /// The kernels loaded in this process that the memory cache keeps: by cache key, the
-/// entry point, its library (`L`), and when it was last used.
-struct Loaded<L = libloading::Library> {
-    kernels: HashMap<String, (KernelFn, Arc<L>, u64)>,
-    uses: u64,
-}
-
-impl<L> Loaded<L> {
-    fn new() -> Self {
-        Loaded {
-            kernels: HashMap::new(),
-            uses: 0,
-        }
-    }
-
-    /// The kernel of `key`, if kept, marked as used now.
-    fn get(&mut self, key: &str) -> Option<(KernelFn, Arc<L>)> {
-        self.uses += 1;
-        let now = self.uses;
-        let (func, lib, used) = self.kernels.get_mut(key)?;
-        *used = now;
-        Some((*func, Arc::clone(lib)))
-    }
-
-    /// Keeps a kernel, dropping the least recently used one past [`MEMORY_KERNELS`].
-    fn keep(&mut self, key: String, func: KernelFn, lib: Arc<L>) {
-        self.uses += 1;
-        self.kernels.insert(key, (func, lib, self.uses));
-        if self.kernels.len() > MEMORY_KERNELS {
-            let oldest = self
-                .kernels
-                .iter()
-                .min_by_key(|(_, (_, _, used))| *used)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                self.kernels.remove(&k);
-            }
-        }
-    }
-}
+/// entry point and its library (`L`).
+type Loaded<L = libloading::Library> = crate::recent::Recent<String, (KernelFn, Arc<L>)>;
 
 fn loaded() -> &'static Mutex<Loaded> {
     static LOADED: OnceLock<Mutex<Loaded>> = OnceLock::new();
-    LOADED.get_or_init(|| Mutex::new(Loaded::new()))
+    LOADED.get_or_init(|| Mutex::new(Loaded::new(MEMORY_KERNELS)))
 }
 
 /// True when a C compiler is available.
@@ -196,7 +158,7 @@ pub(crate) fn compile_with(k: &Kernel, mode: CheckMode) -> Result<CKernel> {
     let mut map = loaded()
         .lock()
         .map_err(|_| Error::Program("kernel cache lock poisoned".into()))?;
-    if let Some((func, lib)) = map.get(&key) {
+    if let Some((func, lib)) = map.get(&key).map(|(f, l)| (*f, Arc::clone(l))) {
         return Ok(CKernel {
             kernel: k.clone(),
             func,
@@ -215,7 +177,7 @@ pub(crate) fn compile_with(k: &Kernel, mode: CheckMode) -> Result<CKernel> {
     let func: KernelFn = unsafe { lib.get::<KernelFn>(SYMBOL.as_bytes()) }
         .map(|s| *s)
         .map_err(|e| Error::Program(format!("compiled kernel lacks `{SYMBOL}`: {e}")))?;
-    map.keep(key.clone(), func, Arc::clone(&lib));
+    map.insert(key.clone(), (func, Arc::clone(&lib)));
     Ok(CKernel {
         kernel: k.clone(),
         func,
@@ -380,21 +342,21 @@ mod tests {
     /// others' libraries go (here a library is an `Arc<usize>`, its number).
     #[test]
     fn the_memory_cache_keeps_the_recently_used_and_drops_the_rest() {
-        let mut cache: Loaded<usize> = Loaded::new();
+        let mut cache: Loaded<usize> = Loaded::new(MEMORY_KERNELS);
         let libs: Vec<Arc<usize>> = (0..=MEMORY_KERNELS).map(Arc::new).collect();
         for (n, lib) in libs.iter().take(MEMORY_KERNELS).enumerate() {
-            cache.keep(format!("k{n}"), entry, Arc::clone(lib));
+            cache.insert(format!("k{n}"), (entry, Arc::clone(lib)));
         }
         // Using the first keeps it: the second is now the least recently used.
-        assert_eq!(cache.get("k0").map(|(_, l)| *l), Some(0));
-        cache.keep(
-            format!("k{MEMORY_KERNELS}"),
-            entry,
-            Arc::clone(&libs[MEMORY_KERNELS]),
+        let key = |n: usize| format!("k{n}");
+        assert_eq!(cache.get(&key(0)).map(|(_, l)| **l), Some(0));
+        cache.insert(
+            key(MEMORY_KERNELS),
+            (entry, Arc::clone(&libs[MEMORY_KERNELS])),
         );
-        assert_eq!(cache.kernels.len(), MEMORY_KERNELS);
-        assert!(cache.get("k1").is_none());
-        assert!(cache.get("k0").is_some());
+        assert_eq!(cache.len(), MEMORY_KERNELS);
+        assert!(cache.get(&key(1)).is_none());
+        assert!(cache.get(&key(0)).is_some());
         // Only the test holds the dropped library; the cache holds each kept one once.
         assert_eq!(Arc::strong_count(&libs[1]), 1);
         assert_eq!(Arc::strong_count(&libs[2]), 2);
